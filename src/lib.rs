@@ -4,3 +4,13 @@
 //! endpoints and processes, rendered into a launch plan with every command line, then
 //! turned into a resource graph that is diffed against recorded state and applied.
 //! See `docs/architecture.md` for the module map and data flow.
+
+pub mod cli;
+pub mod engine;
+pub mod exit;
+pub mod frontend;
+pub mod launch;
+pub mod ports;
+pub mod recipe;
+pub mod secrets;
+pub mod topology;

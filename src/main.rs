@@ -1,1 +1,19 @@
-fn main() {}
+//! The `srt` binary: parse the command line and hand it to the library.
+
+use clap::Parser;
+
+fn main() {
+    let cli = match srt::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() {
+                srt::exit::USAGE
+            } else {
+                srt::exit::OK
+            };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    std::process::exit(srt::cli::run(cli));
+}

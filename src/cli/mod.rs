@@ -1,0 +1,78 @@
+//! The command-line interface: clap definitions and one module per command.
+//!
+//! `src/main.rs` parses [`Cli`] and calls [`run`]; commands call into the library and
+//! turn its results into output and an exit code ([`crate::exit`]).
+
+mod render;
+mod validate;
+
+use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+
+/// srt: plan and apply LLM-serving deployments (vLLM workers behind the vLLM Router).
+#[derive(Debug, Parser)]
+#[command(name = "srt", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Every command.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check a recipe and report every problem with its location.
+    #[command(after_help = "Example:\n  srt validate -f examples/local-agg.yaml")]
+    Validate(validate::Args),
+    /// Print the launch plan: every process with node, devices, ports, env and command.
+    #[command(
+        after_help = "Examples:\n  srt render -f examples/seed/disagg-nixl.yaml\n  srt render -f examples/seed/agg-dep8.yaml --json"
+    )]
+    Render(render::Args),
+}
+
+/// Run a parsed command line; returns the process exit code.
+pub fn run(cli: Cli) -> i32 {
+    match cli.command {
+        Command::Validate(a) => validate::run(a),
+        Command::Render(a) => render::run(a),
+    }
+}
+
+/// Print a diagnostic to stderr with source snippets.
+pub(crate) fn report(diag: &dyn miette::Diagnostic) {
+    let mut out = String::new();
+    let handler = miette::GraphicalReportHandler::new_themed(
+        if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            miette::GraphicalTheme::unicode()
+        } else {
+            miette::GraphicalTheme::unicode_nocolor()
+        },
+    );
+    if handler.render_report(&mut out, diag).is_err() {
+        out = diag.to_string();
+    }
+    eprintln!("{out}");
+}
+
+/// Read and load a recipe file, reporting problems; `Err` carries the exit code.
+pub(crate) fn load_recipe(
+    path: &Path,
+) -> Result<(crate::recipe::Source, crate::recipe::Recipe), i32> {
+    let (source, result) = crate::recipe::load_file(path);
+    match result {
+        Ok(r) => Ok((source, r)),
+        Err(e) => {
+            report(&e);
+            Err(crate::exit::INVALID_RECIPE)
+        }
+    }
+}
+
+/// The `-f RECIPE` argument shared by commands.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RecipeArg {
+    /// Recipe file (YAML).
+    #[arg(short = 'f', long = "file", value_name = "RECIPE")]
+    pub file: PathBuf,
+}

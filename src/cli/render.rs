@@ -1,0 +1,43 @@
+//! `srt render`.
+
+use super::{load_recipe, report, RecipeArg};
+use crate::exit;
+
+/// Arguments of `srt render`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    recipe: RecipeArg,
+    /// Nodes available (default: as many as the roles need).
+    #[arg(long)]
+    nodes: Option<usize>,
+    /// Print the launch plan as versioned JSON (see docs/launch-plan-json.md).
+    #[arg(long)]
+    json: bool,
+}
+
+/// Run `srt render`.
+pub fn run(args: Args) -> i32 {
+    let (source, recipe) = match load_recipe(&args.recipe.file) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let options = crate::launch::BuildOptions {
+        nodes: args.nodes,
+        ..Default::default()
+    };
+    match crate::launch::build(&recipe, &options) {
+        Ok(plan) => {
+            if args.json {
+                println!("{}", crate::launch::render::json(&plan));
+            } else {
+                print!("{}", crate::launch::render::render(&plan));
+            }
+            exit::OK
+        }
+        Err(problems) => {
+            report(&source.error(problems));
+            exit::INVALID_RECIPE
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! The launch plan: every process the deployment runs, with its node, devices, ports,
+//! environment and command line, plus the readiness gates, fully determined by the
+//! recipe and the node count.
+//!
+//! Values only known at apply time are symbolic placeholders ([`node_ip`], [`RUN_DIR`]),
+//! resolved by the executor through [`Bindings`]. This keeps the plan, its hashes and the
+//! golden files byte-identical on every host.
+
+pub mod build;
+pub mod render;
+
+pub use build::{build, BuildOptions};
+
+use crate::ports::PortBlock;
+use crate::recipe::RoleKind;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Version of the JSON form of the launch plan (`srt render --json`).
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Placeholder for the deployment's run directory (logs, generated config files).
+pub const RUN_DIR: &str = "<run-dir>";
+
+/// Placeholder for the IP of node `i`.
+pub fn node_ip(i: usize) -> String {
+    format!("<node{i}-ip>")
+}
+
+/// Symbolic name of node `i`.
+pub fn node_name(i: usize) -> String {
+    format!("node{i}")
+}
+
+/// Concrete values for the placeholders, provided by an executor at apply time.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Bindings {
+    /// IP of each node, by index.
+    pub node_ips: Vec<String>,
+    /// The run directory.
+    pub run_dir: String,
+}
+
+impl Bindings {
+    /// Replace every placeholder in `text`.
+    pub fn resolve(&self, text: &str) -> String {
+        if !text.contains('<') {
+            return text.to_string();
+        }
+        let mut out = text.replace(RUN_DIR, &self.run_dir);
+        // Highest index first so `<node1-ip>` is not a prefix problem for `<node10-ip>`
+        // (the closing `>` already prevents it; the order only keeps the work bounded).
+        for (i, ip) in self.node_ips.iter().enumerate().rev() {
+            let ph = node_ip(i);
+            if out.contains(&ph) {
+                out = out.replace(&ph, ip);
+            }
+        }
+        out
+    }
+}
+
+/// The launch plan.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LaunchPlan {
+    /// JSON format version.
+    pub format_version: u32,
+    /// Deployment name.
+    pub deployment: String,
+    /// Frontend type.
+    pub frontend: String,
+    /// Served model name.
+    pub served_model_name: String,
+    /// Nodes, symbolic.
+    pub nodes: Vec<NodeSlot>,
+    /// Every process, in launch order (workers, then frontends).
+    pub processes: Vec<LaunchProcess>,
+    /// Readiness gates and the smoke check, in order.
+    pub gates: Vec<Gate>,
+    /// The public URL clients use.
+    pub public_url: String,
+    /// Every port lease, for invariant checks and display.
+    pub leases: Vec<crate::ports::Lease>,
+}
+
+/// A node of the deployment.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NodeSlot {
+    /// Index.
+    pub index: usize,
+    /// Symbolic name (`node0`).
+    pub name: String,
+    /// IP placeholder.
+    pub ip: String,
+    /// GPUs on the node.
+    pub gpus: u32,
+}
+
+/// What a process is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcessKind {
+    /// An engine worker.
+    Worker,
+    /// A Router (or other frontend process).
+    Router,
+    /// nginx in front of several Routers.
+    Nginx,
+}
+
+impl ProcessKind {
+    /// Short name used as the resource kind.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProcessKind::Worker => "worker",
+            ProcessKind::Router => "router",
+            ProcessKind::Nginx => "nginx",
+        }
+    }
+}
+
+/// Worker-specific facts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WorkerInfo {
+    /// Role.
+    pub role: RoleKind,
+    /// Endpoint index within the role.
+    pub endpoint: u32,
+    /// Rank of this process's node within the endpoint.
+    pub node_rank: u32,
+    /// Base URL advertised to the frontend, if this process serves HTTP and is routable.
+    pub advertised_url: Option<String>,
+    /// DP ranks served behind this process's API (1 without DP).
+    pub local_dp: u32,
+    /// Port advertised after a prefill URL (the NIXL side channel of its first rank).
+    pub bootstrap_port: Option<u16>,
+}
+
+impl Serialize for RoleKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+/// One process.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LaunchProcess {
+    /// Stable address, e.g. `worker.prefill[0].node[0]`.
+    pub address: String,
+    /// Kind.
+    pub kind: ProcessKind,
+    /// Node index.
+    pub node: usize,
+    /// GPU indices on the node.
+    pub devices: Vec<u32>,
+    /// Ports by kind.
+    pub ports: BTreeMap<String, PortBlock>,
+    /// Environment set for the process (sorted).
+    pub env: BTreeMap<String, String>,
+    /// Variables removed from the inherited environment.
+    pub env_unset: Vec<String>,
+    /// argv, program first.
+    pub argv: Vec<String>,
+    /// Generated files the process reads (path -> content).
+    pub files: BTreeMap<String, String>,
+    /// Processes that must run before this one (their replacement replaces this one).
+    pub depends_on: Vec<String>,
+    /// Worker facts, for workers.
+    pub worker: Option<WorkerInfo>,
+    /// Container image, when the executor runs containers.
+    pub container_image: Option<String>,
+}
+
+/// A readiness probe.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Probe {
+    /// `GET <url>/workers` until the counts reach the expectation:
+    /// `stats.prefill_count >= prefill` and `decode_count + regular_count >= decode`.
+    RouterWorkers {
+        /// Router base URLs (every Router is probed).
+        urls: Vec<String>,
+        /// Expected prefill entries.
+        prefill: u32,
+        /// Expected decode + regular entries.
+        decode: u32,
+    },
+    /// `GET <url>/health` must answer 200 for every URL.
+    Health {
+        /// Base URLs.
+        urls: Vec<String>,
+    },
+    /// A one-token completion through the public URL must succeed.
+    Completion {
+        /// Public base URL.
+        url: String,
+        /// Model name to request.
+        model: String,
+    },
+}
+
+/// A gate: a check re-run on every apply.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Gate {
+    /// Address, e.g. `gate.router`.
+    pub address: String,
+    /// What it proves.
+    pub description: String,
+    /// The probe.
+    pub probe: Probe,
+    /// Resources it probes (processes or earlier gates).
+    pub depends_on: Vec<String>,
+}

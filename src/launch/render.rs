@@ -1,0 +1,195 @@
+//! Human-readable rendering of a launch plan (`srt render`), the golden-file format.
+//!
+//! Deterministic by construction: processes in launch order, maps sorted, commands
+//! shell-quoted through `shlex`, one flag per continuation line so reviews diff per flag.
+//! Sensitive environment values are masked.
+
+use super::{LaunchPlan, LaunchProcess, Probe};
+use crate::secrets;
+use std::fmt::Write;
+
+/// Quote one argv token for a POSIX shell.
+pub fn quote(token: &str) -> String {
+    shlex::try_quote(token)
+        .map(|c| c.into_owned())
+        .unwrap_or_else(|_| format!("'{}'", token.replace('\0', "")))
+}
+
+/// The command as one shell line.
+pub fn command_line(argv: &[String]) -> String {
+    argv.iter().map(|t| quote(t)).collect::<Vec<_>>().join(" ")
+}
+
+/// The command broken into lines: the program and positionals first, then one flag (with
+/// its values) per continuation line.
+pub fn command_lines(argv: &[String]) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut current = String::new();
+    for token in argv {
+        if token.starts_with("--") && !current.is_empty() {
+            lines.push(std::mem::take(&mut current));
+        }
+        if !current.is_empty() {
+            current.push(' ');
+        }
+        current.push_str(&quote(token));
+    }
+    if !current.is_empty() {
+        lines.push(current);
+    }
+    lines
+}
+
+fn write_command(out: &mut String, argv: &[String]) {
+    let lines = command_lines(argv);
+    let last = lines.len().saturating_sub(1);
+    for (i, line) in lines.iter().enumerate() {
+        let indent = if i == 0 { "  " } else { "    " };
+        let cont = if i < last { " \\" } else { "" };
+        let _ = writeln!(out, "{indent}{line}{cont}");
+    }
+}
+
+fn write_process(out: &mut String, plan: &LaunchPlan, p: &LaunchProcess) {
+    let _ = writeln!(out, "## {}", p.address);
+    let _ = writeln!(out, "kind: {}", p.kind.name());
+    let _ = writeln!(out, "node: {}", plan.nodes[p.node].name);
+    if !p.devices.is_empty() {
+        let d: Vec<String> = p.devices.iter().map(u32::to_string).collect();
+        let _ = writeln!(out, "devices: {}", d.join(","));
+    }
+    if let Some(image) = &p.container_image {
+        let _ = writeln!(out, "container_image: {image}");
+    }
+    if !p.ports.is_empty() {
+        let _ = writeln!(out, "ports:");
+        for (kind, block) in &p.ports {
+            let _ = writeln!(out, "  {kind}: {block}");
+        }
+    }
+    if let Some(url) = p.worker.as_ref().and_then(|w| w.advertised_url.as_ref()) {
+        let _ = writeln!(out, "advertised: {url}");
+    }
+    if !p.env.is_empty() {
+        let _ = writeln!(out, "env:");
+        for (k, v) in &p.env {
+            let shown = if secrets::is_sensitive(k) {
+                secrets::MASK.to_string()
+            } else {
+                quote(v)
+            };
+            let _ = writeln!(out, "  {k}={shown}");
+        }
+    }
+    if !p.env_unset.is_empty() {
+        let _ = writeln!(out, "env_unset: {}", p.env_unset.join(" "));
+    }
+    if !p.depends_on.is_empty() {
+        let _ = writeln!(out, "depends_on: {}", p.depends_on.join(" "));
+    }
+    let _ = writeln!(out, "command:");
+    write_command(out, &p.argv);
+    for (path, content) in &p.files {
+        let _ = writeln!(out, "file {path}:");
+        for line in content.lines() {
+            let _ = writeln!(out, "  | {line}");
+        }
+    }
+    out.push('\n');
+}
+
+/// A probe in one line.
+pub fn describe_probe(probe: &Probe) -> String {
+    match probe {
+        Probe::RouterWorkers { urls, prefill, decode } => format!(
+            "GET {{{}}}/workers until stats.prefill_count >= {prefill} and decode_count + regular_count >= {decode}",
+            urls.join(", ")
+        ),
+        Probe::Health { urls } => format!("GET {{{}}}/health == 200", urls.join(", ")),
+        Probe::Completion { url, model } => {
+            format!("POST {url}/v1/completions {{\"model\": \"{model}\", \"max_tokens\": 1}} == 200")
+        }
+    }
+}
+
+/// The whole plan as text.
+pub fn render(plan: &LaunchPlan) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# srt launch plan (format {})", plan.format_version);
+    let _ = writeln!(out, "deployment: {}", plan.deployment);
+    let _ = writeln!(out, "frontend: {}", plan.frontend);
+    let _ = writeln!(out, "served_model_name: {}", plan.served_model_name);
+    let _ = writeln!(out, "public_url: {}", plan.public_url);
+    let _ = writeln!(out, "nodes:");
+    for n in &plan.nodes {
+        let _ = writeln!(out, "  {}: ip {}, {} GPUs", n.name, n.ip, n.gpus);
+    }
+    let _ = writeln!(out, "processes: {}", plan.processes.len());
+    out.push('\n');
+    for p in &plan.processes {
+        write_process(&mut out, plan, p);
+    }
+    for g in &plan.gates {
+        let _ = writeln!(out, "## {}", g.address);
+        let _ = writeln!(
+            out,
+            "kind: {}",
+            if g.address == "smoke" {
+                "smoke"
+            } else {
+                "gate"
+            }
+        );
+        let _ = writeln!(out, "checks: {}", g.description);
+        let _ = writeln!(out, "probe: {}", describe_probe(&g.probe));
+        let _ = writeln!(out, "depends_on: {}", g.depends_on.join(" "));
+        out.push('\n');
+    }
+    out
+}
+
+/// The plan as pretty JSON, with sensitive env values masked.
+pub fn json(plan: &LaunchPlan) -> String {
+    let mut masked = plan.clone();
+    for p in &mut masked.processes {
+        for (k, v) in p.env.iter_mut() {
+            if secrets::is_sensitive(k) {
+                *v = secrets::MASK.to_string();
+            }
+        }
+    }
+    serde_json::to_string_pretty(&masked).expect("launch plan serializes")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_break_per_flag_and_quote() {
+        let argv: Vec<String> = [
+            "vllm",
+            "serve",
+            "/model",
+            "--port",
+            "6100",
+            "--kv-transfer-config",
+            r#"{"a":"b"}"#,
+            "--x",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            command_lines(&argv),
+            vec![
+                "vllm serve /model",
+                "--port 6100",
+                r#"--kv-transfer-config '{"a":"b"}'"#,
+                "--x"
+            ]
+        );
+        assert_eq!(quote("daemon off;"), "'daemon off;'");
+        assert_eq!(quote("<node0-ip>"), "'<node0-ip>'");
+    }
+}

@@ -1,0 +1,955 @@
+//! From YAML text to a typed [`Recipe`], collecting every problem with its span.
+
+use super::diag::{did_you_mean, Problem, Problems, RecipeError};
+use super::schema::*;
+use super::yaml::{self, Key, Node, Value};
+use miette::{NamedSource, SourceSpan};
+use std::collections::BTreeMap;
+
+/// Keys srtctl understands that srt deliberately does not: named in a clear error
+/// instead of being silently ignored.
+const SRTCTL_ONLY_TOP: &[&str] = &[
+    "slurm",
+    "dynamo",
+    "benchmark",
+    "profiling",
+    "output",
+    "observability",
+    "telemetry",
+    "environment",
+    "container_mounts",
+    "extra_mount",
+    "srun_options",
+    "sbatch_directives",
+    "enable_config_dump",
+    "setup_script",
+    "host_setup",
+    "services",
+    "post_eval",
+    "identity",
+    "reporting",
+    "base",
+    "sweep",
+];
+const SRTCTL_ONLY_ROLE: &[&str] = &["engine", "kv_events", "sidecar", "critical"];
+const SRTCTL_ONLY_ENGINE: &[&str] = &["set_visible_devices", "failover"];
+const SRTCTL_ONLY_FRONTEND: &[&str] = &[
+    "placement",
+    "nginx_image",
+    "nginx_raise_ulimit",
+    "nginx_session_affinity",
+    "nginx_keepalive_timeout",
+];
+const SRTCTL_ONLY_RESOURCES: &[&str] = &[
+    "gpu_type",
+    "spread_workers",
+    "het_jobs",
+    "prefill_critical",
+    "decode_critical",
+    "agg_critical",
+    "prefill_nodes",
+    "decode_nodes",
+];
+
+/// A recipe file's text and display name, kept for diagnostics after loading.
+#[derive(Clone, Debug)]
+pub struct Source {
+    /// File name as given by the user.
+    pub name: String,
+    /// Full text.
+    pub text: String,
+}
+
+impl Source {
+    /// Wrap problems found in this source into a renderable error.
+    pub fn error(&self, problems: Vec<Problem>) -> RecipeError {
+        let mut problems = problems;
+        problems.sort_by_key(|p| p.span.offset());
+        RecipeError {
+            source_code: NamedSource::new(&self.name, self.text.clone()),
+            problems,
+        }
+    }
+}
+
+/// Load a recipe from text. `default_name` names the deployment when `name:` is absent
+/// (the CLI passes the file stem).
+pub fn load_str(source: &Source, default_name: &str) -> Result<Recipe, RecipeError> {
+    let whole = SourceSpan::new(0.into(), source.text.len().min(1));
+    if source.text.trim().is_empty() {
+        return Err(source.error(vec![Problem::new(
+            "srt::recipe::empty",
+            whole,
+            "the recipe is empty",
+        )
+        .help("a recipe needs at least `roles:`; see docs/recipe-reference.md")]));
+    }
+    let root = match yaml::parse(&source.text) {
+        Ok(root) => root,
+        Err(err) => return Err(source.error(vec![syntax_problem(&err, &source.text)])),
+    };
+    let mut problems = Problems::default();
+    let recipe = Loader {
+        problems: &mut problems,
+    }
+    .recipe(&root, default_name);
+    match recipe {
+        Some(r) if problems.is_empty() => Ok(r),
+        _ => {
+            if problems.is_empty() {
+                problems.push(Problem::new(
+                    "srt::recipe::invalid",
+                    root.span,
+                    "the recipe is invalid",
+                ));
+            }
+            Err(source.error(problems.0))
+        }
+    }
+}
+
+fn syntax_problem(err: &serde_saphyr::Error, text: &str) -> Problem {
+    let span = err
+        .location()
+        .map(|loc| {
+            let s = loc.span();
+            let offset = (s.byte_offset().unwrap_or(s.offset()) as usize).min(text.len());
+            SourceSpan::new(
+                offset.into(),
+                (s.byte_len().unwrap_or(s.len()) as usize).max(1),
+            )
+        })
+        .unwrap_or_else(|| SourceSpan::new(0.into(), 0));
+    let message = err.to_string();
+    let message = message
+        .split(" at line ")
+        .next()
+        .unwrap_or(&message)
+        .to_string();
+    Problem::new(
+        "srt::recipe::syntax",
+        span,
+        format!("YAML error: {message}"),
+    )
+    .label("here")
+}
+
+struct Loader<'p> {
+    problems: &'p mut Problems,
+}
+
+/// The entries of one mapping, checked against the keys it may hold.
+struct Fields<'a> {
+    entries: &'a [(Key, Node)],
+    span: SourceSpan,
+    path: String,
+}
+
+impl<'a> Fields<'a> {
+    fn get(&self, key: &str) -> Option<&'a Node> {
+        self.entries
+            .iter()
+            .find(|(k, _)| k.name == key)
+            .map(|(_, n)| n)
+    }
+    fn key_span(&self, key: &str) -> Option<SourceSpan> {
+        self.entries
+            .iter()
+            .find(|(k, _)| k.name == key)
+            .map(|(k, _)| k.span)
+    }
+    fn at(&self, key: &str) -> String {
+        if self.path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{}.{key}", self.path)
+        }
+    }
+}
+
+impl Loader<'_> {
+    fn problem(&mut self, p: Problem) {
+        self.problems.push(p);
+    }
+
+    fn type_error(&mut self, node: &Node, path: &str, expected: &str) {
+        self.problem(
+            Problem::new(
+                "srt::recipe::type",
+                node.span,
+                format!("`{path}` must be {expected}, found {}", node.value.kind()),
+            )
+            .label(format!("expected {expected}")),
+        );
+    }
+
+    /// Check a mapping's keys: unknown keys get a "did you mean", srtctl-only keys say so.
+    fn fields<'a>(
+        &mut self,
+        node: &'a Node,
+        path: &str,
+        allowed: &[&str],
+        srtctl_only: &[&str],
+    ) -> Option<Fields<'a>> {
+        let Value::Map(entries) = &node.value else {
+            self.type_error(
+                node,
+                if path.is_empty() { "recipe" } else { path },
+                "a mapping",
+            );
+            return None;
+        };
+        for (key, _) in entries {
+            if allowed.contains(&key.name.as_str()) {
+                continue;
+            }
+            let full = if path.is_empty() {
+                key.name.clone()
+            } else {
+                format!("{path}.{}", key.name)
+            };
+            if srtctl_only.contains(&key.name.as_str()) {
+                self.problem(
+                    Problem::new(
+                        "srt::recipe::unsupported_key",
+                        key.span,
+                        format!("`{full}` is an srtctl key that srt does not support"),
+                    )
+                    .label("not supported")
+                    .help(
+                        "remove it; srt refuses keys it would otherwise ignore \
+                         (see docs/recipe-reference.md for what srt reads)",
+                    ),
+                );
+                continue;
+            }
+            let mut problem = Problem::new(
+                "srt::recipe::unknown_key",
+                key.span,
+                format!("unknown key `{full}`"),
+            )
+            .label("unknown key");
+            problem = match did_you_mean(&key.name, allowed.iter().copied()) {
+                Some(s) => problem.help(format!("did you mean `{s}`?")),
+                None => problem.help(format!("expected one of: {}", allowed.join(", "))),
+            };
+            self.problem(problem);
+        }
+        Some(Fields {
+            entries,
+            span: node.span,
+            path: path.to_string(),
+        })
+    }
+
+    fn string(&mut self, node: &Node, path: &str) -> Option<String> {
+        match &node.value {
+            Value::Str(s) => Some(s.clone()),
+            _ => {
+                self.type_error(node, path, "a string");
+                None
+            }
+        }
+    }
+
+    fn opt_string(&mut self, f: &Fields, key: &str) -> Option<String> {
+        let node = f.get(key)?;
+        if node.value == Value::Null {
+            return None;
+        }
+        self.string(node, &f.at(key))
+    }
+
+    fn uint(&mut self, node: &Node, path: &str, min: i64, max: i64) -> Option<i64> {
+        match &node.value {
+            Value::Int(v) if (min..=max).contains(v) => Some(*v),
+            Value::Int(v) => {
+                self.problem(
+                    Problem::new(
+                        "srt::recipe::range",
+                        node.span,
+                        format!("`{path}` must be between {min} and {max}, found {v}"),
+                    )
+                    .label("out of range"),
+                );
+                None
+            }
+            _ => {
+                self.type_error(node, path, "an integer");
+                None
+            }
+        }
+    }
+
+    fn u32_field(&mut self, f: &Fields, key: &str, min: i64) -> Option<Sp<u32>> {
+        let node = f.get(key)?;
+        let v = self.uint(node, &f.at(key), min, u32::MAX as i64)?;
+        Some(Sp::new(v as u32, node.span))
+    }
+
+    fn bool_field(&mut self, f: &Fields, key: &str, default: bool) -> Sp<bool> {
+        match f.get(key) {
+            None => Sp::new(default, f.span),
+            Some(node) => match node.value {
+                Value::Bool(b) => Sp::new(b, node.span),
+                _ => {
+                    self.type_error(node, &f.at(key), "true or false");
+                    Sp::new(default, node.span)
+                }
+            },
+        }
+    }
+
+    fn env(&mut self, f: &Fields, key: &str) -> BTreeMap<String, String> {
+        let mut env = BTreeMap::new();
+        let Some(node) = f.get(key) else { return env };
+        let path = f.at(key);
+        let Value::Map(entries) = &node.value else {
+            if node.value != Value::Null {
+                self.type_error(node, &path, "a mapping of variable names to values");
+            }
+            return env;
+        };
+        for (k, v) in entries {
+            if !valid_env_name(&k.name) {
+                self.problem(
+                    Problem::new(
+                        "srt::recipe::env_name",
+                        k.span,
+                        format!(
+                            "`{path}.{}` is not a valid environment variable name",
+                            k.name
+                        ),
+                    )
+                    .label("invalid name")
+                    .help("names are letters, digits and `_`, not starting with a digit"),
+                );
+                continue;
+            }
+            let value = match &v.value {
+                Value::Str(s) => s.clone(),
+                Value::Int(i) => i.to_string(),
+                Value::Float(x) => x.to_string(),
+                Value::Bool(b) => b.to_string(),
+                _ => {
+                    self.type_error(v, &format!("{path}.{}", k.name), "a scalar");
+                    continue;
+                }
+            };
+            env.insert(k.name.clone(), value);
+        }
+        env
+    }
+
+    fn args(&mut self, node: Option<&Node>, path: &str) -> Args {
+        let Some(node) = node else {
+            return Args::default();
+        };
+        let entries = match &node.value {
+            Value::Map(entries) => entries,
+            Value::Null => return Args::default(),
+            _ => {
+                self.type_error(node, path, "a mapping of flags to values");
+                return Args::default();
+            }
+        };
+        let mut args: Vec<Arg> = Vec::new();
+        for (k, v) in entries {
+            let key = k.name.trim_start_matches('-').replace('_', "-");
+            if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+                self.problem(
+                    Problem::new(
+                        "srt::recipe::flag_name",
+                        k.span,
+                        format!("`{}` is not a valid flag name in `{path}`", k.name),
+                    )
+                    .label("invalid flag name")
+                    .help("flags are letters, digits, `-` and `_`, written without leading dashes"),
+                );
+                continue;
+            }
+            if let Some(prev) = args.iter().find(|a| a.key == key) {
+                let _ = prev;
+                self.problem(
+                    Problem::new(
+                        "srt::recipe::duplicate_flag",
+                        k.span,
+                        format!("flag `{key}` is given twice in `{path}` (kebab and snake case are the same flag)"),
+                    )
+                    .label("second occurrence"),
+                );
+                continue;
+            }
+            let Some(value) = self.arg_value(v, &format!("{path}.{}", k.name)) else {
+                continue;
+            };
+            args.push(Arg {
+                key,
+                key_span: k.span,
+                value,
+                value_span: v.span,
+            });
+        }
+        Args(args)
+    }
+
+    fn arg_value(&mut self, node: &Node, path: &str) -> Option<ArgValue> {
+        Some(match &node.value {
+            Value::Null => ArgValue::Null,
+            Value::Bool(b) => ArgValue::Bool(*b),
+            Value::Int(i) => ArgValue::Int(*i),
+            Value::Float(f) => ArgValue::Float(*f),
+            Value::Str(s) => ArgValue::Str(s.clone()),
+            Value::Seq(items) => {
+                let mut out = Vec::new();
+                for item in items {
+                    match &item.value {
+                        Value::Seq(_) | Value::Map(_) => {
+                            self.type_error(item, path, "a scalar list item");
+                            return None;
+                        }
+                        _ => out.push(self.arg_value(item, path)?),
+                    }
+                }
+                ArgValue::List(out)
+            }
+            Value::Map(_) => ArgValue::Json(to_json(node)),
+        })
+    }
+
+    fn recipe(&mut self, root: &Node, default_name: &str) -> Option<Recipe> {
+        const TOP: &[&str] = &[
+            "schema",
+            "name",
+            "model",
+            "resources",
+            "engine",
+            "roles",
+            "frontend",
+            "health_check",
+        ];
+        let f = self.fields(root, "", TOP, SRTCTL_ONLY_TOP)?;
+        if let Some(node) = f.get("schema") {
+            if node.value != Value::Int(2) {
+                self.problem(
+                    Problem::new(
+                        "srt::recipe::schema_version",
+                        node.span,
+                        "srt reads srtctl 2.0 recipes: `schema` must be 2",
+                    )
+                    .label("unsupported schema")
+                    .help("v1 recipes can be converted with `srtctl migrate`"),
+                );
+            }
+        }
+        let name = match f.get("name") {
+            Some(node) => {
+                let name = self.string(node, "name").unwrap_or_default();
+                if !valid_name(&name) {
+                    self.problem(
+                        Problem::new(
+                            "srt::recipe::name",
+                            node.span,
+                            format!("`{name}` is not a valid deployment name"),
+                        )
+                        .label("invalid name")
+                        .help("use letters, digits, `-`, `_` and `.`, starting with a letter or digit (at most 64 characters)"),
+                    );
+                }
+                Sp::new(name, node.span)
+            }
+            None => Sp::new(sanitize_name(default_name), SourceSpan::new(0.into(), 0)),
+        };
+        let model = self.model(f.get("model"), root.span);
+        let resources = self.resources(f.get("resources"), root.span);
+        let engine = self.engine(f.get("engine"), root.span);
+        let roles = match f.get("roles") {
+            Some(node) => self.roles(node),
+            None => {
+                self.problem(
+                    Problem::new(
+                        "srt::recipe::missing_key",
+                        SourceSpan::new(0.into(), 0),
+                        "the recipe has no `roles`",
+                    )
+                    .label("roles expected in this document")
+                    .help("add `roles:` with `agg:`, or `prefill:` and `decode:`"),
+                );
+                Vec::new()
+            }
+        };
+        let frontend = self.frontend(f.get("frontend"), f.key_span("frontend"));
+        let health_check = self.health_check(f.get("health_check"));
+        Some(Recipe {
+            name,
+            model: model?,
+            resources: resources?,
+            engine: engine?,
+            roles,
+            frontend: frontend?,
+            health_check: health_check?,
+        })
+    }
+
+    fn model(&mut self, node: Option<&Node>, doc: SourceSpan) -> Option<Model> {
+        let Some(node) = node else {
+            return Some(Model {
+                path: Sp::new("/model".into(), SourceSpan::new(doc.offset().into(), 0)),
+                served_name: "model".into(),
+                container: None,
+            });
+        };
+        let f = self.fields(
+            node,
+            "model",
+            &["path", "served_name", "container"],
+            &["precision", "stage_dir"],
+        )?;
+        let path = match f.get("path") {
+            Some(p) => Sp::new(self.string(p, "model.path")?, p.span),
+            None => Sp::new("/model".into(), node.span),
+        };
+        if path.value.is_empty() {
+            self.problem(
+                Problem::new(
+                    "srt::recipe::model_path",
+                    path.span,
+                    "`model.path` is empty",
+                )
+                .label("empty"),
+            );
+        }
+        let served_name = self.opt_string(&f, "served_name").unwrap_or_else(|| {
+            path.value
+                .trim_end_matches('/')
+                .rsplit(['/', ':'])
+                .next()
+                .unwrap_or("model")
+                .to_string()
+        });
+        let container = self.opt_string(&f, "container");
+        Some(Model {
+            path,
+            served_name,
+            container,
+        })
+    }
+
+    fn resources(&mut self, node: Option<&Node>, doc: SourceSpan) -> Option<Resources> {
+        let Some(node) = node else {
+            return Some(Resources {
+                gpus_per_node: Sp::new(4, SourceSpan::new(doc.offset().into(), 0)),
+            });
+        };
+        let f = self.fields(node, "resources", &["gpus_per_node"], SRTCTL_ONLY_RESOURCES)?;
+        let gpus_per_node = match f.get("gpus_per_node") {
+            Some(n) => Sp::new(
+                self.uint(n, "resources.gpus_per_node", 1, 1024)? as u32,
+                n.span,
+            ),
+            None => Sp::new(4, node.span),
+        };
+        Some(Resources { gpus_per_node })
+    }
+
+    fn engine(&mut self, node: Option<&Node>, doc: SourceSpan) -> Option<Engine> {
+        let default_span = node
+            .map(|n| n.span)
+            .unwrap_or(SourceSpan::new(doc.offset().into(), 0));
+        let mut engine = Engine {
+            kind: Sp::new("vllm".into(), default_span),
+            connector: Sp::new("nixl".into(), default_span),
+            dp_launch_mode: Sp::new(DpLaunchMode::PerNode, default_span),
+            serve_binary: "vllm".into(),
+        };
+        let Some(node) = node else {
+            return Some(engine);
+        };
+        match &node.value {
+            Value::Str(s) => engine.kind = Sp::new(s.clone(), node.span),
+            Value::Map(_) => {
+                let f = self.fields(
+                    node,
+                    "engine",
+                    &[
+                        "type",
+                        "connector",
+                        "dp_launch_mode",
+                        "serve_binary",
+                        "vllm_serve_binary",
+                    ],
+                    SRTCTL_ONLY_ENGINE,
+                )?;
+                match f.get("type") {
+                    Some(t) => engine.kind = Sp::new(self.string(t, "engine.type")?, t.span),
+                    None => self.problem(
+                        Problem::new(
+                            "srt::recipe::missing_key",
+                            node.span,
+                            "`engine.type` is missing",
+                        )
+                        .label("this engine mapping")
+                        .help("add `type: vllm`"),
+                    ),
+                }
+                if let Some(c) = f.get("connector") {
+                    let name = match &c.value {
+                        Value::Null => "none".to_string(),
+                        _ => self.string(c, "engine.connector")?,
+                    };
+                    engine.connector = Sp::new(name, c.span);
+                }
+                if let Some(m) = f.get("dp_launch_mode") {
+                    let mode = match self.string(m, "engine.dp_launch_mode")?.as_str() {
+                        "per_node" => DpLaunchMode::PerNode,
+                        "per_gpu" => DpLaunchMode::PerGpu,
+                        other => {
+                            self.problem(
+                                Problem::new(
+                                    "srt::recipe::value",
+                                    m.span,
+                                    format!("unknown `engine.dp_launch_mode` `{other}`"),
+                                )
+                                .label("unknown mode")
+                                .help("expected `per_node` or `per_gpu`"),
+                            );
+                            DpLaunchMode::PerNode
+                        }
+                    };
+                    engine.dp_launch_mode = Sp::new(mode, m.span);
+                }
+                for key in ["serve_binary", "vllm_serve_binary"] {
+                    if let Some(b) = self.opt_string(&f, key) {
+                        engine.serve_binary = b;
+                    }
+                }
+            }
+            _ => {
+                self.type_error(node, "engine", "an engine name or a mapping");
+                return None;
+            }
+        }
+        if engine.kind.value != "vllm" {
+            self.problem(
+                Problem::new(
+                    "srt::recipe::engine",
+                    engine.kind.span,
+                    format!("engine `{}` is not supported", engine.kind.value),
+                )
+                .label("unsupported engine")
+                .help("srt launches `vllm`"),
+            );
+        }
+        Some(engine)
+    }
+
+    fn roles(&mut self, node: &Node) -> Vec<Role> {
+        let Some(f) = self.fields(node, "roles", &["prefill", "decode", "agg"], &[]) else {
+            return Vec::new();
+        };
+        let mut roles = Vec::new();
+        for kind in RoleKind::ALL {
+            let (Some(role_node), Some(key_span)) = (f.get(kind.name()), f.key_span(kind.name()))
+            else {
+                continue;
+            };
+            if let Some(role) = self.role(kind, role_node, key_span) {
+                roles.push(role);
+            }
+        }
+        roles
+    }
+
+    fn role(&mut self, kind: RoleKind, node: &Node, key_span: SourceSpan) -> Option<Role> {
+        let path = format!("roles.{}", kind.name());
+        let f = self.fields(
+            node,
+            &path,
+            &["nodes", "workers", "gpus", "args", "env"],
+            SRTCTL_ONLY_ROLE,
+        )?;
+        let nodes = match f.get("nodes") {
+            Some(n) => match &n.value {
+                Value::Str(s) if s == "colocate" => Sp::new(Nodes::Colocate, n.span),
+                Value::Int(_) => Sp::new(
+                    Nodes::Count(self.uint(n, &f.at("nodes"), 1, 100_000)? as u32),
+                    n.span,
+                ),
+                _ => {
+                    self.type_error(n, &f.at("nodes"), "a node count or `colocate`");
+                    return None;
+                }
+            },
+            None => {
+                self.problem(
+                    Problem::new(
+                        "srt::recipe::missing_key",
+                        key_span,
+                        format!("`{path}.nodes` is missing"),
+                    )
+                    .label("this role")
+                    .help("add `nodes: <count>` (or `colocate` on decode)"),
+                );
+                return None;
+            }
+        };
+        let workers = match self.u32_field(&f, "workers", 1) {
+            Some(w) => w,
+            None if f.get("workers").is_some() => return None,
+            None => {
+                self.problem(
+                    Problem::new(
+                        "srt::recipe::missing_key",
+                        key_span,
+                        format!("`{path}.workers` is missing"),
+                    )
+                    .label("this role")
+                    .help("add `workers: <count>`: the number of logical endpoints of this role"),
+                );
+                return None;
+            }
+        };
+        let gpus = self.u32_field(&f, "gpus", 1);
+        let mut args = self.args(f.get("args"), &f.at("args"));
+        let mut connector = None;
+        if let Some(pos) = args.0.iter().position(|a| a.key == "connector") {
+            let arg = args.0.remove(pos);
+            let name = match arg.value {
+                ArgValue::Str(s) => s,
+                ArgValue::Null => "none".into(),
+                other => {
+                    self.problem(
+                        Problem::new(
+                            "srt::recipe::type",
+                            arg.value_span,
+                            format!(
+                                "`{path}.args.connector` must be a connector name, found `{}`",
+                                other.render()
+                            ),
+                        )
+                        .label("expected a connector name"),
+                    );
+                    return None;
+                }
+            };
+            connector = Some(Sp::new(name, arg.value_span));
+        }
+        let env = self.env(&f, "env");
+        Some(Role {
+            kind,
+            span: key_span,
+            nodes,
+            workers,
+            gpus,
+            args,
+            connector,
+            env,
+        })
+    }
+
+    fn frontend(&mut self, node: Option<&Node>, key_span: Option<SourceSpan>) -> Option<Frontend> {
+        let span = key_span.unwrap_or(SourceSpan::new(0.into(), 0));
+        let mut fe = Frontend {
+            span,
+            kind: Sp::new("vllm-router".into(), span),
+            args: Args::default(),
+            env: BTreeMap::new(),
+            enable_multiple_frontends: Sp::new(true, span),
+            num_additional_frontends: 9,
+            orchestrator_placement: Sp::new(Placement::Head, span),
+            container_image: None,
+            port: Sp::new(8000, span),
+            binary: None,
+        };
+        let Some(node) = node else { return Some(fe) };
+        let f = self.fields(
+            node,
+            "frontend",
+            &[
+                "type",
+                "args",
+                "env",
+                "enable_multiple_frontends",
+                "num_additional_frontends",
+                "orchestrator_placement",
+                "container_image",
+                "port",
+                "binary",
+            ],
+            SRTCTL_ONLY_FRONTEND,
+        )?;
+        if let Some(t) = f.get("type") {
+            fe.kind = Sp::new(self.string(t, "frontend.type")?, t.span);
+        }
+        fe.args = self.args(f.get("args"), "frontend.args");
+        fe.env = self.env(&f, "env");
+        fe.enable_multiple_frontends = self.bool_field(&f, "enable_multiple_frontends", true);
+        if let Some(n) = f.get("num_additional_frontends") {
+            fe.num_additional_frontends =
+                self.uint(n, "frontend.num_additional_frontends", 0, 1024)? as u32;
+        }
+        if let Some(p) = f.get("orchestrator_placement") {
+            let placement = match self.string(p, "frontend.orchestrator_placement")?.as_str() {
+                "head" => Placement::Head,
+                "first_decode" => Placement::FirstDecode,
+                other => {
+                    self.problem(
+                        Problem::new(
+                            "srt::recipe::value",
+                            p.span,
+                            format!("unknown `frontend.orchestrator_placement` `{other}`"),
+                        )
+                        .label("unknown placement")
+                        .help("expected `head` or `first_decode`"),
+                    );
+                    return None;
+                }
+            };
+            fe.orchestrator_placement = Sp::new(placement, p.span);
+        }
+        fe.container_image = self.opt_string(&f, "container_image");
+        if let Some(p) = f.get("port") {
+            fe.port = Sp::new(self.uint(p, "frontend.port", 1, 65535)? as u16, p.span);
+        }
+        fe.binary = self.opt_string(&f, "binary");
+        Some(fe)
+    }
+
+    fn health_check(&mut self, node: Option<&Node>) -> Option<HealthCheck> {
+        let mut hc = HealthCheck {
+            timeout_secs: 1800,
+            interval_secs: 10,
+        };
+        let Some(node) = node else { return Some(hc) };
+        let f = self.fields(
+            node,
+            "health_check",
+            &["timeout_seconds", "interval_seconds", "max_attempts"],
+            &[],
+        )?;
+        if let Some(n) = f.get("interval_seconds") {
+            hc.interval_secs = self.uint(n, "health_check.interval_seconds", 1, 3600)? as u64;
+        }
+        match (f.get("timeout_seconds"), f.get("max_attempts")) {
+            (Some(t), Some(_)) => {
+                self.problem(
+                    Problem::new(
+                        "srt::recipe::conflict",
+                        t.span,
+                        "`health_check.timeout_seconds` and `health_check.max_attempts` both set the budget",
+                    )
+                    .label("set one of them")
+                    .help("max_attempts x interval_seconds is the srtctl form; timeout_seconds is the direct one"),
+                );
+            }
+            (Some(t), None) => {
+                hc.timeout_secs = self.uint(t, "health_check.timeout_seconds", 1, 7 * 86400)? as u64
+            }
+            (None, Some(a)) => {
+                let attempts = self.uint(a, "health_check.max_attempts", 1, 1_000_000)? as u64;
+                hc.timeout_secs = attempts * hc.interval_secs;
+            }
+            (None, None) => {}
+        }
+        Some(hc)
+    }
+}
+
+fn to_json(node: &Node) -> serde_json::Value {
+    use serde_json::Value as J;
+    match &node.value {
+        Value::Null => J::Null,
+        Value::Bool(b) => J::Bool(*b),
+        Value::Int(i) => J::from(*i),
+        Value::Float(f) => serde_json::Number::from_f64(*f)
+            .map(J::Number)
+            .unwrap_or(J::Null),
+        Value::Str(s) => J::String(s.clone()),
+        Value::Seq(items) => J::Array(items.iter().map(to_json).collect()),
+        Value::Map(entries) => J::Object(
+            entries
+                .iter()
+                .map(|(k, v)| (k.name.clone(), to_json(v)))
+                .collect(),
+        ),
+    }
+}
+
+/// Deployment names become directory names and log prefixes.
+pub fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphanumeric())
+        && name.len() <= 64
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+fn sanitize_name(stem: &str) -> String {
+    let cleaned: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let trimmed = cleaned.trim_start_matches(['-', '_', '.']);
+    let name: String = trimmed.chars().take(64).collect();
+    if name.is_empty() {
+        "deployment".into()
+    } else {
+        name
+    }
+}
+
+fn valid_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Read and load a recipe file. The [`Source`] is returned either way so later stages can
+/// report problems against it. An unreadable or non-UTF-8 file is a diagnostic too.
+pub fn load_file(path: &std::path::Path) -> (Source, Result<Recipe, RecipeError>) {
+    let name = path.display().to_string();
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let empty = SourceSpan::new(0.into(), 0);
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) => {
+            let source = Source {
+                name,
+                text: String::new(),
+            };
+            let err = source.error(vec![Problem::new(
+                "srt::recipe::read",
+                empty,
+                format!("cannot read {}: {e}", path.display()),
+            )]);
+            return (source, Err(err));
+        }
+    };
+    match String::from_utf8(bytes) {
+        Ok(text) => {
+            let source = Source { name, text };
+            let result = load_str(&source, &stem);
+            (source, result)
+        }
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
+            let source = Source { name, text };
+            let err = source.error(vec![Problem::new(
+                "srt::recipe::encoding",
+                SourceSpan::new(valid.into(), 1),
+                format!("the recipe is not valid UTF-8 (first bad byte at offset {valid})"),
+            )
+            .label("invalid UTF-8 here")]);
+            (source, Err(err))
+        }
+    }
+}
