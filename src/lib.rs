@@ -9,6 +9,7 @@ pub mod cli;
 pub mod engine;
 pub mod exit;
 pub mod frontend;
+pub mod graph;
 pub mod launch;
 pub mod ports;
 pub mod recipe;

@@ -1,0 +1,291 @@
+//! The resource graph: the launch plan lowered to a DAG of resources with Merkle hashes.
+//!
+//! Resources are port blocks (`ports.<process>`), processes (workers, Routers, nginx),
+//! gates and the smoke check. An edge `a -> b` means `b` depends on `a`: `b` starts after
+//! `a`, and `b`'s hash covers `a`'s hash, so a change cascades exactly to what depends on
+//! it. Hashes are blake3 over canonical JSON (sorted maps, no floats) of the spec,
+//! followed by the dependencies' hashes in address order. Sensitive env values enter the
+//! spec as digests, so a changed secret changes the hash without being stored.
+
+use crate::launch::{LaunchPlan, LaunchProcess};
+use crate::secrets;
+use petgraph::graph::{DiGraph, NodeIndex};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+
+/// What a resource is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// A block of ports a process will bind, checked free before launch.
+    Ports,
+    /// An engine worker process.
+    Worker,
+    /// A Router process.
+    Router,
+    /// nginx.
+    Nginx,
+    /// A readiness gate, re-checked every apply.
+    Gate,
+    /// The smoke completion, re-checked every apply.
+    Smoke,
+}
+
+impl Kind {
+    /// Name used in state and output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Ports => "ports",
+            Kind::Worker => "worker",
+            Kind::Router => "router",
+            Kind::Nginx => "nginx",
+            Kind::Gate => "gate",
+            Kind::Smoke => "smoke",
+        }
+    }
+
+    /// Processes are started and stopped; the other kinds are checks.
+    pub fn is_process(self) -> bool {
+        matches!(self, Kind::Worker | Kind::Router | Kind::Nginx)
+    }
+
+    /// Checks re-run on every apply.
+    pub fn is_check(self) -> bool {
+        matches!(self, Kind::Gate | Kind::Smoke)
+    }
+}
+
+/// What a resource refers to in the launch plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// `plan.processes[i]` (its port block or the process itself).
+    Process(usize),
+    /// `plan.gates[i]`.
+    Gate(usize),
+}
+
+/// One resource.
+#[derive(Clone, Debug)]
+pub struct Resource {
+    /// Stable address.
+    pub address: String,
+    /// Kind.
+    pub kind: Kind,
+    /// Canonical spec (secrets as digests).
+    pub spec: Value,
+    /// Direct dependencies, sorted.
+    pub deps: Vec<String>,
+    /// Merkle hash, hex.
+    pub hash: String,
+    /// Node index, when placed.
+    pub node: Option<usize>,
+    /// What it refers to.
+    pub target: Target,
+}
+
+/// The DAG.
+#[derive(Debug)]
+pub struct ResourceGraph {
+    /// Resources in a topological order (dependencies first).
+    pub resources: Vec<Resource>,
+    /// Address -> position in `resources`.
+    pub index: HashMap<String, usize>,
+    /// The petgraph view (node weights are positions in `resources`).
+    pub dag: DiGraph<usize, ()>,
+}
+
+/// The graph is malformed (a bug in lowering, reported rather than panicking).
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum GraphError {
+    /// An edge names an unknown resource.
+    #[error("resource `{from}` depends on unknown resource `{to}`")]
+    #[diagnostic(code(srt::graph::dangling))]
+    Dangling {
+        /// Dependent.
+        from: String,
+        /// Missing dependency.
+        to: String,
+    },
+    /// A cycle.
+    #[error("dependency cycle through `{0}`")]
+    #[diagnostic(code(srt::graph::cycle))]
+    Cycle(String),
+    /// Two resources share an address.
+    #[error("two resources share the address `{0}`")]
+    #[diagnostic(code(srt::graph::duplicate))]
+    Duplicate(String),
+}
+
+/// Address of a process's port block.
+pub fn ports_address(process: &str) -> String {
+    format!("ports.{process}")
+}
+
+fn env_spec(env: &BTreeMap<String, String>) -> Value {
+    let map: serde_json::Map<String, Value> = env
+        .iter()
+        .map(|(k, v)| {
+            let v = if secrets::is_sensitive(k) {
+                secrets::digest(v)
+            } else {
+                v.clone()
+            };
+            (k.clone(), Value::String(v))
+        })
+        .collect();
+    Value::Object(map)
+}
+
+/// The canonical spec of a process. `execution` carries how the executor runs it (e.g.
+/// simulated), so switching execution modes replaces the process.
+fn process_spec(p: &LaunchProcess, execution: &Value) -> Value {
+    json!({
+        "argv": p.argv,
+        "container_image": p.container_image,
+        "devices": p.devices,
+        "env": env_spec(&p.env),
+        "env_unset": p.env_unset,
+        "execution": execution,
+        "files": p.files,
+        "kind": p.kind.name(),
+        "node": p.node,
+        "ports": p.ports,
+    })
+}
+
+/// Canonical JSON: object keys sorted (serde_json's default map is ordered by insertion
+/// with `preserve_order`, so sort explicitly).
+pub fn canonical(v: &Value) -> String {
+    fn sort(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let sorted: BTreeMap<&String, Value> =
+                    m.iter().map(|(k, v)| (k, sort(v))).collect();
+                Value::Object(sorted.into_iter().map(|(k, v)| (k.clone(), v)).collect())
+            }
+            Value::Array(a) => Value::Array(a.iter().map(sort).collect()),
+            other => other.clone(),
+        }
+    }
+    sort(v).to_string()
+}
+
+/// Lower a launch plan to the resource graph.
+pub fn lower(plan: &LaunchPlan, execution: &Value) -> Result<ResourceGraph, GraphError> {
+    let mut pending: Vec<Resource> =
+        Vec::with_capacity(plan.processes.len() * 2 + plan.gates.len());
+    for (i, p) in plan.processes.iter().enumerate() {
+        let ports_addr = ports_address(&p.address);
+        pending.push(Resource {
+            address: ports_addr.clone(),
+            kind: Kind::Ports,
+            spec: json!({ "node": p.node, "ports": p.ports }),
+            deps: Vec::new(),
+            hash: String::new(),
+            node: Some(p.node),
+            target: Target::Process(i),
+        });
+        let kind = match p.kind {
+            crate::launch::ProcessKind::Worker => Kind::Worker,
+            crate::launch::ProcessKind::Router => Kind::Router,
+            crate::launch::ProcessKind::Nginx => Kind::Nginx,
+        };
+        let mut deps = p.depends_on.clone();
+        deps.push(ports_addr);
+        deps.sort();
+        deps.dedup();
+        pending.push(Resource {
+            address: p.address.clone(),
+            kind,
+            spec: process_spec(p, execution),
+            deps,
+            hash: String::new(),
+            node: Some(p.node),
+            target: Target::Process(i),
+        });
+    }
+    for (i, g) in plan.gates.iter().enumerate() {
+        let mut deps = g.depends_on.clone();
+        deps.sort();
+        deps.dedup();
+        pending.push(Resource {
+            address: g.address.clone(),
+            kind: if g.address == "smoke" {
+                Kind::Smoke
+            } else {
+                Kind::Gate
+            },
+            spec: serde_json::to_value(&g.probe).expect("probe serializes"),
+            deps,
+            hash: String::new(),
+            node: None,
+            target: Target::Gate(i),
+        });
+    }
+    order_and_hash(pending)
+}
+
+/// Build the DAG, order it topologically (Kahn), and compute Merkle hashes in that order.
+fn order_and_hash(pending: Vec<Resource>) -> Result<ResourceGraph, GraphError> {
+    let mut dag: DiGraph<usize, ()> = DiGraph::with_capacity(pending.len(), pending.len() * 2);
+    let mut by_addr: HashMap<&str, NodeIndex> = HashMap::with_capacity(pending.len());
+    for (i, r) in pending.iter().enumerate() {
+        let n = dag.add_node(i);
+        if by_addr.insert(r.address.as_str(), n).is_some() {
+            return Err(GraphError::Duplicate(r.address.clone()));
+        }
+    }
+    for (i, r) in pending.iter().enumerate() {
+        for d in &r.deps {
+            let from = *by_addr
+                .get(d.as_str())
+                .ok_or_else(|| GraphError::Dangling {
+                    from: r.address.clone(),
+                    to: d.clone(),
+                })?;
+            dag.add_edge(from, NodeIndex::new(i), ());
+        }
+    }
+    let order = petgraph::algo::toposort(&dag, None)
+        .map_err(|c| GraphError::Cycle(pending[dag[c.node_id()]].address.clone()))?;
+    drop(by_addr);
+    let mut slots: Vec<Option<Resource>> = pending.into_iter().map(Some).collect();
+    let mut resources: Vec<Resource> = Vec::with_capacity(slots.len());
+    let mut index: HashMap<String, usize> = HashMap::with_capacity(slots.len());
+    let mut position = vec![0usize; slots.len()];
+    for n in order {
+        let orig = dag[n];
+        let mut r = slots[orig].take().expect("each node once");
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(r.kind.name().as_bytes());
+        hasher.update(b"\0");
+        hasher.update(canonical(&r.spec).as_bytes());
+        for d in &r.deps {
+            let dep = &resources[index[d]];
+            hasher.update(b"\0");
+            hasher.update(d.as_bytes());
+            hasher.update(b"=");
+            hasher.update(dep.hash.as_bytes());
+        }
+        r.hash = hasher.finalize().to_hex().to_string();
+        position[orig] = resources.len();
+        index.insert(r.address.clone(), resources.len());
+        resources.push(r);
+    }
+    for w in dag.node_weights_mut() {
+        *w = position[*w];
+    }
+    Ok(ResourceGraph {
+        resources,
+        index,
+        dag,
+    })
+}
+
+impl ResourceGraph {
+    /// A resource by address.
+    pub fn get(&self, address: &str) -> Option<&Resource> {
+        self.index.get(address).map(|&i| &self.resources[i])
+    }
+}
