@@ -14,4 +14,5 @@ pub mod launch;
 pub mod ports;
 pub mod recipe;
 pub mod secrets;
+pub mod state;
 pub mod topology;

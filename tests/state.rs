@@ -1,0 +1,692 @@
+//! Integration tests of the state store and the deployment lock, through the public
+//! API only, on real files and real processes.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use srt::state::{
+    LockInfo, ResourceState, Runtime, State, StateError, StateLock, StateStore, Status,
+    FORMAT_VERSION,
+};
+
+/// A store in a fresh temporary directory (the deployment dir itself does not exist
+/// yet, as for a first `srt plan`).
+fn store() -> (tempfile::TempDir, StateStore) {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = StateStore::new(tmp.path().join(".srt").join("demo"));
+    (tmp, store)
+}
+
+fn resource(i: usize) -> ResourceState {
+    ResourceState {
+        kind: "worker".into(),
+        hash: blake3::hash(format!("worker {i}").as_bytes())
+            .to_hex()
+            .to_string(),
+        dependencies: if i == 0 {
+            vec![]
+        } else {
+            vec![format!("worker[{}]", i - 1), "allocation".into()]
+        },
+        spec: json!({
+            "argv": ["vllm", "serve", "/models/llama", "--port", 8000 + i, "--tensor-parallel-size", 2],
+            "env": {"CUDA_VISIBLE_DEVICES": "0,1", "VLLM_LOGGING_LEVEL": "INFO", "HF_TOKEN": "***"},
+            "devices": [0, 1],
+        }),
+        status: Status::Running,
+        runtime: Some(Runtime::Local {
+            pid: 10_000 + i as u32,
+            start_time: 123_456 + i as u64,
+            pgid: 10_000 + i as u32,
+            host: "node1".into(),
+        }),
+        node: Some(format!("node{}", i % 8)),
+        ports: BTreeMap::from([("http".into(), 8000 + i as u16)]),
+        log_path: Some(PathBuf::from(format!("/tmp/srt/logs/worker-{i}.log"))),
+        error: None,
+    }
+}
+
+fn state_with(n: usize) -> State {
+    let mut s = State::new("demo");
+    s.recipe_hash = Some(blake3::hash(b"recipe").to_hex().to_string());
+    for i in 0..n {
+        s.resources.insert(format!("worker[{i}]"), resource(i));
+    }
+    s
+}
+
+fn mode(path: &Path) -> u32 {
+    fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// A state saved in `store` with `n` resources, and the lock it was saved under.
+fn saved(store: &StateStore, n: usize) -> (StateLock, State) {
+    let lock = store.lock("apply", None).unwrap();
+    let mut s = state_with(n);
+    assert!(store.save(&lock, &mut s).unwrap());
+    (lock, s)
+}
+
+#[test]
+fn load_of_a_missing_state_is_none_and_creates_nothing() {
+    let (_tmp, store) = store();
+    assert!(store.load().unwrap().is_none());
+    assert!(!store.dir().exists(), "load must not create the directory");
+}
+
+#[test]
+fn save_then_load_round_trips() {
+    let (_tmp, store) = store();
+    let (_lock, s) = saved(&store, 3);
+    assert_eq!(s.serial, 1);
+    let loaded = store.load().unwrap().expect("state exists after save");
+    assert_eq!(loaded, s);
+    assert_eq!(loaded.format_version, FORMAT_VERSION);
+    assert_eq!(loaded.srt_version, env!("CARGO_PKG_VERSION"));
+    // Human-readable, deterministic: saving the loaded state again writes the same bytes.
+    let text = fs::read_to_string(store.state_path()).unwrap();
+    assert!(text.starts_with("{\n  \"format_version\": 1,\n"), "{text}");
+    assert!(text.contains("\"status\": \"running\""));
+}
+
+#[test]
+fn serial_bumps_only_when_content_changes() {
+    let (_tmp, store) = store();
+    let (lock, mut s) = saved(&store, 2);
+    assert_eq!(s.serial, 1);
+    let before = fs::read(store.state_path()).unwrap();
+    let mtime = fs::metadata(store.state_path())
+        .unwrap()
+        .modified()
+        .unwrap();
+
+    // No change: nothing written, serial kept.
+    assert!(!store.save(&lock, &mut s).unwrap());
+    assert_eq!(s.serial, 1);
+    assert_eq!(fs::read(store.state_path()).unwrap(), before);
+    assert_eq!(
+        fs::metadata(store.state_path())
+            .unwrap()
+            .modified()
+            .unwrap(),
+        mtime
+    );
+
+    // A reloaded state is the same content too, whatever the map insertion order.
+    let mut reloaded = store.load().unwrap().unwrap();
+    assert!(!store.save(&lock, &mut reloaded).unwrap());
+    assert_eq!(reloaded.serial, 1);
+
+    // A change bumps the serial by one, on disk as in memory.
+    s.resources.get_mut("worker[1]").unwrap().status = Status::Failed;
+    assert!(store.save(&lock, &mut s).unwrap());
+    assert_eq!(s.serial, 2);
+    assert_eq!(store.load().unwrap().unwrap().serial, 2);
+    assert!(!store.save(&lock, &mut s).unwrap());
+    assert_eq!(s.serial, 2);
+}
+
+#[test]
+fn backup_holds_the_previous_state() {
+    let (_tmp, store) = store();
+    let (lock, mut s) = saved(&store, 2);
+    assert!(
+        !store.backup_path().exists(),
+        "the first save has nothing to back up"
+    );
+    let first = fs::read(store.state_path()).unwrap();
+
+    s.resources.remove("worker[1]");
+    assert!(store.save(&lock, &mut s).unwrap());
+    assert_eq!(fs::read(store.backup_path()).unwrap(), first);
+    let second = fs::read(store.state_path()).unwrap();
+
+    // A no-op save leaves the backup alone.
+    assert!(!store.save(&lock, &mut s).unwrap());
+    assert_eq!(fs::read(store.backup_path()).unwrap(), first);
+
+    s.recipe_hash = None;
+    assert!(store.save(&lock, &mut s).unwrap());
+    assert_eq!(fs::read(store.backup_path()).unwrap(), second);
+    let backup: State = serde_json::from_slice(&second).unwrap();
+    assert_eq!(backup.serial, 2);
+    assert_eq!(s.serial, 3);
+}
+
+#[test]
+fn files_are_private_to_the_user() {
+    let (_tmp, store) = store();
+    let (lock, mut s) = saved(&store, 1);
+    s.resources.clear();
+    assert!(store.save(&lock, &mut s).unwrap());
+    assert_eq!(mode(store.dir()), 0o700);
+    assert_eq!(mode(&store.state_path()), 0o600);
+    assert_eq!(mode(&store.backup_path()), 0o600);
+    assert_eq!(mode(&store.lock_path()), 0o600);
+}
+
+#[test]
+fn a_failed_save_leaves_the_old_state_and_serial_untouched() {
+    let (_tmp, store) = store();
+    let (lock, mut s) = saved(&store, 2);
+    let before = fs::read(store.state_path()).unwrap();
+
+    // Block the temporary file's name with a non-empty directory: the write fails
+    // (this works as root too, unlike a read-only directory).
+    let blocker = store.dir().join("state.json.tmp");
+    fs::create_dir(&blocker).unwrap();
+    fs::write(blocker.join("x"), b"x").unwrap();
+    s.resources.clear();
+    let err = store.save(&lock, &mut s).unwrap_err();
+    assert!(matches!(err, StateError::Io { .. }), "{err:?}");
+    assert_eq!(s.serial, 1, "a failed save must not move the serial");
+    assert_eq!(fs::read(store.state_path()).unwrap(), before);
+
+    fs::remove_dir_all(&blocker).unwrap();
+    assert!(store.save(&lock, &mut s).unwrap());
+    assert_eq!(s.serial, 2);
+    assert!(store.load().unwrap().unwrap().resources.is_empty());
+}
+
+#[test]
+fn a_save_into_a_read_only_directory_fails_cleanly() {
+    if nix::unistd::geteuid().is_root() {
+        // Permissions do not stop root; the blocked temporary file test above covers
+        // the same path for root.
+        eprintln!("skipped: running as root");
+        return;
+    }
+    let (_tmp, store) = store();
+    let (lock, mut s) = saved(&store, 2);
+    let before = fs::read(store.state_path()).unwrap();
+    fs::set_permissions(store.dir(), fs::Permissions::from_mode(0o500)).unwrap();
+    s.resources.clear();
+    let result = store.save(&lock, &mut s);
+    fs::set_permissions(store.dir(), fs::Permissions::from_mode(0o700)).unwrap();
+    assert!(matches!(result, Err(StateError::Io { .. })), "{result:?}");
+    assert_eq!(fs::read(store.state_path()).unwrap(), before);
+    assert_eq!(s.serial, 1);
+}
+
+#[test]
+fn a_leftover_temporary_file_from_a_crash_is_ignored_then_replaced() {
+    let (_tmp, store) = store();
+    let (lock, mut s) = saved(&store, 2);
+    fs::write(
+        store.dir().join("state.json.tmp"),
+        b"{\"format_version\": 1, \"ser",
+    )
+    .unwrap();
+    assert_eq!(store.load().unwrap().unwrap(), s);
+    s.resources.clear();
+    assert!(store.save(&lock, &mut s).unwrap());
+    assert!(!store.dir().join("state.json.tmp").exists());
+    assert!(store.load().unwrap().unwrap().resources.is_empty());
+}
+
+#[test]
+fn readers_always_see_a_complete_state_while_saves_run() {
+    let (_tmp, store) = store();
+    let (lock, mut s) = saved(&store, 200);
+    let reader_store = store.clone();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader_stop = stop.clone();
+    let reader = std::thread::spawn(move || {
+        let mut loads = 0u32;
+        let mut last_serial = 0;
+        while !reader_stop.load(std::sync::atomic::Ordering::Relaxed) || loads == 0 {
+            let state = reader_store
+                .load()
+                .expect("every load sees a whole file")
+                .expect("the state exists");
+            assert!(state.serial >= last_serial, "serial went backwards");
+            last_serial = state.serial;
+            loads += 1;
+        }
+        loads
+    });
+    for round in 0..60 {
+        let r = s.resources.get_mut("worker[7]").unwrap();
+        r.status = if round % 2 == 0 {
+            Status::Failed
+        } else {
+            Status::Running
+        };
+        assert!(store.save(&lock, &mut s).unwrap());
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let loads = reader.join().unwrap();
+    assert!(loads > 0);
+    assert_eq!(store.load().unwrap().unwrap().serial, 61);
+}
+
+#[test]
+fn corrupt_and_truncated_files_are_reported_and_left_untouched() {
+    let (_tmp, store) = store();
+    let (lock, mut s) = saved(&store, 3);
+    s.resources.clear();
+    assert!(store.save(&lock, &mut s).unwrap());
+    let good = fs::read(store.state_path()).unwrap();
+    drop(lock);
+
+    let cases: [(&str, Vec<u8>); 3] = [
+        ("truncated", good[..good.len() - 40].to_vec()),
+        ("garbage", b"not json at all".to_vec()),
+        ("empty", Vec::new()),
+    ];
+    for (name, bytes) in cases {
+        fs::write(store.state_path(), &bytes).unwrap();
+        let err = store.load().unwrap_err();
+        let StateError::Corrupt {
+            path,
+            detail,
+            backup,
+        } = &err
+        else {
+            panic!("{name}: expected Corrupt, got {err:?}");
+        };
+        assert_eq!(path, &store.state_path(), "{name}");
+        assert!(!detail.is_empty(), "{name}");
+        assert_eq!(
+            backup.as_deref(),
+            Some(store.backup_path().as_path()),
+            "{name}"
+        );
+        assert_eq!(
+            fs::read(store.state_path()).unwrap(),
+            bytes,
+            "{name}: modified"
+        );
+        let help = miette::Diagnostic::help(&err).unwrap().to_string();
+        let cp = format!(
+            "cp {} {}",
+            store.backup_path().display(),
+            store.state_path().display()
+        );
+        assert!(help.contains(&cp), "{name}: {help}");
+        assert_eq!(
+            miette::Diagnostic::code(&err).unwrap().to_string(),
+            "srt::state::corrupt"
+        );
+    }
+    // The suggested command works.
+    fs::copy(store.backup_path(), store.state_path()).unwrap();
+    assert_eq!(store.load().unwrap().unwrap().resources.len(), 3);
+}
+
+#[test]
+fn a_truncated_file_is_called_truncated() {
+    let (_tmp, store) = store();
+    let (_lock, _s) = saved(&store, 3);
+    let good = fs::read(store.state_path()).unwrap();
+    fs::write(store.state_path(), &good[..good.len() / 2]).unwrap();
+    match store.load() {
+        Err(StateError::Corrupt { detail, backup, .. }) => {
+            assert!(detail.contains("truncated"), "{detail}");
+            assert_eq!(backup, None, "no backup exists after a single save");
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_corrupt_state_is_overwritten_by_a_save_but_the_good_backup_is_kept() {
+    let (_tmp, store) = store();
+    let (lock, mut s) = saved(&store, 3);
+    s.resources.clear();
+    assert!(store.save(&lock, &mut s).unwrap());
+    let good_backup = fs::read(store.backup_path()).unwrap();
+    fs::write(store.state_path(), b"{\"trunc").unwrap();
+    s.resources.insert("worker[0]".into(), resource(0));
+    assert!(store.save(&lock, &mut s).unwrap());
+    assert_eq!(fs::read(store.backup_path()).unwrap(), good_backup);
+    assert_eq!(store.load().unwrap().unwrap(), s);
+}
+
+#[test]
+fn a_newer_format_is_refused_on_load_and_on_save() {
+    let (_tmp, store) = store();
+    let (lock, mut s) = saved(&store, 1);
+    let mut newer: serde_json::Value =
+        serde_json::from_slice(&fs::read(store.state_path()).unwrap()).unwrap();
+    newer["format_version"] = json!(FORMAT_VERSION + 1);
+    newer["srt_version"] = json!("9.9.9");
+    let newer = serde_json::to_vec_pretty(&newer).unwrap();
+    fs::write(store.state_path(), &newer).unwrap();
+
+    let err = store.load().unwrap_err();
+    match &err {
+        StateError::NewerFormat {
+            found,
+            supported,
+            written_by,
+            ..
+        } => {
+            assert_eq!(*found, FORMAT_VERSION + 1);
+            assert_eq!(*supported, FORMAT_VERSION);
+            assert_eq!(written_by.as_deref(), Some("9.9.9"));
+        }
+        other => panic!("expected NewerFormat, got {other:?}"),
+    }
+    let help = miette::Diagnostic::help(&err).unwrap().to_string();
+    assert!(help.contains("upgrade srt to 9.9.9"), "{help}");
+
+    // A shape this build cannot parse at all is still a newer format, not corrupt.
+    fs::write(
+        store.state_path(),
+        br#"{"format_version": 99, "shards": ["a", "b"]}"#,
+    )
+    .unwrap();
+    assert!(matches!(
+        store.load(),
+        Err(StateError::NewerFormat { found: 99, .. })
+    ));
+
+    // Never overwrite a newer state.
+    fs::write(store.state_path(), &newer).unwrap();
+    s.resources.clear();
+    assert!(matches!(
+        store.save(&lock, &mut s),
+        Err(StateError::NewerFormat { .. })
+    ));
+    assert_eq!(fs::read(store.state_path()).unwrap(), newer);
+}
+
+#[test]
+fn save_refuses_another_lineage_and_an_older_serial() {
+    let (_tmp, store) = store();
+    let (lock, s) = saved(&store, 1);
+
+    let mut stranger = State::new("demo");
+    let err = store.save(&lock, &mut stranger).unwrap_err();
+    assert!(matches!(err, StateError::LineageMismatch { .. }), "{err:?}");
+    assert_eq!(stranger.serial, 0);
+
+    // Another run saved after we loaded: our copy is stale.
+    let mut stale = s.clone();
+    let mut newer = s.clone();
+    newer.resources.clear();
+    assert!(store.save(&lock, &mut newer).unwrap());
+    stale.recipe_hash = None;
+    let err = store.save(&lock, &mut stale).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StateError::StaleSerial {
+                on_disk: 2,
+                ours: 1,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(store.load().unwrap().unwrap(), newer);
+}
+
+#[test]
+fn save_refuses_the_lock_of_another_deployment() {
+    let (_tmp, store) = store();
+    let other = StateStore::new(store.dir().with_file_name("other"));
+    let other_lock = other.lock("apply", None).unwrap();
+    let mut s = State::new("demo");
+    let err = store.save(&other_lock, &mut s).unwrap_err();
+    assert!(matches!(err, StateError::WrongLock { .. }), "{err:?}");
+    assert!(!store.state_path().exists());
+}
+
+// ---------------------------------------------------------------------------------
+// Lock
+
+#[test]
+fn a_second_lock_fails_and_names_the_holder() {
+    let (_tmp, store) = store();
+    let first = store.lock("apply", None).unwrap();
+    assert_eq!(first.previous_holder_died(), None);
+    assert_eq!(store.read_lock_info().unwrap().as_ref(), Some(first.info()));
+
+    let err = store.lock("plan", None).unwrap_err();
+    let StateError::Locked { holder, waited, .. } = &err else {
+        panic!("expected Locked, got {err:?}");
+    };
+    assert_eq!(holder.as_deref(), Some(first.info()));
+    assert_eq!(*waited, None);
+    let msg = err.to_string();
+    let info = first.info();
+    assert!(
+        msg.contains(&format!("pid {}", std::process::id())),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&format!("{}@{}", info.user, info.host)),
+        "{msg}"
+    );
+    assert!(msg.contains("`apply`") && msg.contains(" UTC"), "{msg}");
+    assert_eq!(
+        miette::Diagnostic::code(&err).unwrap().to_string(),
+        "srt::state::locked"
+    );
+
+    // Released on drop, with the record erased: the next holder sees no dead holder.
+    drop(first);
+    assert_eq!(fs::read(store.lock_path()).unwrap(), b"");
+    assert_eq!(store.read_lock_info().unwrap(), None);
+    let second = store.lock("plan", None).unwrap();
+    assert_eq!(second.previous_holder_died(), None);
+    assert_eq!(second.info().operation, "plan");
+    second.release().unwrap();
+    assert_eq!(store.read_lock_info().unwrap(), None);
+    store.lock("plan", None).unwrap();
+}
+
+/// A child process holding the lock file with the `flock` command, optionally writing a
+/// lock record as srt would. Returns once the child holds the lock.
+struct Holder {
+    child: Child,
+}
+
+impl Holder {
+    fn spawn(lock_path: &Path, record: Option<&str>) -> Holder {
+        fs::create_dir_all(lock_path.parent().unwrap()).unwrap();
+        // `$$` is the pid of the shell, which `exec sleep` keeps; fd 9 (and with it
+        // the lock) is inherited by `sleep`.
+        let script = r#"
+            exec 9<>"$1" || exit 1
+            flock -x 9 || exit 1
+            if [ -n "$2" ]; then
+                printf '%s' "$2" | sed "s/PID/$$/" >&9
+            fi
+            echo locked
+            exec sleep 60
+        "#;
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .arg("holder")
+            .arg(lock_path)
+            .arg(record.unwrap_or(""))
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("sh and flock(1) are available");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "locked", "holder failed to take the lock");
+        Holder { child }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const RECORD: &str = r#"{"id":"3f1c9a2e-0000-4000-8000-000000000001","pid":PID,"host":"HOST","user":"alice","operation":"apply","started_at":1764433560}"#;
+
+fn record_for_this_host() -> String {
+    let host = nix::unistd::gethostname().unwrap();
+    RECORD.replace("HOST", &host.to_string_lossy())
+}
+
+#[test]
+fn a_lock_held_by_another_process_blocks_us_until_it_dies() {
+    let (_tmp, store) = store();
+    let holder = Holder::spawn(&store.lock_path(), Some(&record_for_this_host()));
+    let holder_pid = holder.pid();
+
+    let err = store.lock("apply", None).unwrap_err();
+    let StateError::Locked {
+        holder: Some(info), ..
+    } = &err
+    else {
+        panic!("expected Locked with a holder, got {err:?}");
+    };
+    assert_eq!(info.pid, holder_pid);
+    assert_eq!(info.user, "alice");
+    assert_eq!(info.holder_alive(), Some(true));
+    assert!(
+        err.to_string().contains(&format!(
+            "locked by pid {holder_pid} (alice@{}), running `apply` since 2025-11-29 16:26:00 UTC",
+            info.host
+        )),
+        "{err}"
+    );
+    let help = miette::Diagnostic::help(&err).unwrap().to_string();
+    assert!(help.contains(&format!("kill -INT {holder_pid}")), "{help}");
+
+    // The holder dies without cleaning up: the kernel frees the lock, and the record it
+    // left tells us whom we take over from.
+    holder.kill();
+    let lock = store.lock("apply", None).unwrap();
+    let dead = lock
+        .previous_holder_died()
+        .expect("the dead holder's record is reported");
+    assert_eq!(dead.pid, holder_pid);
+    assert_eq!(dead.operation, "apply");
+    assert_eq!(dead.holder_alive(), Some(false));
+    assert_ne!(lock.info().id, dead.id);
+    assert_eq!(lock.info().pid, std::process::id());
+    // Our record replaced the dead one.
+    assert_eq!(store.read_lock_info().unwrap().as_ref(), Some(lock.info()));
+}
+
+#[test]
+fn a_holder_that_records_nothing_is_still_a_holder() {
+    let (_tmp, store) = store();
+    let holder = Holder::spawn(&store.lock_path(), None);
+    let err = store.lock("apply", None).unwrap_err();
+    assert!(
+        matches!(err, StateError::Locked { holder: None, .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("did not record itself"), "{err}");
+    holder.kill();
+    let lock = store.lock("apply", None).unwrap();
+    assert_eq!(lock.previous_holder_died(), None);
+}
+
+#[test]
+fn waiting_for_the_lock_times_out() {
+    let (_tmp, store) = store();
+    let holder = Holder::spawn(&store.lock_path(), Some(&record_for_this_host()));
+    let wait = Duration::from_millis(350);
+    let start = Instant::now();
+    let err = store.lock("apply", Some(wait)).unwrap_err();
+    let elapsed = start.elapsed();
+    let StateError::Locked {
+        holder: Some(info),
+        waited: Some(waited),
+        ..
+    } = &err
+    else {
+        panic!("expected Locked after waiting, got {err:?}");
+    };
+    assert_eq!(info.pid, holder.pid());
+    assert!(*waited >= wait, "gave up after {waited:?}");
+    assert!(elapsed >= wait, "returned after {elapsed:?}");
+    assert!(elapsed < wait + Duration::from_secs(2), "took {elapsed:?}");
+    assert!(err.to_string().contains("gave up after waiting"), "{err}");
+    drop(holder);
+}
+
+#[test]
+fn waiting_for_the_lock_succeeds_when_the_holder_exits() {
+    let (_tmp, store) = store();
+    let holder = Holder::spawn(&store.lock_path(), None);
+    let pid = nix::unistd::Pid::from_raw(holder.pid() as i32);
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(250));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+        holder
+    });
+    let start = Instant::now();
+    let lock = store
+        .lock("apply", Some(Duration::from_secs(10)))
+        .expect("the lock is taken once the holder exits");
+    assert!(start.elapsed() >= Duration::from_millis(200));
+    drop(killer.join().unwrap());
+    drop(lock);
+}
+
+#[test]
+fn lock_info_is_none_without_a_lock_file() {
+    let (_tmp, store) = store();
+    assert_eq!(store.read_lock_info().unwrap(), None::<LockInfo>);
+}
+
+// ---------------------------------------------------------------------------------
+// Timing
+
+/// Save and load times for a large state. Not an assertion: run with
+/// `cargo test --release --test state -- --ignored --nocapture large_state_timing`.
+#[test]
+#[ignore = "timing report, run by hand"]
+fn large_state_timing() {
+    let (_tmp, store) = store();
+    let lock = store.lock("apply", None).unwrap();
+    let n = 50_000;
+    let mut s = state_with(n);
+
+    let t = Instant::now();
+    assert!(store.save(&lock, &mut s).unwrap());
+    let first_save = t.elapsed();
+    let size = fs::metadata(store.state_path()).unwrap().len();
+
+    let t = Instant::now();
+    assert!(!store.save(&lock, &mut s).unwrap());
+    let noop_save = t.elapsed();
+
+    s.resources.get_mut("worker[25000]").unwrap().status = Status::Failed;
+    let t = Instant::now();
+    assert!(store.save(&lock, &mut s).unwrap());
+    let changed_save = t.elapsed();
+
+    let t = Instant::now();
+    let loaded = store.load().unwrap().unwrap();
+    let load = t.elapsed();
+    assert_eq!(loaded.resources.len(), n);
+
+    eprintln!(
+        "{n} resources, {:.1} MB: first save {first_save:?}, no-op save {noop_save:?}, \
+         changed save (with backup) {changed_save:?}, load {load:?}",
+        size as f64 / 1e6
+    );
+}
