@@ -928,15 +928,16 @@ mod tests {
         let mut spec = ProcessSpec::new("sh", dir.path().join("g.log"));
         spec.args = vec![
             "-c".into(),
-            "(trap '' TERM; exec sleep 30) & echo started; exec sleep 31".into(),
+            "(trap '' TERM; echo ignoring; exec sleep 30) & exec sleep 31".into(),
         ];
         let id = spawn_detached(&spec).unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
         while !fs::read_to_string(&spec.log_path)
             .unwrap_or_default()
-            .contains("started")
+            .contains("ignoring")
         {
-            assert!(Instant::now() < deadline, "child never started");
+            // Only once this is printed is TERM ignored in the member.
+            assert!(Instant::now() < deadline, "member never ignored TERM");
             std::thread::sleep(Duration::from_millis(10));
         }
         // Wait until both sleeps exist in the group.
