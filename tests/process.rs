@@ -378,3 +378,24 @@ async fn env_marker_finds_the_spawned_child() {
         processes_with_env_marker("SRT_DEPLOYMENT", &marker).is_empty()
     });
 }
+
+#[tokio::test]
+async fn stopped_process_still_exits_on_term() {
+    let dir = tempfile::tempdir().unwrap();
+    // A single process: stopping a shell mid-fork could leave it in vfork wait (D).
+    let mut spec = ProcessSpec::new("sleep", dir.path().join("stopped.log"));
+    spec.args = vec!["30".into()];
+    let id = spawn_detached(&spec).unwrap();
+    let _guard = Guard(id.clone());
+    killpg(Pid::from_raw(id.pgid as i32), Signal::SIGSTOP).unwrap();
+    wait_for("stopped", || {
+        live_group_members(id.pgid)
+            .iter()
+            .all(|&p| stat(p).is_some_and(|s| s.state == 'T'))
+    });
+
+    let started = Instant::now();
+    let outcome = terminate(&id, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(outcome, TerminateOutcome::Exited);
+    assert!(started.elapsed() < Duration::from_secs(2));
+}

@@ -355,8 +355,9 @@ pub fn liveness(id: &ProcessIdentity) -> Liveness {
     }
 }
 
-/// Stops the process group of `id`: SIGTERM, then up to `grace` for the whole group to
-/// exit (checked every 20 ms), then SIGKILL and a bounded wait for it to disappear.
+/// Stops the process group of `id`: SIGTERM (followed by SIGCONT, so stopped members
+/// see it), then up to `grace` for the whole group to exit (checked every 20 ms), then
+/// SIGKILL and a bounded wait for it to disappear.
 ///
 /// The group is signalled only while its leader is verified to be ours (same pid, same
 /// start time, same host; a zombie leader still pins the pid). A reused pid gets no
@@ -386,6 +387,9 @@ pub async fn terminate(
     if !signal_group(id.pgid, Signal::SIGTERM)? {
         return Ok(TerminateOutcome::Exited);
     }
+    // A stopped member (SIGSTOP, job control) would hold SIGTERM pending until the grace
+    // runs out; wake it so it can act on the TERM now.
+    signal_group(id.pgid, Signal::SIGCONT)?;
     let deadline = Instant::now() + grace;
     loop {
         if group_gone(id) {
