@@ -399,3 +399,47 @@ async fn stopped_process_still_exits_on_term() {
     assert_eq!(outcome, TerminateOutcome::Exited);
     assert!(started.elapsed() < Duration::from_secs(2));
 }
+
+/// Not a test on its own: when `SRT_PROC_TEST_HELPER_LOG` is set (by
+/// `child_outlives_the_process_that_spawned_it`), spawn a sleeper, print its identity
+/// as JSON and return, so the spawning process exits while the sleeper keeps running.
+#[test]
+fn helper_spawn_and_exit() {
+    let Ok(log) = std::env::var("SRT_PROC_TEST_HELPER_LOG") else {
+        return;
+    };
+    let mut spec = ProcessSpec::new("sleep", log);
+    spec.args = vec!["30".into()];
+    let id = spawn_detached(&spec).unwrap();
+    println!("IDENTITY {}", serde_json::to_string(&id).unwrap());
+}
+
+#[tokio::test]
+async fn child_outlives_the_process_that_spawned_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "helper_spawn_and_exit",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("SRT_PROC_TEST_HELPER_LOG", dir.path().join("helper.log"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json = stdout
+        .lines()
+        .find_map(|l| l.split_once("IDENTITY ").map(|(_, json)| json))
+        .unwrap_or_else(|| panic!("no identity in {out:?}"));
+    let id: ProcessIdentity = serde_json::from_str(json).unwrap();
+    let _guard = Guard(id.clone());
+
+    // The spawning process is gone (output() waited for it); the sleeper is not.
+    assert_eq!(liveness(&id), Liveness::Alive);
+    assert_eq!(
+        terminate(&id, Duration::from_secs(5)).await.unwrap(),
+        TerminateOutcome::Exited
+    );
+}
