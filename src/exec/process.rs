@@ -48,8 +48,11 @@
 //! locks, no panics, no formatting. The second `fork` happens in the intermediate, which
 //! is single-threaded; `fork` is on the POSIX.1-2008 async-signal-safe list, and glibc
 //! reinitialises its internal fork-related locks (allocator arenas, stdio list, atfork
-//! list) in the child of the first fork, so they are consistent for the second one. No
-//! `pthread_atfork` handlers are registered by this crate's dependencies.
+//! list) in the child of the first fork, so they are consistent for the second one.
+//! glibc's `fork` also runs `pthread_atfork` handlers; the only one in the current
+//! dependency tree (rand 0.8's reseeding counter, pulled in by zeromq) just bumps an
+//! atomic, which is async-signal-safe. A dependency that registers a handler doing
+//! more would need a look here.
 //! `Command` with `pre_exec` was preferred over a hand-written `fork`/`execve` because
 //! std already does the delicate parts (stdio `dup2`, `chdir`, environment capture
 //! under its environment lock, PATH lookup, exec-error reporting) with the same
