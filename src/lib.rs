@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod engine;
+pub mod exec;
 pub mod exit;
 pub mod frontend;
 pub mod graph;
