@@ -155,20 +155,21 @@ impl Diagnostic for StateError {
             StateError::Corrupt { path, backup, .. } => {
                 let aside = format!("{}.corrupt", path.to_string_lossy());
                 let start_over = format!(
-                    "or set it aside and start a fresh state (srt then forgets what it \
-                     launched; stop those processes first): mv {} {}",
+                    "set it aside and start a fresh state (srt then forgets what it \
+                     launched; stop those processes first):\n  mv {} {}",
                     sh(path),
                     sh(Path::new(&aside))
                 );
                 match backup {
                     Some(b) => format!(
-                        "the file was left untouched. To restore the previous state: cp {} {}\n{}",
+                        "the file was left untouched. Restore the previous state:\n  cp {} {}\n\
+                         or {start_over}",
                         sh(b),
                         sh(path),
-                        start_over
                     ),
                     None => format!(
-                        "the file was left untouched and there is no backup to restore; {start_over}"
+                        "the file was left untouched and there is no usable backup; \
+                         {start_over}"
                     ),
                 }
             }

@@ -141,46 +141,56 @@ impl StateStore {
             Err(e) if e.kind() == ErrorKind::NotFound => None,
             Err(e) => return Err(StateError::io("read", &path, e)),
         };
-        // `None` when there is no old file or it is not a valid state.
-        let old_valid = match &old {
-            Some(bytes) => match serde_json::from_slice::<Header>(bytes) {
-                Ok(h) => {
-                    check_overwrite(&path, &h, state)?;
-                    Some(bytes.as_slice())
-                }
-                Err(_) => None,
-            },
-            None => None,
-        };
 
-        let saved_serial = state.serial;
-        let saved_version = (state.format_version, state.srt_version.clone());
+        // The serial and versions are stamped for the write; a save that writes
+        // nothing, or fails, puts them back.
+        let saved = (
+            state.serial,
+            state.format_version,
+            state.srt_version.clone(),
+        );
+        let result = self.write_if_changed(&path, old.as_deref(), state);
+        if !matches!(result, Ok(true)) {
+            (state.serial, state.format_version, state.srt_version) = saved;
+        }
+        result
+    }
+
+    /// The body of [`StateStore::save`] once the old content is read: stamps and
+    /// serializes `state` once, compares, checks the old file, writes.
+    fn write_if_changed(
+        &self,
+        path: &Path,
+        old: Option<&[u8]>,
+        state: &mut State,
+    ) -> Result<bool, StateError> {
         state.format_version = FORMAT_VERSION;
         env!("CARGO_PKG_VERSION").clone_into(&mut state.srt_version);
-        state.serial = saved_serial + 1;
-        let restore = |state: &mut State| {
-            state.serial = saved_serial;
-            (state.format_version, state.srt_version) = saved_version.clone();
-        };
-
-        let capacity = old.as_ref().map_or(64 * 1024, |o| o.len() + 4096);
+        state.serial += 1;
+        let capacity = old.map_or(64 * 1024, |o| o.len() + 4096);
         let mut buf = Vec::with_capacity(capacity);
-        if let Err(e) = serde_json::to_writer_pretty(&mut buf, &*state) {
-            restore(state);
-            return Err(StateError::Encode(e));
-        }
+        serde_json::to_writer_pretty(&mut buf, &*state).map_err(StateError::Encode)?;
         buf.push(b'\n');
 
-        if let Some(old) = old_valid {
-            if same_ignoring_serial(old, &buf) {
-                restore(state);
-                return Ok(false);
+        let Some(old) = old else {
+            self.replace(path, None, &buf)?;
+            return Ok(true);
+        };
+        // Equal bytes (but the serial) mean equal format, lineage and content: there
+        // is nothing to write, and no need to look further into the old file.
+        if same_ignoring_serial(old, &buf) {
+            return Ok(false);
+        }
+        // Reading the header validates the whole old file as JSON. A corrupt old file
+        // is replaced but not made the backup, so the last good backup survives.
+        let old_valid = match serde_json::from_slice::<Header>(old) {
+            Ok(header) => {
+                check_overwrite(path, &header, state.serial - 1, &state.lineage)?;
+                Some(old)
             }
-        }
-        if let Err(e) = self.replace(&path, old_valid, &buf) {
-            restore(state);
-            return Err(e);
-        }
+            Err(_) => None,
+        };
+        self.replace(path, old_valid, &buf)?;
         Ok(true)
     }
 
@@ -226,7 +236,12 @@ impl StateStore {
 }
 
 /// Refuses to overwrite a state that is not an older version of `state`.
-fn check_overwrite(path: &Path, on_disk: &Header, state: &State) -> Result<(), StateError> {
+fn check_overwrite(
+    path: &Path,
+    on_disk: &Header,
+    serial: u64,
+    lineage: &str,
+) -> Result<(), StateError> {
     if on_disk.format_version > FORMAT_VERSION {
         return Err(StateError::NewerFormat {
             path: path.to_path_buf(),
@@ -235,18 +250,18 @@ fn check_overwrite(path: &Path, on_disk: &Header, state: &State) -> Result<(), S
             written_by: on_disk.srt_version.clone(),
         });
     }
-    if on_disk.lineage != state.lineage {
+    if on_disk.lineage != lineage {
         return Err(StateError::LineageMismatch {
             path: path.to_path_buf(),
             on_disk: on_disk.lineage.clone(),
-            ours: state.lineage.clone(),
+            ours: lineage.to_string(),
         });
     }
-    if on_disk.serial > state.serial {
+    if on_disk.serial > serial {
         return Err(StateError::StaleSerial {
             path: path.to_path_buf(),
             on_disk: on_disk.serial,
-            ours: state.serial,
+            ours: serial,
         });
     }
     Ok(())
