@@ -5,6 +5,7 @@
 //! turned into a resource graph that is diffed against recorded state and applied.
 //! See `docs/architecture.md` for the module map and data flow.
 
+pub mod apply;
 pub mod cli;
 pub mod engine;
 pub mod exec;
@@ -12,6 +13,8 @@ pub mod exit;
 pub mod frontend;
 pub mod graph;
 pub mod launch;
+pub mod ops;
+pub mod plan;
 pub mod ports;
 pub mod recipe;
 pub mod secrets;

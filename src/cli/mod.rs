@@ -3,6 +3,7 @@
 //! `src/main.rs` parses [`Cli`] and calls [`run`]; commands call into the library and
 //! turn its results into output and an exit code ([`crate::exit`]).
 
+mod deploy;
 mod render;
 mod validate;
 
@@ -29,6 +30,15 @@ pub enum Command {
         after_help = "Examples:\n  srt render -f examples/seed/disagg-nixl.yaml\n  srt render -f examples/seed/agg-dep8.yaml --json"
     )]
     Render(render::Args),
+    /// Show what apply would change, and why.
+    #[command(after_help = "Examples:\n  srt plan -f examples/local-agg.yaml --simulate\n  srt plan -f examples/local-agg.yaml --simulate --detailed-exitcode -o plan.json")]
+    Plan(deploy::PlanArgs),
+    /// Make the deployment match the recipe (or a saved plan).
+    #[command(after_help = "Examples:\n  srt apply -f examples/local-agg.yaml --simulate\n  srt apply plan.json")]
+    Apply(deploy::ApplyArgs),
+    /// Stop every process of a deployment and empty its state.
+    #[command(after_help = "Examples:\n  srt destroy local-agg\n  srt destroy -f examples/local-agg.yaml --auto-approve")]
+    Destroy(deploy::DestroyArgs),
 }
 
 /// Run a parsed command line; returns the process exit code.
@@ -36,6 +46,9 @@ pub fn run(cli: Cli) -> i32 {
     match cli.command {
         Command::Validate(a) => validate::run(a),
         Command::Render(a) => render::run(a),
+        Command::Plan(a) => deploy::plan(a),
+        Command::Apply(a) => deploy::apply(a),
+        Command::Destroy(a) => deploy::destroy(a),
     }
 }
 

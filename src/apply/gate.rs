@@ -1,0 +1,151 @@
+//! Readiness gates: poll a probe with short adaptive intervals until it passes, the
+//! recipe's timeout runs out, or a process of the deployment dies (then fail at once,
+//! naming it and showing its log tail, and record it as failed).
+
+use super::{Apply, Event, Shared};
+use crate::launch::{Gate, Probe};
+use crate::plan::Observation;
+use crate::state::Status;
+use std::time::{Duration, Instant};
+
+/// First poll interval; doubles (x1.5) up to the cap.
+const FIRST_INTERVAL: Duration = Duration::from_millis(20);
+/// Longest wait between polls, whatever the recipe's interval: readiness is noticed
+/// within half a second.
+const MAX_INTERVAL: Duration = Duration::from_millis(500);
+/// Per-request timeout.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(REQUEST_TIMEOUT)
+        .no_proxy()
+        .build()
+        .expect("http client")
+}
+
+/// One probe attempt: `Ok(())` when passed, `Err(what we are waiting for)` otherwise.
+pub async fn probe_once(client: &reqwest::Client, probe: &Probe, resolve: &dyn Fn(&str) -> String) -> Result<String, String> {
+    match probe {
+        Probe::RouterWorkers { urls, prefill, decode } => {
+            for url in urls {
+                let url = format!("{}/workers", resolve(url));
+                let body: serde_json::Value = client
+                    .get(&url)
+                    .send()
+                    .await
+                    .map_err(|e| format!("{url}: {}", short(&e)))?
+                    .json()
+                    .await
+                    .map_err(|e| format!("{url}: {}", short(&e)))?;
+                let stats = &body["stats"];
+                let count = |k: &str| stats[k].as_u64().unwrap_or(0);
+                let (p, d) = (count("prefill_count"), count("decode_count") + count("regular_count"));
+                if p < u64::from(*prefill) || d < u64::from(*decode) {
+                    return Err(format!("{url}: {p}/{prefill} prefill, {d}/{decode} decode/regular workers"));
+                }
+            }
+            Ok(format!("{} Router(s) list all workers", urls.len()))
+        }
+        Probe::Health { urls } => {
+            for url in urls {
+                let url = format!("{}/health", resolve(url));
+                let resp = client.get(&url).send().await.map_err(|e| format!("{url}: {}", short(&e)))?;
+                if !resp.status().is_success() {
+                    let status = resp.status();
+                    let text = resp.text().await.unwrap_or_default();
+                    return Err(format!("{url}: {status} {}", text.trim()));
+                }
+            }
+            Ok(format!("{} endpoint(s) healthy", urls.len()))
+        }
+        Probe::Completion { url, model } => {
+            let url = format!("{}/v1/completions", resolve(url));
+            let body = serde_json::json!({ "model": model, "prompt": "srt smoke check", "max_tokens": 1 });
+            let resp = client.post(&url).json(&body).send().await.map_err(|e| format!("{url}: {}", short(&e)))?;
+            let status = resp.status();
+            let text = resp.text().await.unwrap_or_default();
+            if !status.is_success() {
+                return Err(format!("{url}: {status} {}", text.trim()));
+            }
+            let v: serde_json::Value = serde_json::from_str(&text).map_err(|_| format!("{url}: not JSON: {text}"))?;
+            if v["choices"].as_array().is_none_or(|c| c.is_empty()) {
+                return Err(format!("{url}: no choices in {text}"));
+            }
+            Ok("completion served".into())
+        }
+    }
+}
+
+fn short(e: &reqwest::Error) -> String {
+    if e.is_connect() {
+        "connection refused".into()
+    } else if e.is_timeout() {
+        "timed out".into()
+    } else {
+        let mut s = e.to_string();
+        let mut src = std::error::Error::source(e);
+        while let Some(inner) = src {
+            s = inner.to_string();
+            src = inner.source();
+        }
+        s
+    }
+}
+
+/// Run a gate to completion.
+pub(super) async fn run(apply: &Apply<'_>, state: &Shared, gate: &Gate) -> Result<String, String> {
+    let client = client();
+    let bindings = apply.exec.bindings();
+    let resolve = |s: &str| bindings.resolve(s);
+    let deadline = Instant::now() + Duration::from_secs(apply.health.timeout_secs);
+    let cap = MAX_INTERVAL.min(Duration::from_secs(apply.health.interval_secs.max(1)));
+    let mut interval = FIRST_INTERVAL;
+    let mut last_report = Instant::now();
+    loop {
+        let attempt = probe_once(&client, &gate.probe, &resolve).await;
+        let waiting = match attempt {
+            Ok(detail) => return Ok(detail),
+            Err(w) => w,
+        };
+        if let Some(dead) = dead_process(apply, state) {
+            return Err(dead);
+        }
+        if Instant::now() >= deadline {
+            return Err(format!("timed out after {}s waiting for {waiting}", apply.health.timeout_secs));
+        }
+        if last_report.elapsed() >= Duration::from_secs(5) {
+            (apply.events)(Event::Waiting { address: gate.address.clone(), detail: waiting });
+            last_report = Instant::now();
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = apply.cancel.cancelled() => return Err("interrupted".into()),
+        }
+        interval = (interval.mul_f32(1.5)).min(cap);
+    }
+}
+
+/// A recorded process of the deployment that died: mark it failed and describe it.
+fn dead_process(apply: &Apply<'_>, state: &Shared) -> Option<String> {
+    let mut s = state.lock().expect("state mutex");
+    let dead = s.resources.iter().find_map(|(addr, r)| {
+        let rt = r.runtime.as_ref()?;
+        if r.status != Status::Running {
+            return None;
+        }
+        match apply.exec.observe(rt) {
+            Observation::Alive => None,
+            Observation::Gone(detail) => Some((addr.clone(), detail)),
+        }
+    })?;
+    let (addr, detail) = dead;
+    let tail = apply.exec.log_tail(&addr, 20).unwrap_or_default();
+    let message = format!("`{addr}` died while waiting: {detail}\n--- last lines of its log ---\n{}", tail.trim_end());
+    if let Some(r) = s.resources.get_mut(&addr) {
+        r.status = Status::Failed;
+        r.error = Some(detail);
+    }
+    let _ = apply.store.save(apply.lock, &mut s);
+    Some(message)
+}

@@ -1,0 +1,402 @@
+//! Apply: execute a plan against the world, saving state after every resource.
+//!
+//! Phase 1 stops what is destroyed or replaced, dependents first (destroy-before-create:
+//! a replaced process reuses its ports). Phase 2 walks the graph in topological order,
+//! running independent resources in parallel (bounded by `parallelism`): port blocks
+//! are checked free, processes started detached, gates polled. A failure skips only its
+//! descendants; independent branches finish. Every launch is recorded as `pending`
+//! before it starts and `running` (with its runtime identity) right after, under the
+//! state mutex, so an interrupted apply never loses a process.
+
+pub mod gate;
+
+use crate::exec::Executor;
+use crate::graph::{Kind, ResourceGraph, Target};
+use crate::launch::LaunchPlan;
+use crate::plan::{Action, Plan};
+use crate::recipe::HealthCheck;
+use crate::state::{ResourceState, State, StateLock, StateStore, Status};
+use futures::stream::{FuturesUnordered, StreamExt};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// Cancellation shared with the signal handler.
+#[derive(Clone, Default, Debug)]
+pub struct Cancel {
+    flag: Arc<AtomicBool>,
+    notify: Arc<tokio::sync::Notify>,
+}
+
+impl Cancel {
+    /// Request cancellation: start nothing new, stop waiting in gates.
+    pub fn trigger(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    /// Whether cancellation was requested.
+    pub fn is_cancelled(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once cancelled.
+    pub async fn cancelled(&self) {
+        loop {
+            let notified = self.notify.notified();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Progress events, for the CLI to print.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// Work on a resource started.
+    Started {
+        /// Address.
+        address: String,
+        /// What is done.
+        action: &'static str,
+    },
+    /// A resource finished.
+    Done {
+        /// Address.
+        address: String,
+        /// What was done.
+        action: &'static str,
+        /// Detail (pid, duration).
+        detail: String,
+    },
+    /// A gate is still waiting.
+    Waiting {
+        /// Address.
+        address: String,
+        /// For what.
+        detail: String,
+    },
+    /// A resource failed.
+    Failed {
+        /// Address.
+        address: String,
+        /// Error, possibly with a log tail.
+        error: String,
+    },
+    /// A resource was skipped because a dependency failed or apply was interrupted.
+    Skipped {
+        /// Address.
+        address: String,
+        /// Why.
+        because: String,
+    },
+}
+
+/// What apply did.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    /// Processes started for new resources.
+    pub created: usize,
+    /// Resources replaced.
+    pub replaced: usize,
+    /// Resources destroyed.
+    pub destroyed: usize,
+    /// Gates and checks that passed.
+    pub checked: usize,
+    /// Failures: (address, error).
+    pub failed: Vec<(String, String)>,
+    /// Skipped addresses.
+    pub skipped: Vec<String>,
+    /// Apply was interrupted.
+    pub interrupted: bool,
+}
+
+/// Everything apply needs.
+pub struct Apply<'a> {
+    /// The launch plan the graph was lowered from.
+    pub launch: &'a LaunchPlan,
+    /// The desired graph.
+    pub graph: &'a ResourceGraph,
+    /// The plan to execute.
+    pub plan: &'a Plan,
+    /// The executor.
+    pub exec: &'a dyn Executor,
+    /// Where state is saved.
+    pub store: &'a StateStore,
+    /// The lock held for this operation.
+    pub lock: &'a StateLock,
+    /// Max resources worked on at once.
+    pub parallelism: usize,
+    /// Readiness budget.
+    pub health: HealthCheck,
+    /// Cancellation.
+    pub cancel: Cancel,
+    /// Progress sink.
+    pub events: &'a (dyn Fn(Event) + Sync),
+}
+
+/// State shared between apply and a signal handler that must save it before exiting.
+pub type Shared = Arc<Mutex<State>>;
+
+/// Wrap state for [`Apply::run`].
+pub fn shared(state: State) -> Shared {
+    Arc::new(Mutex::new(state))
+}
+
+fn save(store: &StateStore, lock: &StateLock, state: &mut State) -> Result<(), String> {
+    store.save(lock, state).map(|_| ()).map_err(|e| format!("saving state: {e}"))
+}
+
+impl Apply<'_> {
+    fn record(&self, state: &Shared, address: &str, f: impl FnOnce(&mut State)) -> Result<(), String> {
+        let mut s = state.lock().expect("state mutex");
+        f(&mut s);
+        let _ = address;
+        save(self.store, self.lock, &mut s)
+    }
+
+    fn new_record(&self, i: usize, status: Status) -> ResourceState {
+        let r = &self.graph.resources[i];
+        let (ports, node) = match r.target {
+            Target::Process(p) => {
+                let proc_ = &self.launch.processes[p];
+                (
+                    proc_.ports.iter().map(|(k, b)| (k.clone(), b.base)).collect(),
+                    Some(self.launch.nodes[proc_.node].name.clone()),
+                )
+            }
+            Target::Gate(_) => (BTreeMap::new(), None),
+        };
+        ResourceState {
+            kind: r.kind.name().to_string(),
+            hash: r.hash.clone(),
+            dependencies: r.deps.clone(),
+            spec: r.spec.clone(),
+            status,
+            runtime: None,
+            node,
+            ports,
+            log_path: None,
+            error: None,
+        }
+    }
+
+    /// Run the plan. `state` is updated and saved as resources complete.
+    pub async fn run(&self, state: &Shared) -> Outcome {
+        let mut outcome = Outcome::default();
+        self.stop_phase(state, &mut outcome).await;
+        if !self.cancel.is_cancelled() {
+            self.create_phase(state, &mut outcome).await;
+        }
+        outcome.interrupted = self.cancel.is_cancelled();
+        outcome
+    }
+
+    async fn stop_phase(&self, state: &Shared, outcome: &mut Outcome) {
+        let targets: Vec<&String> = self
+            .plan
+            .changes
+            .iter()
+            .filter(|c| matches!(c.action, Action::Destroy | Action::Replace))
+            .map(|c| &c.address)
+            .collect();
+        let order = {
+            let s = state.lock().expect("state mutex");
+            let recorded: Vec<&String> = targets.into_iter().filter(|a| s.resources.contains_key(*a)).collect();
+            crate::plan::destroy_order(&s, &recorded)
+        };
+        for address in order {
+            if self.cancel.is_cancelled() {
+                break;
+            }
+            let action = self.plan.change(&address).map(|c| c.action).unwrap_or(Action::Destroy);
+            let runtime = state.lock().expect("state mutex").resources.get(&address).and_then(|r| r.runtime.clone());
+            (self.events)(Event::Started { address: address.clone(), action: "stopping" });
+            let t = Instant::now();
+            if let Some(rt) = &runtime {
+                if let Err(e) = self.exec.stop(rt).await {
+                    (self.events)(Event::Failed { address: address.clone(), error: format!("stopping: {e}") });
+                    outcome.failed.push((address.clone(), e));
+                    continue;
+                }
+            }
+            let res = self.record(state, &address, |s| {
+                if action == Action::Destroy {
+                    s.resources.remove(&address);
+                } else if let Some(r) = s.resources.get_mut(&address) {
+                    // Stopped for replacement: if apply stops here, the next plan replaces it.
+                    r.status = Status::Tainted;
+                    r.runtime = None;
+                }
+            });
+            if let Err(e) = res {
+                outcome.failed.push((address.clone(), e));
+            }
+            if action == Action::Destroy {
+                outcome.destroyed += 1;
+            }
+            (self.events)(Event::Done {
+                address,
+                action: if action == Action::Destroy { "destroyed" } else { "stopped" },
+                detail: format!("{:.1}s", t.elapsed().as_secs_f64()),
+            });
+        }
+    }
+
+    async fn create_phase(&self, state: &Shared, outcome: &mut Outcome) {
+        let n = self.graph.resources.len();
+        let mut indegree: Vec<usize> = self.graph.resources.iter().map(|r| r.deps.len()).collect();
+        let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, r) in self.graph.resources.iter().enumerate() {
+            for d in &r.deps {
+                children[self.graph.index[d]].push(i);
+            }
+        }
+        let actions: Vec<Action> = self
+            .graph
+            .resources
+            .iter()
+            .map(|r| self.plan.change(&r.address).map(|c| c.action).unwrap_or(Action::NoOp))
+            .collect();
+        let mut blocked: Vec<Option<String>> = vec![None; n];
+        let mut ready: std::collections::VecDeque<usize> = (0..n).filter(|&i| indegree[i] == 0).collect();
+        let mut running = FuturesUnordered::new();
+        let parallelism = self.parallelism.max(1);
+        loop {
+            while running.len() < parallelism {
+                let Some(i) = ready.pop_front() else { break };
+                let address = self.graph.resources[i].address.clone();
+                if let Some(because) = blocked[i].clone().or_else(|| self.cancel.is_cancelled().then(|| "apply was interrupted".to_string())) {
+                    (self.events)(Event::Skipped { address: address.clone(), because: because.clone() });
+                    outcome.skipped.push(address.clone());
+                    for &c in &children[i] {
+                        blocked[c].get_or_insert_with(|| format!("`{address}` did not complete"));
+                        indegree[c] -= 1;
+                        if indegree[c] == 0 {
+                            ready.push_back(c);
+                        }
+                    }
+                    continue;
+                }
+                if actions[i] == Action::NoOp {
+                    for &c in &children[i] {
+                        indegree[c] -= 1;
+                        if indegree[c] == 0 {
+                            ready.push_back(c);
+                        }
+                    }
+                    continue;
+                }
+                let action = actions[i];
+                running.push(async move { (i, self.run_one(state, i, action).await) });
+            }
+            let Some((i, result)) = running.next().await else { break };
+            let address = self.graph.resources[i].address.clone();
+            match result {
+                Ok(detail) => {
+                    match actions[i] {
+                        Action::Create if self.graph.resources[i].kind.is_process() => outcome.created += 1,
+                        Action::Replace if self.graph.resources[i].kind.is_process() => outcome.replaced += 1,
+                        Action::Check => outcome.checked += 1,
+                        _ => {}
+                    }
+                    (self.events)(Event::Done { address: address.clone(), action: verb(actions[i], self.graph.resources[i].kind), detail });
+                }
+                Err(error) => {
+                    (self.events)(Event::Failed { address: address.clone(), error: error.clone() });
+                    outcome.failed.push((address.clone(), error));
+                    for &c in &children[i] {
+                        blocked[c].get_or_insert_with(|| format!("`{address}` failed"));
+                    }
+                }
+            }
+            for &c in &children[i] {
+                indegree[c] -= 1;
+                if indegree[c] == 0 {
+                    ready.push_back(c);
+                }
+            }
+        }
+    }
+
+    async fn run_one(&self, state: &Shared, i: usize, action: Action) -> Result<String, String> {
+        let r = &self.graph.resources[i];
+        (self.events)(Event::Started { address: r.address.clone(), action: verb_ing(action, r.kind) });
+        let t = Instant::now();
+        match (r.kind, r.target) {
+            (Kind::Ports, Target::Process(p)) => {
+                let process = &self.launch.processes[p];
+                let result = self.exec.check_ports(process);
+                let mut rec = self.new_record(i, if result.is_ok() { Status::Running } else { Status::Failed });
+                rec.error = result.as_ref().err().cloned();
+                self.record(state, &r.address, |s| {
+                    s.resources.insert(r.address.clone(), rec);
+                })?;
+                result.map(|_| "free".to_string())
+            }
+            (kind, Target::Process(p)) if kind.is_process() => {
+                let process = &self.launch.processes[p];
+                // Intent, launch and identity are recorded under one lock hold: an
+                // interrupt can never see a started process without its identity.
+                let mut s = state.lock().expect("state mutex");
+                s.resources.insert(r.address.clone(), self.new_record(i, Status::Pending));
+                save(self.store, self.lock, &mut s)?;
+                let started = self.exec.start(process);
+                let rec = s.resources.get_mut(&r.address).expect("just inserted");
+                let result = match started {
+                    Ok(st) => {
+                        let pid = match &st.runtime {
+                            crate::state::Runtime::Local { pid, .. } => format!("pid {pid}"),
+                            crate::state::Runtime::Slurm { job_id, step_id, .. } => format!("job {job_id} step {}", step_id.map(|s| s.to_string()).unwrap_or_default()),
+                        };
+                        rec.status = Status::Running;
+                        rec.runtime = Some(st.runtime);
+                        rec.log_path = Some(st.log_path);
+                        Ok(pid)
+                    }
+                    Err(e) => {
+                        rec.status = Status::Failed;
+                        rec.error = Some(e.clone());
+                        Err(e)
+                    }
+                };
+                save(self.store, self.lock, &mut s)?;
+                result
+            }
+            (_, Target::Gate(g)) => {
+                let gate = &self.launch.gates[g];
+                let result = gate::run(self, state, gate).await;
+                let mut rec = self.new_record(i, if result.is_ok() { Status::Running } else { Status::Failed });
+                rec.error = result.as_ref().err().cloned();
+                if !(self.cancel.is_cancelled() && result.is_err()) {
+                    self.record(state, &r.address, |s| {
+                        s.resources.insert(r.address.clone(), rec);
+                    })?;
+                }
+                result.map(|d| format!("{d} in {:.2}s", t.elapsed().as_secs_f64()))
+            }
+            _ => Err("unsupported resource".into()),
+        }
+    }
+}
+
+fn verb(action: Action, kind: Kind) -> &'static str {
+    match (action, kind) {
+        (Action::Check, _) => "passed",
+        (_, Kind::Ports) => "checked",
+        (Action::Replace, _) => "replaced",
+        _ => "started",
+    }
+}
+
+fn verb_ing(action: Action, kind: Kind) -> &'static str {
+    match (action, kind) {
+        (Action::Check, _) => "checking",
+        (_, Kind::Ports) => "checking ports",
+        (Action::Replace, _) => "replacing",
+        _ => "starting",
+    }
+}
