@@ -291,7 +291,7 @@ async fn run(cfg: Arc<SimConfig>) -> Result<i32, SimError> {
     let mut server_task = None;
     if let Some((l, sock)) = http {
         let listener = ports::listen_http(&l, sock)?;
-        let state = Arc::new(server::AppState::new(cfg.clone()));
+        let state = Arc::new(server::AppState::new(cfg.clone(), engines));
         let app = server::app(state);
         let mut rx = stop_rx.clone();
         server_task = Some(tokio::spawn(async move {

@@ -117,9 +117,9 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// State for a server that became healthy now.
-    pub fn new(cfg: Arc<SimConfig>) -> Self {
-        let engines = engines(&cfg);
+    /// State for a server that became healthy now, over the engines from [`engines`] (the
+    /// same ones whose ids the side channels announce).
+    pub fn new(cfg: Arc<SimConfig>, engines: Vec<Engine>) -> Self {
         AppState {
             cfg,
             engines,
