@@ -37,6 +37,30 @@
 //! `VLLM_NIXL_SIDE_CHANNEL_PORT` (5600), `VLLM_PORT` (validated only), `VLLM_HOST_IP`
 //! (MoRI-IO `host_ip` fallback, else 127.0.0.1).
 //!
+//! # Refusals (exit 2, message on stderr)
+//!
+//! As vLLM 0.32's argparse, `serve.py` and `EngineArgs.create_engine_config`:
+//! unparseable command lines (unknown subcommand, missing model, bad ints or JSON, a
+//! valued flag without its value, stray positionals); `--api-server-count > 0` with
+//! `--headless`; `--data-parallel-hybrid-lb` with `--headless` (or `--api-server-count 0`),
+//! with `--data-parallel-external-lb`, or without `--data-parallel-size-local` (unless
+//! `--nnodes > 1` infers it); `--nnodes > 1` with `--data-parallel-backend ray`; world size
+//! not divisible by `--nnodes`, `--node-rank >= --nnodes`; external LB (`--data-parallel-rank`
+//! or `--data-parallel-external-lb`) with `--data-parallel-size > 1` on a non-MoE model
+//! (the simulator's MoE marker is `--enable-expert-parallel`), without a rank, or with a
+//! local size other than 1; `--headless` with a local size of 0; a DP rank outside
+//! `[0, dp)`; `kv_connector` without `kv_role`, an unknown `kv_role` or
+//! `kv_load_failure_policy`; `MoRIIOConnector` with `kv_both` or without
+//! `kv_connector_extra_config.http_port`; a non-integer `VLLM_PORT` (a URI gets the
+//! Kubernetes hint); a non-integer `VLLM_NIXL_SIDE_CHANNEL_PORT`.
+//!
+//! The simulator also refuses: sizes of 0; local DP ranks reaching past `dp`; side-channel
+//! ports beyond 65535; and a `--device-ids` list whose length is not
+//! `tp × pp × pcp × (engine cores hosted here)`, or, on a node holding a slice of a DP rank
+//! that spans nodes, `(dp × tp × pp / nnodes) × pcp`. vLLM's silent rewrites are applied:
+//! a non-zero `--data-parallel-start-rank` without `--headless` implies hybrid LB, hybrid
+//! LB with one local rank becomes external LB, and hybrid LB with local = global is off.
+//!
 //! # Side-channel check
 //!
 //! Each side-channel (NIXL) or handshake (MoRI-IO) listener greets a connecting peer with
@@ -45,6 +69,16 @@
 //! `kv_transfer_params` and checks that the engine there is `remote_engine_id`. On failure
 //! it answers 500, or with `kv_load_failure_policy: "recompute"` serves the request anyway
 //! and marks it `"recomputed": true` (not counted as a consumed transfer).
+
+//!
+//! # Limits
+//!
+//! Generation is deterministic filler text with word counts standing in for tokens. An
+//! internal-LB API server whose engines partly live on other nodes serves those ranks
+//! itself, and its NIXL parameters then name this node's side-channel host. MoRI-IO WRITE
+//! mode skips the side-channel check (the prefill pushes; nothing to dial from decode).
+
+#![warn(missing_docs)]
 
 pub mod args;
 pub mod config;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -21,6 +21,9 @@ use super::log;
 
 /// Tokens per KV block, for the block ids handed out by prefills.
 const BLOCK_SIZE: u64 = 16;
+
+/// Largest request body accepted (long prompts from benchmarks).
+const MAX_BODY: usize = 64 * 1024 * 1024;
 
 /// The vLLM version the simulator stands in for.
 pub const VLLM_VERSION: &str = "0.32.0";
@@ -79,8 +82,9 @@ pub fn engines(cfg: &SimConfig) -> Vec<Engine> {
                     )
                 }
                 Some(Connector::Nixl) => {
+                    // vLLM's DP engine cores append their *local* DP rank.
                     let id = if cfg.dp_size > 1 {
-                        format!("{base_id}_dp{rank}")
+                        format!("{base_id}_dp{local_idx}")
                     } else {
                         base_id.clone()
                     };
@@ -162,6 +166,7 @@ pub fn app(state: Arc<AppState>) -> Router {
             "/v1/chat/completions",
             post(|s: State<Arc<AppState>>, h: HeaderMap, b: Bytes| generate(s, h, b, Api::Chat)),
         )
+        .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(middleware::from_fn(access_log))
         .with_state(state)
 }
