@@ -323,15 +323,19 @@ async fn run(cfg: Arc<SimConfig>) -> Result<i32, SimError> {
 
     // Serve.
     let mut server_task = None;
+    let mut quit = None;
     if let Some((l, sock)) = http {
         let listener = ports::listen_http(&l, sock)?;
         let state = Arc::new(server::AppState::new(cfg.clone(), engines));
         let app = server::app(state);
-        let mut rx = stop_rx.clone();
+        // The server drains only when this task says so, after it has seen the stop
+        // request, so a signal can never look like the server dying on its own.
+        let (quit_tx, quit_rx) = tokio::sync::oneshot::channel::<()>();
+        quit = Some(quit_tx);
         server_task = Some(tokio::spawn(async move {
             axum::serve(listener, app)
                 .with_graceful_shutdown(async move {
-                    stopped(&mut rx).await;
+                    let _ = quit_rx.await;
                 })
                 .await
         }));
@@ -383,6 +387,9 @@ async fn run(cfg: Arc<SimConfig>) -> Result<i32, SimError> {
                 return Err(SimError::Runtime(format!("the HTTP server stopped: {r:?}")));
             }
         }
+    }
+    if let Some(q) = quit {
+        let _ = q.send(());
     }
     if let Some(t) = server_task {
         // Let in-flight responses finish, briefly.
