@@ -18,5 +18,6 @@ pub mod plan;
 pub mod ports;
 pub mod recipe;
 pub mod secrets;
+pub mod sim;
 pub mod state;
 pub mod topology;
