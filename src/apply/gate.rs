@@ -25,9 +25,17 @@ fn client() -> reqwest::Client {
 }
 
 /// One probe attempt: `Ok(())` when passed, `Err(what we are waiting for)` otherwise.
-pub async fn probe_once(client: &reqwest::Client, probe: &Probe, resolve: &dyn Fn(&str) -> String) -> Result<String, String> {
+pub async fn probe_once(
+    client: &reqwest::Client,
+    probe: &Probe,
+    resolve: &dyn Fn(&str) -> String,
+) -> Result<String, String> {
     match probe {
-        Probe::RouterWorkers { urls, prefill, decode } => {
+        Probe::RouterWorkers {
+            urls,
+            prefill,
+            decode,
+        } => {
             for url in urls {
                 let url = format!("{}/workers", resolve(url));
                 let body: serde_json::Value = client
@@ -40,9 +48,14 @@ pub async fn probe_once(client: &reqwest::Client, probe: &Probe, resolve: &dyn F
                     .map_err(|e| format!("{url}: {}", short(&e)))?;
                 let stats = &body["stats"];
                 let count = |k: &str| stats[k].as_u64().unwrap_or(0);
-                let (p, d) = (count("prefill_count"), count("decode_count") + count("regular_count"));
+                let (p, d) = (
+                    count("prefill_count"),
+                    count("decode_count") + count("regular_count"),
+                );
                 if p < u64::from(*prefill) || d < u64::from(*decode) {
-                    return Err(format!("{url}: {p}/{prefill} prefill, {d}/{decode} decode/regular workers"));
+                    return Err(format!(
+                        "{url}: {p}/{prefill} prefill, {d}/{decode} decode/regular workers"
+                    ));
                 }
             }
             Ok(format!("{} Router(s) list all workers", urls.len()))
@@ -50,7 +63,11 @@ pub async fn probe_once(client: &reqwest::Client, probe: &Probe, resolve: &dyn F
         Probe::Health { urls } => {
             for url in urls {
                 let url = format!("{}/health", resolve(url));
-                let resp = client.get(&url).send().await.map_err(|e| format!("{url}: {}", short(&e)))?;
+                let resp = client
+                    .get(&url)
+                    .send()
+                    .await
+                    .map_err(|e| format!("{url}: {}", short(&e)))?;
                 if !resp.status().is_success() {
                     let status = resp.status();
                     let text = resp.text().await.unwrap_or_default();
@@ -61,14 +78,21 @@ pub async fn probe_once(client: &reqwest::Client, probe: &Probe, resolve: &dyn F
         }
         Probe::Completion { url, model } => {
             let url = format!("{}/v1/completions", resolve(url));
-            let body = serde_json::json!({ "model": model, "prompt": "srt smoke check", "max_tokens": 1 });
-            let resp = client.post(&url).json(&body).send().await.map_err(|e| format!("{url}: {}", short(&e)))?;
+            let body =
+                serde_json::json!({ "model": model, "prompt": "srt smoke check", "max_tokens": 1 });
+            let resp = client
+                .post(&url)
+                .json(&body)
+                .send()
+                .await
+                .map_err(|e| format!("{url}: {}", short(&e)))?;
             let status = resp.status();
             let text = resp.text().await.unwrap_or_default();
             if !status.is_success() {
                 return Err(format!("{url}: {status} {}", text.trim()));
             }
-            let v: serde_json::Value = serde_json::from_str(&text).map_err(|_| format!("{url}: not JSON: {text}"))?;
+            let v: serde_json::Value =
+                serde_json::from_str(&text).map_err(|_| format!("{url}: not JSON: {text}"))?;
             if v["choices"].as_array().is_none_or(|c| c.is_empty()) {
                 return Err(format!("{url}: no choices in {text}"));
             }
@@ -112,10 +136,16 @@ pub(super) async fn run(apply: &Apply<'_>, state: &Shared, gate: &Gate) -> Resul
             return Err(dead);
         }
         if Instant::now() >= deadline {
-            return Err(format!("timed out after {}s waiting for {waiting}", apply.health.timeout_secs));
+            return Err(format!(
+                "timed out after {}s waiting for {waiting}",
+                apply.health.timeout_secs
+            ));
         }
         if last_report.elapsed() >= Duration::from_secs(5) {
-            (apply.events)(Event::Waiting { address: gate.address.clone(), detail: waiting });
+            (apply.events)(Event::Waiting {
+                address: gate.address.clone(),
+                detail: waiting,
+            });
             last_report = Instant::now();
         }
         tokio::select! {
@@ -141,7 +171,10 @@ fn dead_process(apply: &Apply<'_>, state: &Shared) -> Option<String> {
     })?;
     let (addr, detail) = dead;
     let tail = apply.exec.log_tail(&addr, 20).unwrap_or_default();
-    let message = format!("`{addr}` died while waiting: {detail}\n--- last lines of its log ---\n{}", tail.trim_end());
+    let message = format!(
+        "`{addr}` died while waiting: {detail}\n--- last lines of its log ---\n{}",
+        tail.trim_end()
+    );
     if let Some(r) = s.resources.get_mut(&addr) {
         r.status = Status::Failed;
         r.error = Some(detail);

@@ -147,11 +147,19 @@ pub fn shared(state: State) -> Shared {
 }
 
 fn save(store: &StateStore, lock: &StateLock, state: &mut State) -> Result<(), String> {
-    store.save(lock, state).map(|_| ()).map_err(|e| format!("saving state: {e}"))
+    store
+        .save(lock, state)
+        .map(|_| ())
+        .map_err(|e| format!("saving state: {e}"))
 }
 
 impl Apply<'_> {
-    fn record(&self, state: &Shared, address: &str, f: impl FnOnce(&mut State)) -> Result<(), String> {
+    fn record(
+        &self,
+        state: &Shared,
+        address: &str,
+        f: impl FnOnce(&mut State),
+    ) -> Result<(), String> {
         let mut s = state.lock().expect("state mutex");
         f(&mut s);
         let _ = address;
@@ -164,7 +172,11 @@ impl Apply<'_> {
             Target::Process(p) => {
                 let proc_ = &self.launch.processes[p];
                 (
-                    proc_.ports.iter().map(|(k, b)| (k.clone(), b.base)).collect(),
+                    proc_
+                        .ports
+                        .iter()
+                        .map(|(k, b)| (k.clone(), b.base))
+                        .collect(),
                     Some(self.launch.nodes[proc_.node].name.clone()),
                 )
             }
@@ -205,20 +217,38 @@ impl Apply<'_> {
             .collect();
         let order = {
             let s = state.lock().expect("state mutex");
-            let recorded: Vec<&String> = targets.into_iter().filter(|a| s.resources.contains_key(*a)).collect();
+            let recorded: Vec<&String> = targets
+                .into_iter()
+                .filter(|a| s.resources.contains_key(*a))
+                .collect();
             crate::plan::destroy_order(&s, &recorded)
         };
         for address in order {
             if self.cancel.is_cancelled() {
                 break;
             }
-            let action = self.plan.change(&address).map(|c| c.action).unwrap_or(Action::Destroy);
-            let runtime = state.lock().expect("state mutex").resources.get(&address).and_then(|r| r.runtime.clone());
-            (self.events)(Event::Started { address: address.clone(), action: "stopping" });
+            let action = self
+                .plan
+                .change(&address)
+                .map(|c| c.action)
+                .unwrap_or(Action::Destroy);
+            let runtime = state
+                .lock()
+                .expect("state mutex")
+                .resources
+                .get(&address)
+                .and_then(|r| r.runtime.clone());
+            (self.events)(Event::Started {
+                address: address.clone(),
+                action: "stopping",
+            });
             let t = Instant::now();
             if let Some(rt) = &runtime {
                 if let Err(e) = self.exec.stop(rt).await {
-                    (self.events)(Event::Failed { address: address.clone(), error: format!("stopping: {e}") });
+                    (self.events)(Event::Failed {
+                        address: address.clone(),
+                        error: format!("stopping: {e}"),
+                    });
                     outcome.failed.push((address.clone(), e));
                     continue;
                 }
@@ -240,7 +270,11 @@ impl Apply<'_> {
             }
             (self.events)(Event::Done {
                 address,
-                action: if action == Action::Destroy { "destroyed" } else { "stopped" },
+                action: if action == Action::Destroy {
+                    "destroyed"
+                } else {
+                    "stopped"
+                },
                 detail: format!("{:.1}s", t.elapsed().as_secs_f64()),
             });
         }
@@ -259,18 +293,31 @@ impl Apply<'_> {
             .graph
             .resources
             .iter()
-            .map(|r| self.plan.change(&r.address).map(|c| c.action).unwrap_or(Action::NoOp))
+            .map(|r| {
+                self.plan
+                    .change(&r.address)
+                    .map(|c| c.action)
+                    .unwrap_or(Action::NoOp)
+            })
             .collect();
         let mut blocked: Vec<Option<String>> = vec![None; n];
-        let mut ready: std::collections::VecDeque<usize> = (0..n).filter(|&i| indegree[i] == 0).collect();
+        let mut ready: std::collections::VecDeque<usize> =
+            (0..n).filter(|&i| indegree[i] == 0).collect();
         let mut running = FuturesUnordered::new();
         let parallelism = self.parallelism.max(1);
         loop {
             while running.len() < parallelism {
                 let Some(i) = ready.pop_front() else { break };
                 let address = self.graph.resources[i].address.clone();
-                if let Some(because) = blocked[i].clone().or_else(|| self.cancel.is_cancelled().then(|| "apply was interrupted".to_string())) {
-                    (self.events)(Event::Skipped { address: address.clone(), because: because.clone() });
+                if let Some(because) = blocked[i].clone().or_else(|| {
+                    self.cancel
+                        .is_cancelled()
+                        .then(|| "apply was interrupted".to_string())
+                }) {
+                    (self.events)(Event::Skipped {
+                        address: address.clone(),
+                        because: because.clone(),
+                    });
                     outcome.skipped.push(address.clone());
                     for &c in &children[i] {
                         blocked[c].get_or_insert_with(|| format!("`{address}` did not complete"));
@@ -293,20 +340,33 @@ impl Apply<'_> {
                 let action = actions[i];
                 running.push(async move { (i, self.run_one(state, i, action).await) });
             }
-            let Some((i, result)) = running.next().await else { break };
+            let Some((i, result)) = running.next().await else {
+                break;
+            };
             let address = self.graph.resources[i].address.clone();
             match result {
                 Ok(detail) => {
                     match actions[i] {
-                        Action::Create if self.graph.resources[i].kind.is_process() => outcome.created += 1,
-                        Action::Replace if self.graph.resources[i].kind.is_process() => outcome.replaced += 1,
+                        Action::Create if self.graph.resources[i].kind.is_process() => {
+                            outcome.created += 1
+                        }
+                        Action::Replace if self.graph.resources[i].kind.is_process() => {
+                            outcome.replaced += 1
+                        }
                         Action::Check => outcome.checked += 1,
                         _ => {}
                     }
-                    (self.events)(Event::Done { address: address.clone(), action: verb(actions[i], self.graph.resources[i].kind), detail });
+                    (self.events)(Event::Done {
+                        address: address.clone(),
+                        action: verb(actions[i], self.graph.resources[i].kind),
+                        detail,
+                    });
                 }
                 Err(error) => {
-                    (self.events)(Event::Failed { address: address.clone(), error: error.clone() });
+                    (self.events)(Event::Failed {
+                        address: address.clone(),
+                        error: error.clone(),
+                    });
                     outcome.failed.push((address.clone(), error));
                     for &c in &children[i] {
                         blocked[c].get_or_insert_with(|| format!("`{address}` failed"));
@@ -324,13 +384,23 @@ impl Apply<'_> {
 
     async fn run_one(&self, state: &Shared, i: usize, action: Action) -> Result<String, String> {
         let r = &self.graph.resources[i];
-        (self.events)(Event::Started { address: r.address.clone(), action: verb_ing(action, r.kind) });
+        (self.events)(Event::Started {
+            address: r.address.clone(),
+            action: verb_ing(action, r.kind),
+        });
         let t = Instant::now();
         match (r.kind, r.target) {
             (Kind::Ports, Target::Process(p)) => {
                 let process = &self.launch.processes[p];
                 let result = self.exec.check_ports(process);
-                let mut rec = self.new_record(i, if result.is_ok() { Status::Running } else { Status::Failed });
+                let mut rec = self.new_record(
+                    i,
+                    if result.is_ok() {
+                        Status::Running
+                    } else {
+                        Status::Failed
+                    },
+                );
                 rec.error = result.as_ref().err().cloned();
                 self.record(state, &r.address, |s| {
                     s.resources.insert(r.address.clone(), rec);
@@ -342,7 +412,8 @@ impl Apply<'_> {
                 // Intent, launch and identity are recorded under one lock hold: an
                 // interrupt can never see a started process without its identity.
                 let mut s = state.lock().expect("state mutex");
-                s.resources.insert(r.address.clone(), self.new_record(i, Status::Pending));
+                s.resources
+                    .insert(r.address.clone(), self.new_record(i, Status::Pending));
                 save(self.store, self.lock, &mut s)?;
                 let started = self.exec.start(process);
                 let rec = s.resources.get_mut(&r.address).expect("just inserted");
@@ -350,7 +421,12 @@ impl Apply<'_> {
                     Ok(st) => {
                         let pid = match &st.runtime {
                             crate::state::Runtime::Local { pid, .. } => format!("pid {pid}"),
-                            crate::state::Runtime::Slurm { job_id, step_id, .. } => format!("job {job_id} step {}", step_id.map(|s| s.to_string()).unwrap_or_default()),
+                            crate::state::Runtime::Slurm {
+                                job_id, step_id, ..
+                            } => format!(
+                                "job {job_id} step {}",
+                                step_id.map(|s| s.to_string()).unwrap_or_default()
+                            ),
                         };
                         rec.status = Status::Running;
                         rec.runtime = Some(st.runtime);
@@ -369,7 +445,14 @@ impl Apply<'_> {
             (_, Target::Gate(g)) => {
                 let gate = &self.launch.gates[g];
                 let result = gate::run(self, state, gate).await;
-                let mut rec = self.new_record(i, if result.is_ok() { Status::Running } else { Status::Failed });
+                let mut rec = self.new_record(
+                    i,
+                    if result.is_ok() {
+                        Status::Running
+                    } else {
+                        Status::Failed
+                    },
+                );
                 rec.error = result.as_ref().err().cloned();
                 if !(self.cancel.is_cancelled() && result.is_err()) {
                     self.record(state, &r.address, |s| {

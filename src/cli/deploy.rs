@@ -2,11 +2,11 @@
 
 use super::report;
 use crate::apply::{self, Apply, Cancel, Event};
+use crate::exec::Executor;
 use crate::exit;
 use crate::ops::{self, OpError, PrepareOptions, Prepared};
 use crate::plan::file::PlanFile;
 use crate::plan::{self, PlanOptions};
-use crate::exec::Executor;
 use crate::recipe::Source;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -72,7 +72,12 @@ pub struct ApplyArgs {
     #[arg(value_name = "PLAN_FILE", conflicts_with = "file")]
     plan_file: Option<PathBuf>,
     /// Recipe file.
-    #[arg(short = 'f', long = "file", value_name = "RECIPE", required_unless_present = "plan_file")]
+    #[arg(
+        short = 'f',
+        long = "file",
+        value_name = "RECIPE",
+        required_unless_present = "plan_file"
+    )]
     file: Option<PathBuf>,
     #[command(flatten)]
     common: Common,
@@ -127,7 +132,10 @@ pub fn plan(args: PlanArgs) -> i32 {
         Err(e) => return fail(e),
     };
     drop(lock);
-    let options = PlanOptions { replace: args.replace.iter().cloned().collect(), destroy: false };
+    let options = PlanOptions {
+        replace: args.replace.iter().cloned().collect(),
+        destroy: false,
+    };
     let plan = ops::make_plan(&p, &state, &options);
     if args.json {
         println!("{}", plan::render::json(&plan));
@@ -144,10 +152,17 @@ pub fn plan(args: PlanArgs) -> i32 {
             plan: plan.clone(),
         };
         if let Err(e) = file.save(out) {
-            return fail(OpError::Other(format!("cannot write {}: {e}", out.display())));
+            return fail(OpError::Other(format!(
+                "cannot write {}: {e}",
+                out.display()
+            )));
         }
         if !args.json {
-            println!("\nSaved the plan to {}. Apply exactly it with: srt apply {}", out.display(), out.display());
+            println!(
+                "\nSaved the plan to {}. Apply exactly it with: srt apply {}",
+                out.display(),
+                out.display()
+            );
         }
     }
     if args.detailed_exitcode && plan.has_changes() {
@@ -181,7 +196,11 @@ fn printer(quiet: bool) -> impl Fn(Event) + Sync {
     move |e: Event| {
         let line = match &e {
             Event::Started { address, action } => format!("{address}: {action}..."),
-            Event::Done { address, action, detail } => format!("{address}: {action} ({detail})"),
+            Event::Done {
+                address,
+                action,
+                detail,
+            } => format!("{address}: {action} ({detail})"),
             Event::Waiting { address, detail } => format!("{address}: still waiting: {detail}"),
             Event::Failed { address, error } => format!("{address}: FAILED: {error}"),
             Event::Skipped { address, because } => format!("{address}: skipped ({because})"),
@@ -196,7 +215,12 @@ fn printer(quiet: bool) -> impl Fn(Event) + Sync {
 
 /// Install SIGINT/SIGTERM handling: the first signal cancels (start nothing new, stop
 /// waiting in gates); the second saves state and exits with 130.
-fn install_signals(rt: &tokio::runtime::Runtime, cancel: Cancel, p: &Prepared, state: apply::Shared) {
+fn install_signals(
+    rt: &tokio::runtime::Runtime,
+    cancel: Cancel,
+    p: &Prepared,
+    state: apply::Shared,
+) {
     let store = p.store.clone();
     rt.spawn(async move {
         use tokio::signal::unix::{signal, SignalKind};
@@ -248,8 +272,18 @@ pub fn apply(args: ApplyArgs) -> i32 {
         (Some(f), _) => {
             options.nodes = f.nodes;
             options.simulate = f.simulate;
-            let stem = std::path::Path::new(&f.recipe_name).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-            ops::prepare(Source { name: f.recipe_name.clone(), text: f.recipe_text.clone() }, &stem, &options)
+            let stem = std::path::Path::new(&f.recipe_name)
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            ops::prepare(
+                Source {
+                    name: f.recipe_name.clone(),
+                    text: f.recipe_text.clone(),
+                },
+                &stem,
+                &options,
+            )
         }
         (None, Some(file)) => ops::prepare_file(file, &options),
         (None, None) => unreachable!("clap requires one"),
@@ -263,7 +297,10 @@ pub fn apply(args: ApplyArgs) -> i32 {
         Err(e) => return fail(e.into()),
     };
     if let Some(prev) = lock.previous_holder_died() {
-        eprintln!("note: taking over the lock left by pid {} ({}@{}, `{}`), which is no longer running", prev.pid, prev.user, prev.host, prev.operation);
+        eprintln!(
+            "note: taking over the lock left by pid {} ({}@{}, `{}`), which is no longer running",
+            prev.pid, prev.user, prev.host, prev.operation
+        );
     }
     let state = match ops::load_or_create(&p.store, &p.recipe.name.value, &lock) {
         Ok(s) => s,
@@ -277,7 +314,10 @@ pub fn apply(args: ApplyArgs) -> i32 {
             f.plan.clone()
         }
         None => {
-            let options = PlanOptions { replace: args.replace.iter().cloned().collect(), destroy: false };
+            let options = PlanOptions {
+                replace: args.replace.iter().cloned().collect(),
+                destroy: false,
+            };
             let plan = ops::make_plan(&p, &state, &options);
             print!("{}", plan::render::render(&plan));
             if plan.has_changes() {
@@ -325,18 +365,31 @@ fn summarize(p: &Prepared, o: &apply::Outcome) -> i32 {
         return exit::INTERRUPTED;
     }
     if !o.failed.is_empty() {
-        eprintln!("\nApply failed: {} resource(s) failed, {} skipped.", o.failed.len(), o.skipped.len());
+        eprintln!(
+            "\nApply failed: {} resource(s) failed, {} skipped.",
+            o.failed.len(),
+            o.skipped.len()
+        );
         for (a, e) in &o.failed {
             eprintln!("  {a}: {}", e.lines().next().unwrap_or_default());
         }
-        eprintln!("Applied before the failure: {} created, {} replaced, {} destroyed.", o.created, o.replaced, o.destroyed);
+        eprintln!(
+            "Applied before the failure: {} created, {} replaced, {} destroyed.",
+            o.created, o.replaced, o.destroyed
+        );
         return exit::APPLY_FAILED;
     }
     let url = p.exec.bindings().resolve(&p.launch.public_url);
     if o.created + o.replaced + o.destroyed == 0 {
-        println!("\nApply complete: nothing to change; {} check(s) passed.", o.checked);
+        println!(
+            "\nApply complete: nothing to change; {} check(s) passed.",
+            o.checked
+        );
     } else {
-        println!("\nApply complete: {} created, {} replaced, {} destroyed.", o.created, o.replaced, o.destroyed);
+        println!(
+            "\nApply complete: {} created, {} replaced, {} destroyed.",
+            o.created, o.replaced, o.destroyed
+        );
     }
     println!("Router: {url}");
     println!(
@@ -365,7 +418,10 @@ pub fn destroy(args: DestroyArgs) -> i32 {
     let state = match store.load() {
         Ok(Some(s)) => s,
         Ok(None) => {
-            println!("No state for deployment `{name}` under {}: nothing to destroy.", args.common.state_dir.display());
+            println!(
+                "No state for deployment `{name}` under {}: nothing to destroy.",
+                args.common.state_dir.display()
+            );
             return exit::OK;
         }
         Err(e) => return fail(e.into()),
@@ -373,12 +429,24 @@ pub fn destroy(args: DestroyArgs) -> i32 {
     let exec = crate::exec::local::LocalExecutor::new(&name, &dir, 1, None);
     let (launch, graph) = ops::empty(&name);
     let observed = ops::refresh(&state, &exec);
-    let plan = plan::diff(&graph, &state, &observed, "", &PlanOptions { replace: Default::default(), destroy: true });
+    let plan = plan::diff(
+        &graph,
+        &state,
+        &observed,
+        "",
+        &PlanOptions {
+            replace: Default::default(),
+            destroy: true,
+        },
+    );
     print!("{}", plan::render::render(&plan));
     if !plan.has_changes() {
         return exit::OK;
     }
-    if let Err(code) = confirm("destroy every resource of this deployment", args.auto_approve) {
+    if let Err(code) = confirm(
+        "destroy every resource of this deployment",
+        args.auto_approve,
+    ) {
         return code;
     }
     let rt = runtime();
@@ -392,13 +460,19 @@ pub fn destroy(args: DestroyArgs) -> i32 {
         store: &store,
         lock: &lock,
         parallelism: 10,
-        health: crate::recipe::HealthCheck { timeout_secs: 1, interval_secs: 1 },
+        health: crate::recipe::HealthCheck {
+            timeout_secs: 1,
+            interval_secs: 1,
+        },
         cancel: Cancel::default(),
         events: &events,
     };
     let outcome = rt.block_on(run.run(&shared));
     if !outcome.failed.is_empty() {
-        eprintln!("Destroy incomplete: {} resource(s) could not be stopped; they stay in state.", outcome.failed.len());
+        eprintln!(
+            "Destroy incomplete: {} resource(s) could not be stopped; they stay in state.",
+            outcome.failed.len()
+        );
         return exit::APPLY_FAILED;
     }
     println!("\nDestroy complete: {} destroyed.", outcome.destroyed);

@@ -31,13 +31,19 @@ pub enum Command {
     )]
     Render(render::Args),
     /// Show what apply would change, and why.
-    #[command(after_help = "Examples:\n  srt plan -f examples/local-agg.yaml --simulate\n  srt plan -f examples/local-agg.yaml --simulate --detailed-exitcode -o plan.json")]
+    #[command(
+        after_help = "Examples:\n  srt plan -f examples/local-agg.yaml --simulate\n  srt plan -f examples/local-agg.yaml --simulate --detailed-exitcode -o plan.json"
+    )]
     Plan(deploy::PlanArgs),
     /// Make the deployment match the recipe (or a saved plan).
-    #[command(after_help = "Examples:\n  srt apply -f examples/local-agg.yaml --simulate\n  srt apply plan.json")]
+    #[command(
+        after_help = "Examples:\n  srt apply -f examples/local-agg.yaml --simulate\n  srt apply plan.json"
+    )]
     Apply(deploy::ApplyArgs),
     /// Stop every process of a deployment and empty its state.
-    #[command(after_help = "Examples:\n  srt destroy local-agg\n  srt destroy -f examples/local-agg.yaml --auto-approve")]
+    #[command(
+        after_help = "Examples:\n  srt destroy local-agg\n  srt destroy -f examples/local-agg.yaml --auto-approve"
+    )]
     Destroy(deploy::DestroyArgs),
 }
 

@@ -62,7 +62,12 @@ impl LocalExecutor {
 
     fn identity(runtime: &Runtime) -> Option<ProcessIdentity> {
         match runtime {
-            Runtime::Local { pid, start_time, pgid, host } => Some(ProcessIdentity {
+            Runtime::Local {
+                pid,
+                start_time,
+                pgid,
+                host,
+            } => Some(ProcessIdentity {
                 pid: *pid,
                 pgid: *pgid,
                 start_time: *start_time,
@@ -99,15 +104,19 @@ impl Executor for LocalExecutor {
         for (path, content) in &p.files {
             let path = PathBuf::from(self.bindings.resolve(path));
             if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
             }
             crate::state::write_private_atomic(&path, self.bindings.resolve(content).as_bytes())
                 .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         }
         if p.kind == ProcessKind::Nginx {
             for sub in ["body", "proxy", "fastcgi", "uwsgi", "scgi"] {
-                let d = PathBuf::from(&self.bindings.run_dir).join("nginx-tmp").join(sub);
-                std::fs::create_dir_all(&d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+                let d = PathBuf::from(&self.bindings.run_dir)
+                    .join("nginx-tmp")
+                    .join(sub);
+                std::fs::create_dir_all(&d)
+                    .map_err(|e| format!("cannot create {}: {e}", d.display()))?;
             }
         }
         let mut argv: Vec<String> = p.argv.iter().map(|a| self.bindings.resolve(a)).collect();
@@ -119,13 +128,23 @@ impl Executor for LocalExecutor {
         let log_path = self.log_path(&p.address);
         let mut spec = ProcessSpec::new(argv[0].clone(), &log_path);
         spec.args = argv[1..].to_vec();
-        spec.env = p.env.iter().map(|(k, v)| (k.clone(), self.bindings.resolve(v))).collect();
-        spec.env.insert(DEPLOYMENT_MARKER.into(), self.deployment.clone());
+        spec.env = p
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), self.bindings.resolve(v)))
+            .collect();
+        spec.env
+            .insert(DEPLOYMENT_MARKER.into(), self.deployment.clone());
         spec.env.insert(RESOURCE_MARKER.into(), p.address.clone());
         spec.env_remove = p.env_unset.clone();
         let id = process::spawn_detached(&spec).map_err(|e| e.to_string())?;
         Ok(Started {
-            runtime: Runtime::Local { pid: id.pid, start_time: id.start_time, pgid: id.pgid, host: id.host },
+            runtime: Runtime::Local {
+                pid: id.pid,
+                start_time: id.start_time,
+                pgid: id.pgid,
+                host: id.host,
+            },
             log_path,
         })
     }
@@ -137,15 +156,25 @@ impl Executor for LocalExecutor {
         match process::liveness(&id) {
             Liveness::Alive => Observation::Alive,
             Liveness::Exited => Observation::Gone(format!("process {} exited", id.pid)),
-            Liveness::Reused => Observation::Gone(format!("process {} is gone (its pid now belongs to another program)", id.pid)),
+            Liveness::Reused => Observation::Gone(format!(
+                "process {} is gone (its pid now belongs to another program)",
+                id.pid
+            )),
         }
     }
 
     fn stop<'a>(&'a self, runtime: &'a Runtime) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
-            let Some(id) = Self::identity(runtime) else { return Ok(()) };
+            let Some(id) = Self::identity(runtime) else {
+                return Ok(());
+            };
             match process::terminate(&id, self.grace).await {
-                Ok(TerminateOutcome::Exited | TerminateOutcome::Killed | TerminateOutcome::AlreadyGone | TerminateOutcome::NotOurs) => Ok(()),
+                Ok(
+                    TerminateOutcome::Exited
+                    | TerminateOutcome::Killed
+                    | TerminateOutcome::AlreadyGone
+                    | TerminateOutcome::NotOurs,
+                ) => Ok(()),
                 Err(e) => Err(e.to_string()),
             }
         })
@@ -157,7 +186,10 @@ impl Executor for LocalExecutor {
             for i in 0..block.count {
                 let port = block.base + i;
                 if !process::port_is_free(any, port) {
-                    return Err(format!("port {port} ({kind}) of `{}` is already in use on this host", p.address));
+                    return Err(format!(
+                        "port {port} ({kind}) of `{}` is already in use on this host",
+                        p.address
+                    ));
                 }
             }
         }

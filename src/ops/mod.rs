@@ -92,7 +92,11 @@ pub struct PrepareOptions {
 }
 
 /// Load, lower and hash a recipe from text.
-pub fn prepare(source: Source, default_name: &str, options: &PrepareOptions) -> Result<Prepared, OpError> {
+pub fn prepare(
+    source: Source,
+    default_name: &str,
+    options: &PrepareOptions,
+) -> Result<Prepared, OpError> {
     let recipe = recipe::load_str(&source, default_name)?;
     let simulator = if options.simulate {
         Some(default_simulator().ok_or_else(|| {
@@ -103,11 +107,24 @@ pub fn prepare(source: Source, default_name: &str, options: &PrepareOptions) -> 
     };
     let dir = deployment_dir(&options.state_dir, &recipe.name.value);
     // Node count first (the executor's bindings need it), then the plan for its host layout.
-    let probe = launch::build(&recipe, &BuildOptions { nodes: options.nodes, ..Default::default() })
-        .map_err(|p| source.error(p))?;
-    let exec = LocalExecutor::new(&recipe.name.value, &dir, probe.nodes.len(), simulator).with_grace(options.grace);
-    let launch = launch::build(&recipe, &BuildOptions { nodes: options.nodes, hosts: exec.host_layout() })
-        .map_err(|p| source.error(p))?;
+    let probe = launch::build(
+        &recipe,
+        &BuildOptions {
+            nodes: options.nodes,
+            ..Default::default()
+        },
+    )
+    .map_err(|p| source.error(p))?;
+    let exec = LocalExecutor::new(&recipe.name.value, &dir, probe.nodes.len(), simulator)
+        .with_grace(options.grace);
+    let launch = launch::build(
+        &recipe,
+        &BuildOptions {
+            nodes: options.nodes,
+            hosts: exec.host_layout(),
+        },
+    )
+    .map_err(|p| source.error(p))?;
     let graph = graph::lower(&launch, &exec.execution())?;
     let recipe_hash = desired_hash(&graph);
     Ok(Prepared {
@@ -127,13 +144,20 @@ pub fn prepare(source: Source, default_name: &str, options: &PrepareOptions) -> 
 pub fn prepare_file(path: &Path, options: &PrepareOptions) -> Result<Prepared, OpError> {
     let (source, loaded) = recipe::load_file(path);
     loaded?;
-    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     prepare(source, &stem, options)
 }
 
 /// blake3 over every desired resource's address and hash, in address order.
 pub fn desired_hash(graph: &ResourceGraph) -> String {
-    let mut pairs: Vec<(&str, &str)> = graph.resources.iter().map(|r| (r.address.as_str(), r.hash.as_str())).collect();
+    let mut pairs: Vec<(&str, &str)> = graph
+        .resources
+        .iter()
+        .map(|r| (r.address.as_str(), r.hash.as_str()))
+        .collect();
     pairs.sort_unstable();
     let mut h = blake3::Hasher::new();
     for (a, x) in pairs {
@@ -146,7 +170,11 @@ pub fn desired_hash(graph: &ResourceGraph) -> String {
 }
 
 /// Load state, creating it (with its lineage) when absent so every plan has a lineage.
-pub fn load_or_create(store: &StateStore, deployment: &str, lock: &StateLock) -> Result<State, OpError> {
+pub fn load_or_create(
+    store: &StateStore,
+    deployment: &str,
+    lock: &StateLock,
+) -> Result<State, OpError> {
     match store.load()? {
         Some(s) => Ok(s),
         None => {

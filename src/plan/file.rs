@@ -42,7 +42,10 @@ pub enum PlanFileError {
     },
     /// The state changed since the plan was made.
     #[error("stale plan: {detail}")]
-    #[diagnostic(code(srt::plan::stale), help("re-run `srt plan` and apply the new plan"))]
+    #[diagnostic(
+        code(srt::plan::stale),
+        help("re-run `srt plan` and apply the new plan")
+    )]
     Stale {
         /// What moved.
         detail: String,
@@ -76,10 +79,18 @@ impl PlanFile {
     }
 
     /// Refuse when `lineage`/`serial` or the recipe hash differ from what the plan saw.
-    pub fn check_fresh(&self, lineage: &str, serial: u64, recipe_hash: &str) -> Result<(), PlanFileError> {
+    pub fn check_fresh(
+        &self,
+        lineage: &str,
+        serial: u64,
+        recipe_hash: &str,
+    ) -> Result<(), PlanFileError> {
         if self.plan.lineage != lineage {
             return Err(PlanFileError::Stale {
-                detail: format!("the plan was made for state lineage {}, the deployment's is {lineage}", self.plan.lineage),
+                detail: format!(
+                    "the plan was made for state lineage {}, the deployment's is {lineage}",
+                    self.plan.lineage
+                ),
             });
         }
         if self.plan.serial != serial {

@@ -222,7 +222,10 @@ pub struct PlanOptions {
 
 fn command_of(spec: &serde_json::Value) -> Option<String> {
     let argv = spec.get("argv")?.as_array()?;
-    let argv: Vec<String> = argv.iter().filter_map(|v| v.as_str().map(str::to_string)).collect();
+    let argv: Vec<String> = argv
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
     Some(crate::launch::render::command_line(&argv))
 }
 
@@ -267,13 +270,20 @@ pub fn diff(
     let mut drift = Vec::new();
     for (address, obs) in observed {
         if let Observation::Gone(detail) = obs {
-            drift.push(Drift { address: address.clone(), detail: detail.clone() });
+            drift.push(Drift {
+                address: address.clone(),
+                detail: detail.clone(),
+            });
         }
     }
     if !options.destroy {
         for r in &graph.resources {
             let prior: Option<&ResourceState> = state.resources.get(&r.address);
-            let after_command = if r.kind.is_process() { command_of(&r.spec) } else { None };
+            let after_command = if r.kind.is_process() {
+                command_of(&r.spec)
+            } else {
+                None
+            };
             let mut change = Change {
                 address: r.address.clone(),
                 kind: r.kind.name().to_string(),
@@ -281,11 +291,21 @@ pub fn diff(
                 reasons: Vec::new(),
                 before_hash: prior.map(|p| p.hash.clone()),
                 after_hash: Some(r.hash.clone()),
-                before_command: prior.and_then(|p| if r.kind.is_process() { command_of(&p.spec) } else { None }),
+                before_command: prior.and_then(|p| {
+                    if r.kind.is_process() {
+                        command_of(&p.spec)
+                    } else {
+                        None
+                    }
+                }),
                 after_command,
             };
             let Some(prior) = prior else {
-                change.action = if r.kind.is_check() { Action::Check } else { Action::Create };
+                change.action = if r.kind.is_check() {
+                    Action::Check
+                } else {
+                    Action::Create
+                };
                 changes.push(change);
                 continue;
             };
@@ -313,17 +333,23 @@ pub fn diff(
                 if !deps.is_empty() {
                     reasons.push(Reason::DependencyChanged { dependencies: deps });
                 } else if dep_set_changed || reasons.is_empty() {
-                    reasons.push(Reason::SpecChanged { fields: vec!["dependencies".into()] });
+                    reasons.push(Reason::SpecChanged {
+                        fields: vec!["dependencies".into()],
+                    });
                 }
             }
             match prior.status {
                 Status::Tainted => reasons.push(Reason::Tainted),
-                Status::Failed => reasons.push(Reason::Failed { error: prior.error.clone().unwrap_or_default() }),
+                Status::Failed => reasons.push(Reason::Failed {
+                    error: prior.error.clone().unwrap_or_default(),
+                }),
                 Status::Pending => reasons.push(Reason::Interrupted),
                 Status::Running => {}
             }
             if let Some(Observation::Gone(detail)) = observed.get(&r.address) {
-                reasons.push(Reason::Drift { detail: detail.clone() });
+                reasons.push(Reason::Drift {
+                    detail: detail.clone(),
+                });
             }
             if options.replace.contains(&r.address) {
                 reasons.push(Reason::Requested);
@@ -351,7 +377,11 @@ pub fn diff(
             reasons: vec![Reason::NotInRecipe],
             before_hash: Some(prior.hash.clone()),
             after_hash: None,
-            before_command: if kind_is_process { command_of(&prior.spec) } else { None },
+            before_command: if kind_is_process {
+                command_of(&prior.spec)
+            } else {
+                None
+            },
             after_command: None,
         });
     }
@@ -386,7 +416,11 @@ pub fn destroy_order(state: &State, addresses: &[&String]) -> Vec<String> {
             }
         }
     }
-    let mut ready: Vec<&str> = indegree.iter().filter(|(_, n)| **n == 0).map(|(a, _)| *a).collect();
+    let mut ready: Vec<&str> = indegree
+        .iter()
+        .filter(|(_, n)| **n == 0)
+        .map(|(a, _)| *a)
+        .collect();
     ready.reverse();
     let mut order = Vec::with_capacity(wanted.len());
     while let Some(a) = ready.pop() {
@@ -413,5 +447,7 @@ pub fn destroy_order(state: &State, addresses: &[&String]) -> Vec<String> {
 
 /// Kind of a recorded resource as the graph names it.
 pub fn kind_is_process(kind: &str) -> bool {
-    [Kind::Worker, Kind::Router, Kind::Nginx].iter().any(|k| k.name() == kind)
+    [Kind::Worker, Kind::Router, Kind::Nginx]
+        .iter()
+        .any(|k| k.name() == kind)
 }

@@ -52,10 +52,15 @@ pub fn render(plan: &Plan) -> String {
         }
         return out;
     }
-    let present: Vec<Action> = [Action::Create, Action::Replace, Action::Destroy, Action::Check]
-        .into_iter()
-        .filter(|a| plan.changes.iter().any(|c| c.action == *a))
-        .collect();
+    let present: Vec<Action> = [
+        Action::Create,
+        Action::Replace,
+        Action::Destroy,
+        Action::Check,
+    ]
+    .into_iter()
+    .filter(|a| plan.changes.iter().any(|c| c.action == *a))
+    .collect();
     out.push_str("srt will perform the following actions:\n");
     for a in &present {
         let legend = match a {
@@ -151,7 +156,10 @@ mod tests {
 
     #[test]
     fn word_diff_marks_changed_words() {
-        let d = word_diff("vllm serve --max-model-len 4096", "vllm serve --max-model-len 8192");
+        let d = word_diff(
+            "vllm serve --max-model-len 4096",
+            "vllm serve --max-model-len 8192",
+        );
         assert_eq!(d, "vllm serve --max-model-len [-4096-]{+8192+}");
     }
 }
