@@ -848,3 +848,71 @@ async fn mori_registers_with_the_router_and_hands_off_kv() {
     let (status, _) = post(d_port, "/v1/completions", &[], &no_tx).await;
     assert_eq!(status, 400);
 }
+
+#[tokio::test]
+async fn sigterm_exits_0_every_time_and_headless_serves_side_channels() {
+    for _ in 0..5 {
+        let port = free_port();
+        let mut sim = Sim::start(
+            &[
+                "serve",
+                "m",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+            ],
+            &[("SRT_SIM_STARTUP_DELAY_MS", "0")],
+        );
+        wait_healthy(&mut sim, port).await;
+        let st = sim.terminate().expect("exit after SIGTERM");
+        assert_eq!(st.code(), Some(0), "{}", sim.stderr());
+    }
+
+    // A headless secondary: no HTTP port, one side channel per local rank announcing its
+    // engine, and SIGTERM still exits 0.
+    let [http, side] = free_blocks(&[1, 4])[..] else {
+        unreachable!()
+    };
+    let mut sim = Sim::start(
+        &[
+            "serve",
+            "m",
+            "--port",
+            &http.to_string(),
+            "--headless",
+            "-dp",
+            "4",
+            "-dpl",
+            "2",
+            "-dpr",
+            "2",
+            "--kv-transfer-config",
+            r#"{"kv_connector":"NixlConnector","kv_role":"kv_both","engine_id":"eng"}"#,
+        ],
+        &[
+            ("VLLM_NIXL_SIDE_CHANNEL_HOST", "127.0.0.1"),
+            ("VLLM_NIXL_SIDE_CHANNEL_PORT", &side.to_string()),
+        ],
+    );
+    sim.wait_log("engines ready", Duration::from_secs(10));
+    assert!(tokio::net::TcpStream::connect(("127.0.0.1", http))
+        .await
+        .is_err());
+    for (port, want) in [(side + 2, "eng_dp0"), (side + 3, "eng_dp1")] {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let mut line = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut s, &mut line)
+            .await
+            .unwrap();
+        let v: Value = serde_json::from_str(line.trim()).unwrap();
+        assert_eq!(v["engine_id"], want);
+    }
+    assert!(tokio::net::TcpStream::connect(("127.0.0.1", side))
+        .await
+        .is_err());
+    let st = sim.terminate().expect("exit after SIGTERM");
+    assert_eq!(st.code(), Some(0));
+}

@@ -617,7 +617,16 @@ async fn generate(
     let asked = kv::stage_of(params);
     let stage = match st.cfg.kv.as_ref().map(|k| &k.connector) {
         Some(Connector::Nixl | Connector::MoriIo) => asked,
-        _ => {
+        Some(Connector::Other(name)) => {
+            if asked != Stage::Agg {
+                log::info(&format!(
+                    "{name} is not simulated; serving a {} request as aggregate",
+                    asked.as_str()
+                ));
+            }
+            Stage::Agg
+        }
+        None => {
             if params.is_some() {
                 log::info("Got kv_transfer_params, but no KVConnector found. Disabling KVTransfer");
             }
