@@ -4,7 +4,7 @@
 //! Scenarios share ports (the Router's public 8000, worker HTTP 6100...), so they run
 //! one at a time under a mutex.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::Mutex;
 use std::time::Duration;

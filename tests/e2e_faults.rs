@@ -1,0 +1,152 @@
+//! Faults on the local executor: a concurrent apply is refused naming the lock holder;
+//! an interrupted apply saves state, releases the lock, and the next apply converges.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn tools_path() -> String {
+    let dir = std::env::var_os("SRT_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools"))
+        .join("bin");
+    assert!(
+        dir.join("vllm-router").exists(),
+        "run scripts/install-router.sh first"
+    );
+    format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+fn srt(dir: &std::path::Path, args: &[&str], delay_ms: &str) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_srt"));
+    c.args(args)
+        .current_dir(dir)
+        .env("PATH", tools_path())
+        .env("SRT_SIM_STARTUP_DELAY_MS", delay_ms)
+        .env_remove("SRT_STATE_DIR")
+        .stdin(Stdio::null());
+    c
+}
+
+fn recipe(dir: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/local-agg.yaml"),
+    )
+    .unwrap();
+    let p = dir.join("agg.yaml");
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn concurrent_apply_is_refused_with_the_holder() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let r = recipe(dir.path());
+    let store = srt::state::StateStore::new(dir.path().join(".srt/local-agg"));
+    let held = store.lock("apply", None).unwrap();
+    let out = srt(
+        dir.path(),
+        &["apply", "-f", &r, "--simulate", "--auto-approve"],
+        "200",
+    )
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(
+        err.contains(&format!("pid {}", std::process::id())) && err.contains("apply"),
+        "{err}"
+    );
+    drop(held);
+}
+
+#[test]
+fn interrupted_apply_saves_state_and_converges() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let r = recipe(dir.path());
+    // Workers take 3 s to become healthy: interrupt while the gate waits.
+    let child = srt(
+        dir.path(),
+        &["apply", "-f", &r, "--simulate", "--auto-approve"],
+        "3000",
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let state_path = dir.path().join(".srt/local-agg/state.json");
+    let start = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(&state_path).unwrap_or_default();
+        if text.contains("\"router[0]\"") && text.contains("\"running\"") {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "apply never launched the Router"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&state_path).unwrap()).unwrap();
+    assert_eq!(state["resources"]["router[0]"]["status"], "running");
+    // The lock is free and the next apply converges (processes kept, gates pass).
+    let again = srt(
+        dir.path(),
+        &["apply", "-f", &r, "--simulate", "--auto-approve"],
+        "3000",
+    )
+    .output()
+    .unwrap();
+    let text = String::from_utf8_lossy(&again.stdout);
+    assert!(
+        again.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert!(text.contains("smoke: passed"), "{text}");
+    let out = srt(dir.path(), &["destroy", "local-agg", "--auto-approve"], "0")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    std::thread::sleep(Duration::from_millis(200));
+    let left: Vec<u32> = srt::exec::process::processes_with_env_marker(
+        srt::exec::local::DEPLOYMENT_MARKER,
+        "local-agg",
+    )
+    .into_iter()
+    .filter(|pid| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| {
+                !s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(false)
+    })
+    .collect();
+    assert!(left.is_empty(), "orphans: {left:?}");
+}
