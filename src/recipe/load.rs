@@ -120,12 +120,28 @@ fn syntax_problem(err: &serde_saphyr::Error, text: &str) -> Problem {
             )
         })
         .unwrap_or_else(|| SourceSpan::new(0.into(), 0));
-    let message = err.to_string();
-    let message = message
+    // The plain, user-facing message: serde-saphyr's default rendering embeds its own
+    // source snippet (against `<input>`), which would repeat the file under our label.
+    let rendered = err.render_with_options(serde_saphyr::render_options! {
+        formatter: &serde_saphyr::UserMessageFormatter,
+        snippets: serde_saphyr::SnippetMode::Off,
+    });
+    let message = rendered
         .split(" at line ")
         .next()
-        .unwrap_or(&message)
+        .unwrap_or(&rendered)
+        .trim()
         .to_string();
+    if let serde_saphyr::Error::DuplicateMappingKey { key, .. } = err.without_snippet() {
+        let key = key.as_deref().unwrap_or("?");
+        return Problem::new(
+            "srt::recipe::duplicate_key",
+            span,
+            format!("key `{key}` is given twice in the same mapping"),
+        )
+        .label("second occurrence")
+        .help("remove one of them; YAML mappings cannot repeat a key");
+    }
     Problem::new(
         "srt::recipe::syntax",
         span,
