@@ -69,6 +69,20 @@ pub fn build(recipe: &Recipe, options: &BuildOptions) -> Result<LaunchPlan, Vec<
             },
         );
     }
+    if recipe.roles.is_empty() {
+        // The loader refuses this; a hand-built Recipe must not reach the allocator,
+        // which has no node to put the frontend on.
+        problems.push(
+            Problem::new(
+                "srt::recipe::no_roles",
+                recipe.name.span,
+                "the recipe declares no role",
+            )
+            .label("this deployment")
+            .help("add `roles.agg`, or `roles.prefill` and `roles.decode`"),
+        );
+        return Err(problems);
+    }
     check_roles(recipe, &mut problems);
     let mut connectors = Vec::new();
     for role in &recipe.roles {

@@ -88,6 +88,15 @@ pub fn load_str(source: &Source, default_name: &str) -> Result<Recipe, RecipeErr
         Ok(root) => root,
         Err(err) => return Err(source.error(vec![syntax_problem(&err, &source.text)])),
     };
+    if root.value == Value::Null {
+        // Only comments (or `~`): as empty as a blank file.
+        return Err(source.error(vec![Problem::new(
+            "srt::recipe::empty",
+            whole,
+            "the recipe is empty",
+        )
+        .help("a recipe needs at least `roles:`; see docs/recipe-reference.md")]));
+    }
     let mut problems = Problems::default();
     let recipe = Loader {
         problems: &mut problems,
@@ -480,7 +489,7 @@ impl Loader<'_> {
         let resources = self.resources(f.get("resources"), root.span);
         let engine = self.engine(f.get("engine"), root.span);
         let roles = match f.get("roles") {
-            Some(node) => self.roles(node),
+            Some(node) => self.roles(node, f.key_span("roles").unwrap_or(node.span)),
             None => {
                 self.problem(
                     Problem::new(
@@ -659,10 +668,22 @@ impl Loader<'_> {
         Some(engine)
     }
 
-    fn roles(&mut self, node: &Node) -> Vec<Role> {
+    fn roles(&mut self, node: &Node, key_span: SourceSpan) -> Vec<Role> {
         let Some(f) = self.fields(node, "roles", &["prefill", "decode", "agg"], &[]) else {
             return Vec::new();
         };
+        if f.entries.is_empty() {
+            self.problem(
+                Problem::new(
+                    "srt::recipe::no_roles",
+                    key_span,
+                    "`roles` declares no role",
+                )
+                .label("no prefill, decode or agg")
+                .help("add `agg:`, or `prefill:` and `decode:`"),
+            );
+            return Vec::new();
+        }
         let mut roles = Vec::new();
         for kind in RoleKind::ALL {
             let (Some(role_node), Some(key_span)) = (f.get(kind.name()), f.key_span(kind.name()))
