@@ -356,10 +356,10 @@ fn check_managed(
                 problems.push(
                     Problem::new(
                         "srt::recipe::managed_env",
-                        role.span,
+                        role.env_spans.get(key).copied().unwrap_or(role.span),
                         format!("`{path}.env.{key}` is set by srt from the allocation"),
                     )
-                    .label("this role")
+                    .label("managed by srt")
                     .help("remove it; srt allocates this value per process"),
                 );
             }

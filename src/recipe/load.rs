@@ -366,6 +366,17 @@ impl Loader<'_> {
         env
     }
 
+    /// Where each key of the `key` environment mapping is written.
+    fn env_spans(&self, f: &Fields, key: &str) -> BTreeMap<String, SourceSpan> {
+        match f.get(key).map(|n| &n.value) {
+            Some(Value::Map(entries)) => entries
+                .iter()
+                .map(|(k, _)| (k.name.clone(), k.span))
+                .collect(),
+            _ => BTreeMap::new(),
+        }
+    }
+
     fn args(&mut self, node: Option<&Node>, path: &str) -> Args {
         let Some(node) = node else {
             return Args::default();
@@ -772,6 +783,7 @@ impl Loader<'_> {
             connector = Some(Sp::new(name, arg.value_span));
         }
         let env = self.env(&f, "env");
+        let env_spans = self.env_spans(&f, "env");
         Some(Role {
             kind,
             span: key_span,
@@ -781,6 +793,7 @@ impl Loader<'_> {
             args,
             connector,
             env,
+            env_spans,
         })
     }
 
