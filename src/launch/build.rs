@@ -96,7 +96,12 @@ pub fn build(recipe: &Recipe, options: &BuildOptions) -> Result<LaunchPlan, Vec<
                     .map(|s| s.span)
                     .unwrap_or(recipe.engine.connector.span),
             }),
-            Err(p) => problems.push(p),
+            // Roles without an override share `engine.connector`: report it once.
+            Err(p) => {
+                if !problems.iter().any(|q| q.code == p.code && q.span == p.span) {
+                    problems.push(p)
+                }
+            }
         }
     }
     if let Some(engine) = engine {
