@@ -834,6 +834,10 @@ impl Loader<'_> {
         fe.args = self.args(f.get("args"), "frontend.args");
         fe.env = self.env(&f, "env");
         fe.enable_multiple_frontends = self.bool_field(&f, "enable_multiple_frontends", true);
+        if f.get("enable_multiple_frontends").is_none() {
+            // Defaulted: the span of the parent key, like every other defaulted field.
+            fe.enable_multiple_frontends.span = span;
+        }
         if let Some(n) = f.get("num_additional_frontends") {
             fe.num_additional_frontends =
                 self.uint(n, "frontend.num_additional_frontends", 0, 1024)? as u32;
