@@ -98,7 +98,10 @@ pub fn build(recipe: &Recipe, options: &BuildOptions) -> Result<LaunchPlan, Vec<
             }),
             // Roles without an override share `engine.connector`: report it once.
             Err(p) => {
-                if !problems.iter().any(|q| q.code == p.code && q.span == p.span) {
+                if !problems
+                    .iter()
+                    .any(|q| q.code == p.code && q.span == p.span)
+                {
                     problems.push(p)
                 }
             }
@@ -178,21 +181,33 @@ pub fn build(recipe: &Recipe, options: &BuildOptions) -> Result<LaunchPlan, Vec<
     if connectors.iter().any(|c| c.connector.discovery) {
         let node = layout.routers[0].node;
         let host = ctx.host(node).to_string();
-        if let Err(e) = ctx.alloc.reserve(
-            &host,
-            DISCOVERY,
-            PortBlock {
-                base: DISCOVERY_PORT,
-                count: 1,
-            },
-            "router[0]",
-        ) {
+        if ctx
+            .alloc
+            .reserve(
+                &host,
+                DISCOVERY,
+                PortBlock {
+                    base: DISCOVERY_PORT,
+                    count: 1,
+                },
+                "router[0]",
+            )
+            .is_err()
+        {
+            // Only the public port is reserved before the discovery listener, and a
+            // discovery Router is the public one: the clash is always `frontend.port`.
             return Err(vec![Problem::new(
                 "srt::recipe::ports",
-                fe.span,
-                e.to_string(),
+                fe.port.span,
+                format!(
+                    "`frontend.port` {} is the Router's worker-discovery port",
+                    fe.port.value
+                ),
             )
-            .label("discovery listener")]);
+            .label("collides with the discovery listener")
+            .help(format!(
+                "the Router listens for worker registrations on {DISCOVERY_PORT}; choose another public port"
+            ))]);
         }
         ctx.discovery = Some(DiscoveryTarget {
             ip: node_ip(node),
