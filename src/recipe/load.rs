@@ -542,7 +542,13 @@ impl Loader<'_> {
             &["precision", "stage_dir"],
         )?;
         let path = match f.get("path") {
-            Some(p) => Sp::new(self.string(p, "model.path")?, p.span),
+            // srtctl's `hf:org/name` names a Hugging Face model; `vllm serve` takes the
+            // bare id, and would treat `hf:org/name` as a (missing) local path.
+            Some(p) => {
+                let raw = self.string(p, "model.path")?;
+                let id = raw.strip_prefix("hf:").map(str::to_string).unwrap_or(raw);
+                Sp::new(id, p.span)
+            }
             None => Sp::new("/model".into(), node.span),
         };
         if path.value.is_empty() {
