@@ -603,3 +603,17 @@ fn every_example_has_a_topology_test() {
         assert!(covered.contains(&f.as_str()), "{f} has no topology test");
     }
 }
+
+/// srtctl's `hf:org/name` model form reaches `vllm serve` as the bare Hugging Face id.
+#[test]
+fn hf_model_is_served_by_its_bare_id() {
+    let source = srt::recipe::Source {
+        name: "hf.yaml".into(),
+        text: "model:\n  path: hf:Qwen/Qwen3-0.6B\nroles:\n  agg:\n    nodes: 1\n    workers: 1\n"
+            .into(),
+    };
+    let recipe = srt::recipe::load_str(&source, "hf").unwrap();
+    let plan = srt::launch::build(&recipe, &Default::default()).unwrap();
+    let w = workers(&plan)[0];
+    assert_eq!(w.argv[..3], ["vllm", "serve", "Qwen/Qwen3-0.6B"]);
+}
