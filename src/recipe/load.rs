@@ -516,15 +516,96 @@ impl Loader<'_> {
         };
         let frontend = self.frontend(f.get("frontend"), f.key_span("frontend"));
         let health_check = self.health_check(f.get("health_check"));
+        let mut model = model?;
+        let explicit_name = f.get("model").is_some_and(|m| match &m.value {
+            Value::Map(entries) => entries.iter().any(|(k, _)| k.name == "served_name"),
+            _ => false,
+        });
+        self.served_name_from_args(&mut model, explicit_name, &roles);
         Some(Recipe {
             name,
-            model: model?,
+            model,
             resources: resources?,
             engine: engine?,
             roles,
             frontend: frontend?,
             health_check: health_check?,
         })
+    }
+
+    /// srtctl recipes often name the served model in role args. The Router, the smoke
+    /// probe and every worker must agree on one name, so an args value is the
+    /// deployment's served name: the same on every role, and equal to
+    /// `model.served_name` when both are written.
+    fn served_name_from_args(&mut self, model: &mut Model, explicit: bool, roles: &[Role]) {
+        let set: Vec<(&Role, &Arg)> = roles
+            .iter()
+            .filter_map(|r| Some((r, r.args.get("served-model-name")?)))
+            .collect();
+        let Some((_, first)) = set.first() else {
+            return;
+        };
+        let ArgValue::Str(name) = &first.value else {
+            self.problem(
+                Problem::new(
+                    "srt::recipe::type",
+                    first.value_span,
+                    "`served-model-name` must be a string",
+                )
+                .label("expected a model name"),
+            );
+            return;
+        };
+        let conflict = |p: &str| {
+            Problem::new(
+                "srt::recipe::served_model_name",
+                SourceSpan::new(0.into(), 0),
+                format!("the served model name is `{name}` in one place and `{p}` in another"),
+            )
+            .help("the Router and every worker serve one name: set `model.served_name` once and drop `served-model-name` from role args")
+        };
+        for (role, arg) in &set[1..] {
+            if arg.value != first.value {
+                let p = conflict(&arg.value.render());
+                self.problem(
+                    Problem {
+                        span: arg.value_span,
+                        ..p
+                    }
+                    .label(format!("`{}` differs", role.kind.name())),
+                );
+                return;
+            }
+        }
+        if set.len() != roles.len() {
+            let (role, arg) = set[0];
+            self.problem(
+                Problem::new(
+                    "srt::recipe::served_model_name",
+                    arg.key_span,
+                    format!(
+                        "only `{}` sets `served-model-name`; the other role would serve `{}`",
+                        role.kind.name(),
+                        model.served_name
+                    ),
+                )
+                .label("set on one role only")
+                .help("set `model.served_name` instead, so every role serves the same name"),
+            );
+            return;
+        }
+        if explicit && &model.served_name != name {
+            let p = conflict(&model.served_name);
+            self.problem(
+                Problem {
+                    span: first.value_span,
+                    ..p
+                }
+                .label("differs from `model.served_name`"),
+            );
+            return;
+        }
+        model.served_name = name.clone();
     }
 
     fn model(&mut self, node: Option<&Node>, doc: SourceSpan) -> Option<Model> {
