@@ -227,6 +227,12 @@ const CASES: &[Case] = &[
         "worker-discovery port",
     ),
     case(
+        "served-model-name-mismatch.yaml",
+        "srt::recipe::served_model_name",
+        "bar",
+        "`foo` in one place and `bar` in another",
+    ),
+    case(
         "duplicate-key.yaml",
         "srt::recipe::duplicate_key",
         "gpus_per_node",

@@ -617,3 +617,25 @@ fn hf_model_is_served_by_its_bare_id() {
     let w = workers(&plan)[0];
     assert_eq!(w.argv[..3], ["vllm", "serve", "Qwen/Qwen3-0.6B"]);
 }
+
+/// A served name written in role args (srtctl's spelling) is the one the Router and
+/// the smoke probe use, not the default derived from the model path.
+#[test]
+fn served_model_name_in_args_is_the_deployments_name() {
+    let source = srt::recipe::Source {
+        name: "named.yaml".into(),
+        text: "roles:\n  agg:\n    nodes: 1\n    workers: 1\n    args:\n      served-model-name: foo\n"
+            .into(),
+    };
+    let recipe = srt::recipe::load_str(&source, "named").unwrap();
+    let plan = srt::launch::build(&recipe, &Default::default()).unwrap();
+    assert_eq!(plan.served_model_name, "foo");
+    let w = workers(&plan)[0];
+    assert_eq!(count(&w.argv, "--served-model-name"), 1);
+    assert_eq!(value(&w.argv, "--served-model-name"), "foo");
+    let smoke = plan.gates.last().unwrap();
+    assert!(
+        matches!(&smoke.probe, Probe::Completion { model, .. } if model == "foo"),
+        "{smoke:?}"
+    );
+}
