@@ -341,6 +341,62 @@ impl PortAllocator {
         }
     }
 
+    /// Allocate one contiguous run of a job-wide kind whose parts are bound on different
+    /// hosts: part `i` is `(host, count, owner)` and gets the next `count` ordinals. The
+    /// run is free on every host, and each part is leased on the host that binds it.
+    ///
+    /// This is what a rank-offset block spread over nodes needs: vLLM adds the global DP
+    /// rank to `VLLM_NIXL_SIDE_CHANNEL_PORT`, so a hybrid-LB endpoint's side channels are
+    /// one run of `dp` ports, of which each node binds only its own ranks.
+    pub fn allocate_split(
+        &mut self,
+        kind: &PortKind,
+        parts: &[(&str, u16, &str)],
+    ) -> Result<Vec<PortBlock>, PortError> {
+        debug_assert_eq!(kind.scope, Scope::Job, "split runs are job-wide");
+        let key = (kind.name, String::new());
+        let mut ordinal = *self.next.get(&key).unwrap_or(&0);
+        let total: u32 = parts.iter().map(|(_, c, _)| u32::from(*c)).sum();
+        let width = total * u32::from(kind.span);
+        let host0 = parts.first().map(|p| p.0).unwrap_or_default();
+        loop {
+            let start = u32::from(kind.base) + ordinal * u32::from(kind.stride);
+            let end = start + width.max(1) - 1;
+            if end > u32::from(u16::MAX) {
+                return Err(PortError::Exhausted {
+                    kind: kind.name,
+                    host: host0.to_string(),
+                    needed: width,
+                    last: start,
+                });
+            }
+            let (s, e) = (start as u16, end as u16);
+            let clash = self
+                .hosts
+                .iter()
+                .map(String::as_str)
+                .chain(parts.iter().map(|p| p.0))
+                .any(|h| self.overlap(h, s, e).is_some());
+            if clash {
+                ordinal += 1;
+                continue;
+            }
+            let mut blocks = Vec::with_capacity(parts.len());
+            let mut base = start;
+            for (host, count, owner) in parts {
+                let block = PortBlock {
+                    base: base as u16,
+                    count: count * kind.span,
+                };
+                self.record(host, kind.name, block, owner);
+                blocks.push(block);
+                base += u32::from(block.count);
+            }
+            self.next.insert(key, ordinal + total);
+            return Ok(blocks);
+        }
+    }
+
     /// Every lease, in allocation order.
     pub fn leases(&self) -> &[Lease] {
         &self.leases
@@ -369,6 +425,35 @@ mod tests {
         let s0 = a.allocate(&VLLM_SCAN, "h0", 1, "w0").unwrap();
         let s1 = a.allocate(&VLLM_SCAN, "h1", 1, "w1").unwrap();
         assert_eq!((s0.base, s0.count, s1.base), (20000, 50, 20050));
+    }
+
+    #[test]
+    fn split_runs_are_contiguous_and_leased_where_bound() {
+        let mut a = PortAllocator::new(["h0".to_string(), "h1".to_string()]);
+        let blocks = a
+            .allocate_split(&NIXL, &[("h0", 4, "w.node[0]"), ("h1", 4, "w.node[1]")])
+            .unwrap();
+        assert_eq!(
+            blocks,
+            vec![
+                PortBlock {
+                    base: 5400,
+                    count: 4
+                },
+                PortBlock {
+                    base: 5404,
+                    count: 4
+                }
+            ]
+        );
+        let hosts: Vec<(&str, u16)> = a
+            .leases()
+            .iter()
+            .map(|l| (l.host.as_str(), l.block.base))
+            .collect();
+        assert_eq!(hosts, vec![("h0", 5400), ("h1", 5404)]);
+        // The counter moved past the whole run, on every host.
+        assert_eq!(a.allocate(&NIXL, "h1", 1, "w2").unwrap().base, 5408);
     }
 
     #[test]

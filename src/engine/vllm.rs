@@ -249,15 +249,34 @@ impl Engine for Vllm {
         } else {
             None
         };
+        // The side channels: one run of `dp` ports (vLLM offsets the env base by the
+        // global DP rank). A hybrid-LB endpoint binds its ranks on every node, so each
+        // node's share is leased on that node; otherwise the leader binds them all.
         let nixl = if connector.side_channel {
-            Some(
-                ctx.alloc
-                    .allocate(&NIXL, &leader_host, dp as u16, &ep_addr)
-                    .map_err(port_err)?,
-            )
+            let parts: Vec<(String, u16, String)> = match shape {
+                Shape::DpLocal { local_dp } => endpoint
+                    .nodes
+                    .iter()
+                    .enumerate()
+                    .map(|(rank, &node)| {
+                        (
+                            ctx.host(node).to_string(),
+                            local_dp as u16,
+                            format!("{ep_addr}.node[{rank}]"),
+                        )
+                    })
+                    .collect(),
+                _ => vec![(leader_host.clone(), dp as u16, ep_addr.clone())],
+            };
+            let parts: Vec<(&str, u16, &str)> = parts
+                .iter()
+                .map(|(h, c, o)| (h.as_str(), *c, o.as_str()))
+                .collect();
+            Some(ctx.alloc.allocate_split(&NIXL, &parts).map_err(port_err)?)
         } else {
             None
         };
+        let nixl_base = nixl.as_ref().map(|blocks| blocks[0].base);
         let include_kv = role.kind != RoleKind::Agg || role.connector.is_some();
         let mut out = Vec::new();
         for (rank, &node) in endpoint.nodes.iter().enumerate() {
@@ -289,18 +308,15 @@ impl Engine for Vllm {
                 Shape::DpLocal { local_dp } => rank * local_dp,
                 _ => 0,
             };
-            let bootstrap_port = match (nixl, shape) {
-                (Some(block), Shape::DpLocal { local_dp }) => {
-                    let sub = PortBlock {
-                        base: block.base + start_rank as u16,
-                        count: local_dp as u16,
-                    };
-                    ports.insert(NIXL.name.to_string(), sub);
-                    Some(sub.base)
+            let bootstrap_port = match (&nixl, shape) {
+                (Some(blocks), Shape::DpLocal { .. }) => {
+                    let own = blocks[rank as usize];
+                    ports.insert(NIXL.name.to_string(), own);
+                    Some(own.base)
                 }
-                (Some(block), _) if rank == 0 => {
-                    ports.insert(NIXL.name.to_string(), block);
-                    Some(block.base)
+                (Some(blocks), _) if rank == 0 => {
+                    ports.insert(NIXL.name.to_string(), blocks[0]);
+                    Some(blocks[0].base)
                 }
                 _ => None,
             };
@@ -322,9 +338,9 @@ impl Engine for Vllm {
             let mut env = BTreeMap::new();
             let mut env_unset = Vec::new();
             env.insert("HEAD_NODE_IP".to_string(), node_ip(0));
-            if let Some(block) = nixl {
+            if let Some(base) = nixl_base {
                 env.insert("VLLM_NIXL_SIDE_CHANNEL_HOST".into(), ip.clone());
-                env.insert("VLLM_NIXL_SIDE_CHANNEL_PORT".into(), block.base.to_string());
+                env.insert("VLLM_NIXL_SIDE_CHANNEL_PORT".into(), base.to_string());
             }
             if connector.vllm_port && !multi_node {
                 let b = ctx

@@ -129,13 +129,29 @@ impl Frontend for VllmRouter {
             }
         }
         if recipe.frontend.enable_multiple_frontends.value {
+            let multiple = &recipe.frontend.enable_multiple_frontends;
+            // Written, defaulted under a `frontend:` key, or defaulted with no `frontend:`
+            // at all (an empty span): point at the value, the key, or the connector.
+            let (span, label) = if multiple.span.is_empty() {
+                (
+                    disc.span,
+                    "needs one Router, but `frontend.enable_multiple_frontends` defaults to true",
+                )
+            } else if multiple.span == recipe.frontend.span {
+                (
+                    multiple.span,
+                    "`enable_multiple_frontends` is not set here and defaults to true",
+                )
+            } else {
+                (multiple.span, "multiple frontends")
+            };
             problems.push(
                 Problem::new(
                     "srt::recipe::discovery_single_router",
-                    recipe.frontend.enable_multiple_frontends.span,
+                    span,
                     format!("connector `{name}` registers workers with one Router: `frontend.enable_multiple_frontends` must be false"),
                 )
-                .label("multiple frontends (the default is true)")
+                .label(label)
                 .help("set `frontend.enable_multiple_frontends: false`"),
             );
         }

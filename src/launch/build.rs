@@ -69,6 +69,20 @@ pub fn build(recipe: &Recipe, options: &BuildOptions) -> Result<LaunchPlan, Vec<
             },
         );
     }
+    if recipe.roles.is_empty() {
+        // The loader refuses this; a hand-built Recipe must not reach the allocator,
+        // which has no node to put the frontend on.
+        problems.push(
+            Problem::new(
+                "srt::recipe::no_roles",
+                recipe.name.span,
+                "the recipe declares no role",
+            )
+            .label("this deployment")
+            .help("add `roles.agg`, or `roles.prefill` and `roles.decode`"),
+        );
+        return Err(problems);
+    }
     check_roles(recipe, &mut problems);
     let mut connectors = Vec::new();
     for role in &recipe.roles {
@@ -82,7 +96,15 @@ pub fn build(recipe: &Recipe, options: &BuildOptions) -> Result<LaunchPlan, Vec<
                     .map(|s| s.span)
                     .unwrap_or(recipe.engine.connector.span),
             }),
-            Err(p) => problems.push(p),
+            // Roles without an override share `engine.connector`: report it once.
+            Err(p) => {
+                if !problems
+                    .iter()
+                    .any(|q| q.code == p.code && q.span == p.span)
+                {
+                    problems.push(p)
+                }
+            }
         }
     }
     if let Some(engine) = engine {
@@ -159,21 +181,33 @@ pub fn build(recipe: &Recipe, options: &BuildOptions) -> Result<LaunchPlan, Vec<
     if connectors.iter().any(|c| c.connector.discovery) {
         let node = layout.routers[0].node;
         let host = ctx.host(node).to_string();
-        if let Err(e) = ctx.alloc.reserve(
-            &host,
-            DISCOVERY,
-            PortBlock {
-                base: DISCOVERY_PORT,
-                count: 1,
-            },
-            "router[0]",
-        ) {
+        if ctx
+            .alloc
+            .reserve(
+                &host,
+                DISCOVERY,
+                PortBlock {
+                    base: DISCOVERY_PORT,
+                    count: 1,
+                },
+                "router[0]",
+            )
+            .is_err()
+        {
+            // Only the public port is reserved before the discovery listener, and a
+            // discovery Router is the public one: the clash is always `frontend.port`.
             return Err(vec![Problem::new(
                 "srt::recipe::ports",
-                fe.span,
-                e.to_string(),
+                fe.port.span,
+                format!(
+                    "`frontend.port` {} is the Router's worker-discovery port",
+                    fe.port.value
+                ),
             )
-            .label("discovery listener")]);
+            .label("collides with the discovery listener")
+            .help(format!(
+                "the Router listens for worker registrations on {DISCOVERY_PORT}; choose another public port"
+            ))]);
         }
         ctx.discovery = Some(DiscoveryTarget {
             ip: node_ip(node),
@@ -342,10 +376,10 @@ fn check_managed(
                 problems.push(
                     Problem::new(
                         "srt::recipe::managed_env",
-                        role.span,
+                        role.env_spans.get(key).copied().unwrap_or(role.span),
                         format!("`{path}.env.{key}` is set by srt from the allocation"),
                     )
-                    .label("this role")
+                    .label("managed by srt")
                     .help("remove it; srt allocates this value per process"),
                 );
             }

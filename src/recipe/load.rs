@@ -88,6 +88,15 @@ pub fn load_str(source: &Source, default_name: &str) -> Result<Recipe, RecipeErr
         Ok(root) => root,
         Err(err) => return Err(source.error(vec![syntax_problem(&err, &source.text)])),
     };
+    if root.value == Value::Null {
+        // Only comments (or `~`): as empty as a blank file.
+        return Err(source.error(vec![Problem::new(
+            "srt::recipe::empty",
+            whole,
+            "the recipe is empty",
+        )
+        .help("a recipe needs at least `roles:`; see docs/recipe-reference.md")]));
+    }
     let mut problems = Problems::default();
     let recipe = Loader {
         problems: &mut problems,
@@ -120,12 +129,28 @@ fn syntax_problem(err: &serde_saphyr::Error, text: &str) -> Problem {
             )
         })
         .unwrap_or_else(|| SourceSpan::new(0.into(), 0));
-    let message = err.to_string();
-    let message = message
+    // The plain, user-facing message: serde-saphyr's default rendering embeds its own
+    // source snippet (against `<input>`), which would repeat the file under our label.
+    let rendered = err.render_with_options(serde_saphyr::render_options! {
+        formatter: &serde_saphyr::UserMessageFormatter,
+        snippets: serde_saphyr::SnippetMode::Off,
+    });
+    let message = rendered
         .split(" at line ")
         .next()
-        .unwrap_or(&message)
+        .unwrap_or(&rendered)
+        .trim()
         .to_string();
+    if let serde_saphyr::Error::DuplicateMappingKey { key, .. } = err.without_snippet() {
+        let key = key.as_deref().unwrap_or("?");
+        return Problem::new(
+            "srt::recipe::duplicate_key",
+            span,
+            format!("key `{key}` is given twice in the same mapping"),
+        )
+        .label("second occurrence")
+        .help("remove one of them; YAML mappings cannot repeat a key");
+    }
     Problem::new(
         "srt::recipe::syntax",
         span,
@@ -341,6 +366,17 @@ impl Loader<'_> {
         env
     }
 
+    /// Where each key of the `key` environment mapping is written.
+    fn env_spans(&self, f: &Fields, key: &str) -> BTreeMap<String, SourceSpan> {
+        match f.get(key).map(|n| &n.value) {
+            Some(Value::Map(entries)) => entries
+                .iter()
+                .map(|(k, _)| (k.name.clone(), k.span))
+                .collect(),
+            _ => BTreeMap::new(),
+        }
+    }
+
     fn args(&mut self, node: Option<&Node>, path: &str) -> Args {
         let Some(node) = node else {
             return Args::default();
@@ -464,7 +500,7 @@ impl Loader<'_> {
         let resources = self.resources(f.get("resources"), root.span);
         let engine = self.engine(f.get("engine"), root.span);
         let roles = match f.get("roles") {
-            Some(node) => self.roles(node),
+            Some(node) => self.roles(node, f.key_span("roles").unwrap_or(node.span)),
             None => {
                 self.problem(
                     Problem::new(
@@ -480,15 +516,96 @@ impl Loader<'_> {
         };
         let frontend = self.frontend(f.get("frontend"), f.key_span("frontend"));
         let health_check = self.health_check(f.get("health_check"));
+        let mut model = model?;
+        let explicit_name = f.get("model").is_some_and(|m| match &m.value {
+            Value::Map(entries) => entries.iter().any(|(k, _)| k.name == "served_name"),
+            _ => false,
+        });
+        self.served_name_from_args(&mut model, explicit_name, &roles);
         Some(Recipe {
             name,
-            model: model?,
+            model,
             resources: resources?,
             engine: engine?,
             roles,
             frontend: frontend?,
             health_check: health_check?,
         })
+    }
+
+    /// srtctl recipes often name the served model in role args. The Router, the smoke
+    /// probe and every worker must agree on one name, so an args value is the
+    /// deployment's served name: the same on every role, and equal to
+    /// `model.served_name` when both are written.
+    fn served_name_from_args(&mut self, model: &mut Model, explicit: bool, roles: &[Role]) {
+        let set: Vec<(&Role, &Arg)> = roles
+            .iter()
+            .filter_map(|r| Some((r, r.args.get("served-model-name")?)))
+            .collect();
+        let Some((_, first)) = set.first() else {
+            return;
+        };
+        let ArgValue::Str(name) = &first.value else {
+            self.problem(
+                Problem::new(
+                    "srt::recipe::type",
+                    first.value_span,
+                    "`served-model-name` must be a string",
+                )
+                .label("expected a model name"),
+            );
+            return;
+        };
+        let conflict = |p: &str| {
+            Problem::new(
+                "srt::recipe::served_model_name",
+                SourceSpan::new(0.into(), 0),
+                format!("the served model name is `{name}` in one place and `{p}` in another"),
+            )
+            .help("the Router and every worker serve one name: set `model.served_name` once and drop `served-model-name` from role args")
+        };
+        for (role, arg) in &set[1..] {
+            if arg.value != first.value {
+                let p = conflict(&arg.value.render());
+                self.problem(
+                    Problem {
+                        span: arg.value_span,
+                        ..p
+                    }
+                    .label(format!("`{}` differs", role.kind.name())),
+                );
+                return;
+            }
+        }
+        if set.len() != roles.len() {
+            let (role, arg) = set[0];
+            self.problem(
+                Problem::new(
+                    "srt::recipe::served_model_name",
+                    arg.key_span,
+                    format!(
+                        "only `{}` sets `served-model-name`; the other role would serve `{}`",
+                        role.kind.name(),
+                        model.served_name
+                    ),
+                )
+                .label("set on one role only")
+                .help("set `model.served_name` instead, so every role serves the same name"),
+            );
+            return;
+        }
+        if explicit && &model.served_name != name {
+            let p = conflict(&model.served_name);
+            self.problem(
+                Problem {
+                    span: first.value_span,
+                    ..p
+                }
+                .label("differs from `model.served_name`"),
+            );
+            return;
+        }
+        model.served_name = name.clone();
     }
 
     fn model(&mut self, node: Option<&Node>, doc: SourceSpan) -> Option<Model> {
@@ -506,7 +623,13 @@ impl Loader<'_> {
             &["precision", "stage_dir"],
         )?;
         let path = match f.get("path") {
-            Some(p) => Sp::new(self.string(p, "model.path")?, p.span),
+            // srtctl's `hf:org/name` names a Hugging Face model; `vllm serve` takes the
+            // bare id, and would treat `hf:org/name` as a (missing) local path.
+            Some(p) => {
+                let raw = self.string(p, "model.path")?;
+                let id = raw.strip_prefix("hf:").map(str::to_string).unwrap_or(raw);
+                Sp::new(id, p.span)
+            }
             None => Sp::new("/model".into(), node.span),
         };
         if path.value.is_empty() {
@@ -643,10 +766,22 @@ impl Loader<'_> {
         Some(engine)
     }
 
-    fn roles(&mut self, node: &Node) -> Vec<Role> {
+    fn roles(&mut self, node: &Node, key_span: SourceSpan) -> Vec<Role> {
         let Some(f) = self.fields(node, "roles", &["prefill", "decode", "agg"], &[]) else {
             return Vec::new();
         };
+        if f.entries.is_empty() {
+            self.problem(
+                Problem::new(
+                    "srt::recipe::no_roles",
+                    key_span,
+                    "`roles` declares no role",
+                )
+                .label("no prefill, decode or agg")
+                .help("add `agg:`, or `prefill:` and `decode:`"),
+            );
+            return Vec::new();
+        }
         let mut roles = Vec::new();
         for kind in RoleKind::ALL {
             let (Some(role_node), Some(key_span)) = (f.get(kind.name()), f.key_span(kind.name()))
@@ -735,6 +870,7 @@ impl Loader<'_> {
             connector = Some(Sp::new(name, arg.value_span));
         }
         let env = self.env(&f, "env");
+        let env_spans = self.env_spans(&f, "env");
         Some(Role {
             kind,
             span: key_span,
@@ -744,6 +880,7 @@ impl Loader<'_> {
             args,
             connector,
             env,
+            env_spans,
         })
     }
 
@@ -784,6 +921,10 @@ impl Loader<'_> {
         fe.args = self.args(f.get("args"), "frontend.args");
         fe.env = self.env(&f, "env");
         fe.enable_multiple_frontends = self.bool_field(&f, "enable_multiple_frontends", true);
+        if f.get("enable_multiple_frontends").is_none() {
+            // Defaulted: the span of the parent key, like every other defaulted field.
+            fe.enable_multiple_frontends.span = span;
+        }
         if let Some(n) = f.get("num_additional_frontends") {
             fe.num_additional_frontends =
                 self.uint(n, "frontend.num_additional_frontends", 0, 1024)? as u32;

@@ -135,6 +135,8 @@ pub struct Role {
     pub connector: Option<Sp<String>>,
     /// Extra environment.
     pub env: BTreeMap<String, String>,
+    /// Span of each `env` key, so rules about a variable can point at it.
+    pub env_spans: BTreeMap<String, SourceSpan>,
 }
 
 /// A mapping of CLI flags, in source order, keys normalised to kebab-case.

@@ -1,0 +1,170 @@
+//! Helpers shared by the integration tests: load an example, build its launch plan,
+//! and read facts out of command lines.
+#![allow(dead_code)]
+
+use srt::launch::build::HostLayout;
+use srt::launch::{build, BuildOptions, LaunchPlan, LaunchProcess, ProcessKind};
+use srt::recipe::{load_str, Source};
+use std::path::{Path, PathBuf};
+
+/// The crate root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every `examples/**/*.yaml`, sorted.
+pub fn examples() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "yaml") {
+                out.push(path);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&root().join("examples"), &mut out);
+    out.sort();
+    assert!(!out.is_empty(), "no examples found");
+    out
+}
+
+/// Load a recipe file (path relative to the crate root, or absolute), panicking with the
+/// rendered diagnostic when it does not load.
+pub fn recipe(path: impl AsRef<Path>) -> (Source, srt::recipe::Recipe) {
+    let path = root().join(path);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+    let source = Source {
+        name: path.file_name().unwrap().to_string_lossy().into_owned(),
+        text,
+    };
+    match load_str(&source, &stem) {
+        Ok(r) => (source, r),
+        Err(e) => panic!("{} does not load:\n{}", path.display(), render_diag(&e)),
+    }
+}
+
+/// Build the launch plan of a recipe file with explicit options.
+pub fn plan_with(path: impl AsRef<Path>, nodes: Option<usize>, hosts: HostLayout) -> LaunchPlan {
+    let (source, recipe) = recipe(path.as_ref());
+    let options = BuildOptions { nodes, hosts };
+    match build(&recipe, &options) {
+        Ok(plan) => plan,
+        Err(problems) => panic!(
+            "{} does not build:\n{}",
+            path.as_ref().display(),
+            render_diag(&source.error(problems))
+        ),
+    }
+}
+
+/// Build the launch plan of a recipe file with default options.
+pub fn plan(path: impl AsRef<Path>) -> LaunchPlan {
+    plan_with(path, None, HostLayout::Distinct)
+}
+
+/// A diagnostic as the snapshots show it: unicode, no colour, 100 columns.
+pub fn render_diag(diag: &dyn miette::Diagnostic) -> String {
+    let mut out = String::new();
+    miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor())
+        .with_width(100)
+        .render_report(&mut out, diag)
+        .unwrap();
+    out
+}
+
+/// Worker processes.
+pub fn workers(plan: &LaunchPlan) -> Vec<&LaunchProcess> {
+    plan.processes
+        .iter()
+        .filter(|p| p.kind == ProcessKind::Worker)
+        .collect()
+}
+
+/// Router processes.
+pub fn routers(plan: &LaunchPlan) -> Vec<&LaunchProcess> {
+    plan.processes
+        .iter()
+        .filter(|p| p.kind == ProcessKind::Router)
+        .collect()
+}
+
+/// The nginx process, if any.
+pub fn nginx(plan: &LaunchPlan) -> Option<&LaunchProcess> {
+    plan.processes.iter().find(|p| p.kind == ProcessKind::Nginx)
+}
+
+/// A process by address.
+pub fn process<'a>(plan: &'a LaunchPlan, address: &str) -> &'a LaunchProcess {
+    plan.processes
+        .iter()
+        .find(|p| p.address == address)
+        .unwrap_or_else(|| panic!("no process {address}"))
+}
+
+/// Whether `flag` occurs in argv.
+pub fn has(argv: &[String], flag: &str) -> bool {
+    argv.iter().any(|a| a == flag)
+}
+
+/// How many times `flag` occurs.
+pub fn count(argv: &[String], flag: &str) -> usize {
+    argv.iter().filter(|a| *a == flag).count()
+}
+
+/// The values after each occurrence of `flag`, up to the next `--flag`.
+pub fn occurrences<'a>(argv: &'a [String], flag: &str) -> Vec<Vec<&'a str>> {
+    let mut out = Vec::new();
+    for (i, a) in argv.iter().enumerate() {
+        if a == flag {
+            out.push(
+                argv[i + 1..]
+                    .iter()
+                    .take_while(|t| !t.starts_with("--"))
+                    .map(String::as_str)
+                    .collect(),
+            );
+        }
+    }
+    out
+}
+
+/// The single value of `flag` (panics when absent, repeated or not single-valued).
+pub fn value<'a>(argv: &'a [String], flag: &str) -> &'a str {
+    let occ = occurrences(argv, flag);
+    assert_eq!(
+        occ.len(),
+        1,
+        "{flag} occurs {} times in {argv:?}",
+        occ.len()
+    );
+    assert_eq!(occ[0].len(), 1, "{flag} has values {:?}", occ[0]);
+    occ[0][0]
+}
+
+/// The first port of a process's `kind` block.
+pub fn port(p: &LaunchProcess, kind: &str) -> u16 {
+    p.ports
+        .get(kind)
+        .unwrap_or_else(|| panic!("{} has no {kind} port: {:?}", p.address, p.ports))
+        .base
+}
+
+/// The advertised URL of a worker.
+pub fn url(p: &LaunchProcess) -> &str {
+    p.worker
+        .as_ref()
+        .and_then(|w| w.advertised_url.as_deref())
+        .unwrap_or_else(|| panic!("{} is not advertised", p.address))
+}
+
+/// Every advertised worker URL, in process order.
+pub fn advertised(plan: &LaunchPlan) -> Vec<&str> {
+    workers(plan)
+        .into_iter()
+        .filter_map(|w| w.worker.as_ref()?.advertised_url.as_deref())
+        .collect()
+}

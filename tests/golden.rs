@@ -1,0 +1,131 @@
+//! Golden launch plans: `srt render` of every example, reviewed and committed in
+//! `golden/`, plus proof that rendering is deterministic and host-independent.
+//!
+//! Regenerate after an intended change with `INSTA_UPDATE=always cargo test --test golden`
+//! (or `cargo insta review`), then read the diff.
+
+mod common;
+
+use srt::launch::render::{json, render};
+use std::path::Path;
+
+/// One golden file per example: `golden/launch_plan@<path under examples>.snap`.
+#[test]
+fn launch_plan() {
+    insta::glob!("../examples", "**/*.yaml", |path| {
+        let plan = common::plan(path);
+        insta::with_settings!({
+            snapshot_path => "../golden",
+            prepend_module_to_snapshot => false,
+            omit_expression => true,
+        }, {
+            insta::assert_snapshot!(render(&plan));
+        });
+    });
+}
+
+/// Every example has a golden file and every golden file an example, so a removed or
+/// renamed example does not leave a stale file behind.
+#[test]
+fn no_orphan_golden_files() {
+    let root = common::root();
+    let mut expected: Vec<String> = common::examples()
+        .iter()
+        .map(|p| {
+            let rel = p.strip_prefix(root.join("examples")).unwrap();
+            format!(
+                "launch_plan@{}.snap",
+                rel.to_string_lossy().replace(['/', '\\'], "__")
+            )
+        })
+        .collect();
+    expected.sort();
+    let mut found: Vec<String> = std::fs::read_dir(root.join("golden"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|f| f.ends_with(".snap"))
+        .collect();
+    found.sort();
+    assert_eq!(found, expected);
+}
+
+fn render_both(path: &Path) -> (String, String) {
+    let plan = common::plan(path);
+    (render(&plan), json(&plan))
+}
+
+/// Two independent loads and builds of the same recipe render byte-identical text
+/// and JSON.
+#[test]
+fn rendering_is_deterministic() {
+    for path in common::examples() {
+        let (text1, json1) = render_both(&path);
+        let (text2, json2) = render_both(&path);
+        assert_eq!(text1, text2, "{}: text differs", path.display());
+        assert_eq!(json1, json2, "{}: JSON differs", path.display());
+        let value: serde_json::Value = serde_json::from_str(&json1).unwrap();
+        assert_eq!(value["format_version"], 1);
+    }
+}
+
+/// `true` when `needle` occurs in `haystack` as a whole word (not inside a longer
+/// identifier), so a short host name does not match inside `vllm`.
+fn contains_word(haystack: &str, needle: &str) -> bool {
+    haystack.match_indices(needle).any(|(i, _)| {
+        let before = haystack[..i].chars().next_back();
+        let after = haystack[i + needle.len()..].chars().next();
+        let ident = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        !ident(before) && !ident(after)
+    })
+}
+
+/// Nothing about the machine that renders the plan leaks into it: IPs, directories and
+/// hosts are placeholders resolved at apply time.
+#[test]
+fn rendering_has_no_host_values() {
+    let cwd = std::env::current_dir().unwrap();
+    let mut needles: Vec<String> = vec![
+        cwd.to_string_lossy().into_owned(),
+        common::root().to_string_lossy().into_owned(),
+        std::env::temp_dir().to_string_lossy().into_owned(),
+        "/tmp".into(),
+    ];
+    if let Ok(home) = std::env::var("HOME") {
+        if home.len() > 1 {
+            needles.push(format!("{home}/"));
+        }
+    }
+    let hostname = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .filter(|h| !h.is_empty() && h != "localhost");
+    for path in common::examples() {
+        let (text, json) = render_both(&path);
+        for output in [&text, &json] {
+            for needle in &needles {
+                assert!(
+                    !output.contains(needle.as_str()),
+                    "{}: output contains `{needle}`",
+                    path.display()
+                );
+            }
+            if let Some(h) = &hostname {
+                assert!(
+                    !contains_word(output, h),
+                    "{}: output contains the host name `{h}`",
+                    path.display()
+                );
+            }
+            // Concrete addresses never appear; node IPs are placeholders.
+            assert!(!output.contains("127.0.0.1"), "{}", path.display());
+        }
+    }
+}
+
+#[test]
+fn word_matching_ignores_identifiers() {
+    assert!(contains_word("ssh vm now", "vm"));
+    assert!(contains_word("http://vm:8000", "vm"));
+    assert!(!contains_word("vllm serve", "vm"));
+    assert!(!contains_word("kvm_x", "vm"));
+}

@@ -1,0 +1,434 @@
+//! Every invalid recipe in `tests/invalid/` is refused with the right code, a span on
+//! the offending text, exit code 3 from the binary (and no panic), and a reviewed
+//! rendering of its diagnostic (`tests/snapshots/`).
+
+mod common;
+
+use common::render_diag;
+use srt::launch::{build, BuildOptions};
+use srt::recipe::{load_file, load_str, Problem, Source};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// One invalid case: its file, the `--nodes` it is checked with, the code it must
+/// raise, and the source text its span must cover.
+struct Case {
+    file: &'static str,
+    nodes: Option<usize>,
+    code: &'static str,
+    span_text: &'static str,
+    /// A fragment the message, label or help must contain (the did-you-mean, the rule).
+    mentions: &'static str,
+}
+
+const fn case(
+    file: &'static str,
+    code: &'static str,
+    span_text: &'static str,
+    mentions: &'static str,
+) -> Case {
+    Case {
+        file,
+        nodes: None,
+        code,
+        span_text,
+        mentions,
+    }
+}
+
+const CASES: &[Case] = &[
+    case(
+        "unknown-key-gpu.yaml",
+        "srt::recipe::unknown_key",
+        "gpu",
+        "did you mean `gpus`?",
+    ),
+    case(
+        "srtctl-only-benchmark.yaml",
+        "srt::recipe::unsupported_key",
+        "benchmark",
+        "srtctl key",
+    ),
+    case(
+        "wrong-type-workers.yaml",
+        "srt::recipe::type",
+        "two",
+        "must be an integer, found a string",
+    ),
+    case(
+        "wrong-type-resources.yaml",
+        "srt::recipe::type",
+        "4",
+        "`resources` must be a mapping",
+    ),
+    case(
+        "wrong-type-multiple-frontends.yaml",
+        "srt::recipe::type",
+        "\"no\"",
+        "true or false",
+    ),
+    case(
+        "missing-roles.yaml",
+        "srt::recipe::missing_key",
+        "",
+        "no `roles`",
+    ),
+    case(
+        "empty-roles.yaml",
+        "srt::recipe::no_roles",
+        "roles",
+        "declares no role",
+    ),
+    case(
+        "missing-workers.yaml",
+        "srt::recipe::missing_key",
+        "agg",
+        "`roles.agg.workers` is missing",
+    ),
+    case(
+        "agg-with-prefill.yaml",
+        "srt::recipe::role_mix",
+        "agg",
+        "not both",
+    ),
+    case(
+        "prefill-without-decode.yaml",
+        "srt::recipe::role_mix",
+        "prefill",
+        "needs a `decode` role",
+    ),
+    case(
+        "colocate-on-prefill.yaml",
+        "srt::recipe::colocate",
+        "colocate",
+        "only allowed on decode",
+    ),
+    case(
+        "colocate-without-prefill-gpus.yaml",
+        "srt::recipe::colocate_gpus",
+        "prefill",
+        "explicit `gpus` on prefill",
+    ),
+    case(
+        "colocate-oversubscribed.yaml",
+        "srt::recipe::colocate_oversubscribed",
+        "colocate",
+        "needs 4 GPUs",
+    ),
+    case(
+        "dp-tp-mismatch.yaml",
+        "srt::recipe::dp_gpus",
+        "data-parallel-size",
+        "= 16 GPUs, but each `agg` worker has 8",
+    ),
+    case(
+        "managed-flag-port.yaml",
+        "srt::recipe::managed_flag",
+        "port",
+        "`roles.agg.args.port` is derived",
+    ),
+    case(
+        "managed-env-vllm-port.yaml",
+        "srt::recipe::managed_env",
+        "VLLM_PORT",
+        "`roles.agg.env.VLLM_PORT`",
+    ),
+    case(
+        "unknown-connector.yaml",
+        "srt::recipe::connector",
+        "nixel",
+        "did you mean `nixl`?",
+    ),
+    case(
+        "moriio-decode-other-connector.yaml",
+        "srt::recipe::discovery_roles",
+        "nixl",
+        "both prefill and decode",
+    ),
+    case(
+        "moriio-agg.yaml",
+        "srt::recipe::discovery_topology",
+        "moriio",
+        "prefill/decode topology",
+    ),
+    case(
+        "moriio-multiple-frontends.yaml",
+        "srt::recipe::discovery_single_router",
+        "true",
+        "must be false",
+    ),
+    case(
+        "moriio-multiple-frontends-unset.yaml",
+        "srt::recipe::discovery_single_router",
+        "frontend",
+        "defaults to true",
+    ),
+    case(
+        "moriio-multiple-frontends-default.yaml",
+        "srt::recipe::discovery_single_router",
+        "moriio",
+        "defaults to true",
+    ),
+    case(
+        "moriio-first-decode.yaml",
+        "srt::recipe::discovery_placement",
+        "first_decode",
+        "must run on `head`",
+    ),
+    case(
+        "per-gpu-dp.yaml",
+        "srt::recipe::dp_launch_mode",
+        "per_gpu",
+        "per_node",
+    ),
+    case(
+        "intra-node-dp-conflict.yaml",
+        "srt::recipe::intra_node_dp",
+        "4",
+        "which gives 1",
+    ),
+    case(
+        "unknown-frontend-type.yaml",
+        "srt::recipe::frontend",
+        "sglang-router",
+        "known frontends: vllm-router",
+    ),
+    case(
+        "yaml-syntax-error.yaml",
+        "srt::recipe::syntax",
+        ":",
+        "YAML error",
+    ),
+    case(
+        "empty.yaml",
+        "srt::recipe::empty",
+        "",
+        "the recipe is empty",
+    ),
+    case(
+        "comments-only.yaml",
+        "srt::recipe::empty",
+        "#",
+        "the recipe is empty",
+    ),
+    Case {
+        nodes: Some(2),
+        ..case(
+            "not-enough-nodes.yaml",
+            "srt::recipe::not_enough_nodes",
+            "prefill",
+            "need 3 nodes but only 2",
+        )
+    },
+    case(
+        "public-port-collision.yaml",
+        "srt::recipe::ports",
+        "36367",
+        "worker-discovery port",
+    ),
+    case(
+        "served-model-name-mismatch.yaml",
+        "srt::recipe::served_model_name",
+        "bar",
+        "`foo` in one place and `bar` in another",
+    ),
+    case(
+        "duplicate-key.yaml",
+        "srt::recipe::duplicate_key",
+        "gpus_per_node",
+        "given twice",
+    ),
+];
+
+fn dir() -> PathBuf {
+    common::root().join("tests/invalid")
+}
+
+fn lookup(file: &str) -> &'static Case {
+    CASES
+        .iter()
+        .find(|c| c.file == file)
+        .unwrap_or_else(|| panic!("tests/invalid/{file} has no entry in CASES"))
+}
+
+/// Load and build, returning the source and every problem (none when it is valid).
+fn problems(path: &Path, nodes: Option<usize>) -> (Source, Vec<Problem>) {
+    let file = path.file_name().unwrap().to_string_lossy().into_owned();
+    let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+    let source = Source {
+        name: file,
+        text: std::fs::read_to_string(path).unwrap(),
+    };
+    let problems = match load_str(&source, &stem) {
+        Err(e) => e.problems,
+        Ok(recipe) => match build(
+            &recipe,
+            &BuildOptions {
+                nodes,
+                ..Default::default()
+            },
+        ) {
+            Ok(_) => Vec::new(),
+            Err(p) => p,
+        },
+    };
+    (source, problems)
+}
+
+fn slice(text: &str, p: &Problem) -> String {
+    let start = p.span.offset();
+    text[start..start + p.span.len()].to_string()
+}
+
+#[test]
+fn every_case_has_its_code_and_span() {
+    for case in CASES {
+        let path = dir().join(case.file);
+        let (source, problems) = problems(&path, case.nodes);
+        let shown = render_diag(&source.error(problems.clone()));
+        assert_eq!(
+            problems.len(),
+            1,
+            "{}: expected one problem, got\n{shown}",
+            case.file
+        );
+        let p = &problems[0];
+        assert_eq!(p.code, case.code, "{}:\n{shown}", case.file);
+        assert_eq!(
+            slice(&source.text, p),
+            case.span_text,
+            "{}: span {:?} does not cover the offending text\n{shown}",
+            case.file,
+            p.span
+        );
+        let words = format!(
+            "{} {} {}",
+            p.message,
+            p.label,
+            p.help.clone().unwrap_or_default()
+        );
+        assert!(
+            words.contains(case.mentions),
+            "{}: `{}` not in {words:?}",
+            case.file,
+            case.mentions
+        );
+    }
+}
+
+/// Spans that must land on a particular occurrence, not just matching text.
+#[test]
+fn spans_land_on_the_right_occurrence() {
+    // The duplicate is the second `gpus_per_node`.
+    let (source, p) = problems(&dir().join("duplicate-key.yaml"), None);
+    let second = source.text.rfind("gpus_per_node").unwrap();
+    assert_eq!(p[0].span.offset(), second);
+    // The conflicting value is the frontend's 4, not the role's 8.
+    let (source, p) = problems(&dir().join("intra-node-dp-conflict.yaml"), None);
+    let at = source
+        .text
+        .find("intra-node-data-parallel-size: 4")
+        .unwrap();
+    assert_eq!(
+        p[0].span.offset(),
+        at + "intra-node-data-parallel-size: ".len()
+    );
+    // The missing `roles` points at the document start.
+    let (_, p) = problems(&dir().join("missing-roles.yaml"), None);
+    assert_eq!(p[0].span.offset(), 0);
+    // The decode override, not the engine-wide connector.
+    let (source, p) = problems(&dir().join("moriio-decode-other-connector.yaml"), None);
+    assert_eq!(
+        p[0].span.offset(),
+        source.text.find("connector: nixl").unwrap() + "connector: ".len()
+    );
+}
+
+#[test]
+fn every_file_has_a_case_and_every_case_a_file() {
+    let mut files: Vec<String> = std::fs::read_dir(dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|f| f.ends_with(".yaml"))
+        .collect();
+    files.sort();
+    for f in &files {
+        lookup(f);
+    }
+    for c in CASES {
+        assert!(files.iter().any(|f| f == c.file), "{} is missing", c.file);
+    }
+}
+
+/// The same recipes are refused by the binary with exit code 3, for both commands.
+#[test]
+fn binary_exits_3_without_panicking() {
+    for case in CASES {
+        for command in ["validate", "render"] {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_srt"));
+            cmd.current_dir(common::root()).args([
+                command,
+                "-f",
+                &format!("tests/invalid/{}", case.file),
+            ]);
+            if let Some(n) = case.nodes {
+                cmd.args(["--nodes", &n.to_string()]);
+            }
+            let out = cmd.output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(srt::exit::INVALID_RECIPE),
+                "srt {command} {}:\n{stderr}",
+                case.file
+            );
+            assert!(!stderr.contains("panicked"), "{}: {stderr}", case.file);
+            assert!(stderr.contains(case.code), "{}: {stderr}", case.file);
+            assert!(out.stdout.is_empty(), "{}: output on failure", case.file);
+        }
+    }
+}
+
+/// A recipe that is not UTF-8 is a diagnostic at the first bad byte, not a crash.
+#[test]
+fn non_utf8_is_refused_at_the_first_bad_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("latin1.yaml");
+    let mut bytes = b"name: caf".to_vec();
+    let bad = bytes.len();
+    bytes.extend_from_slice(b"\xe9\nroles:\n  agg:\n    nodes: 1\n    workers: 1\n");
+    std::fs::write(&path, &bytes).unwrap();
+
+    let (source, result) = load_file(&path);
+    let err = result.expect_err("not UTF-8");
+    assert_eq!(err.problems.len(), 1);
+    let p = &err.problems[0];
+    assert_eq!(p.code, "srt::recipe::encoding");
+    assert_eq!((p.span.offset(), p.span.len()), (bad, 1));
+    assert!(p.message.contains(&format!("offset {bad}")));
+    // The lossy text keeps the offsets before the bad byte, so the snippet renders.
+    assert_eq!(&source.text[..bad], "name: caf");
+    let shown = render_diag(&err);
+    assert!(shown.contains("invalid UTF-8 here"), "{shown}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_srt"))
+        .args(["validate", "-f"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("srt::recipe::encoding"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// The diagnostics as a user sees them: reviewed snapshots, one per invalid recipe.
+#[test]
+fn diagnostics() {
+    insta::glob!("invalid/*.yaml", |path| {
+        let case = lookup(&path.file_name().unwrap().to_string_lossy());
+        let (source, problems) = problems(path, case.nodes);
+        assert!(!problems.is_empty(), "{} is valid", case.file);
+        insta::assert_snapshot!(render_diag(&source.error(problems)));
+    });
+}

@@ -1,0 +1,641 @@
+//! One test per seed case: the facts the vLLM Router and MoRI-IO specs state about each
+//! topology, read from the launch plan (processes, command lines, ports, gates), not
+//! from a snapshot.
+
+mod common;
+
+use common::*;
+use srt::launch::build::HostLayout;
+use srt::launch::{node_ip, LaunchPlan, LaunchProcess, Probe};
+use srt::recipe::RoleKind;
+use std::collections::BTreeSet;
+
+fn role(p: &LaunchProcess) -> RoleKind {
+    p.worker.as_ref().expect("a worker").role
+}
+
+fn of_role(plan: &LaunchPlan, r: RoleKind) -> Vec<&LaunchProcess> {
+    workers(plan).into_iter().filter(|w| role(w) == r).collect()
+}
+
+/// Node `i`'s IP placeholder as it appears in URLs and flags.
+fn ip(i: usize) -> String {
+    node_ip(i)
+}
+
+/// The static-routing gates: `/workers` counts on every Router, then `/health` on every
+/// advertised worker URL, then the smoke completion.
+fn assert_static_gates(plan: &LaunchPlan, prefill: u32, decode: u32) {
+    let router_urls: Vec<String> = routers(plan)
+        .iter()
+        .map(|r| {
+            let port = r
+                .ports
+                .get("frontend_internal")
+                .or(r.ports.get("public"))
+                .unwrap()
+                .base;
+            format!("http://{}:{port}", ip(r.node))
+        })
+        .collect();
+    let names: Vec<&str> = plan.gates.iter().map(|g| g.address.as_str()).collect();
+    assert_eq!(names, ["gate.router", "gate.workers", "smoke"]);
+    assert_eq!(
+        plan.gates[0].probe,
+        Probe::RouterWorkers {
+            urls: router_urls,
+            prefill,
+            decode
+        },
+        "gate.router counts"
+    );
+    let want: Vec<String> = advertised(plan).iter().map(|s| s.to_string()).collect();
+    assert_eq!(plan.gates[1].probe, Probe::Health { urls: want });
+    assert!(plan.gates[1]
+        .depends_on
+        .contains(&"gate.router".to_string()));
+    assert!(matches!(plan.gates[2].probe, Probe::Completion { .. }));
+}
+
+/// The one Router of a single-frontend deployment, on node 0 and the public port.
+fn single_router(plan: &LaunchPlan) -> &LaunchProcess {
+    let rs = routers(plan);
+    assert_eq!(rs.len(), 1, "one Router");
+    assert!(nginx(plan).is_none(), "no nginx with one frontend");
+    let r = rs[0];
+    assert_eq!(r.node, 0, "Router on the head node");
+    assert_eq!(port(r, "public"), 8000);
+    assert_eq!(value(&r.argv, "--port"), "8000");
+    assert_eq!(value(&r.argv, "--host"), "0.0.0.0");
+    assert_eq!(plan.public_url, format!("http://{}:8000", ip(0)));
+    r
+}
+
+#[test]
+fn agg_single_one_tp8_engine_behind_one_router() {
+    let plan = plan("examples/seed/agg-single.yaml");
+    let ws = workers(&plan);
+    assert_eq!(ws.len(), 1);
+    let w = ws[0];
+    assert_eq!(w.node, 0);
+    assert_eq!(w.devices, (0..8).collect::<Vec<u32>>());
+    assert_eq!(value(&w.argv, "--tensor-parallel-size"), "8");
+    assert_eq!(value(&w.argv, "--device-ids"), "0,1,2,3,4,5,6,7");
+    assert_eq!(value(&w.argv, "--host"), "0.0.0.0");
+    assert_eq!(value(&w.argv, "--port"), port(w, "http").to_string());
+    for flag in [
+        "--headless",
+        "--data-parallel-size-local",
+        "--master-addr",
+        "--node-rank",
+        "--kv-transfer-config",
+    ] {
+        assert!(!has(&w.argv, flag), "{flag} on a single-node TP engine");
+    }
+    assert_eq!(url(w), format!("http://{}:{}", ip(0), port(w, "http")));
+    // One node, so the VLLM_PORT scan base is set.
+    assert!(w.env.contains_key("VLLM_PORT"));
+
+    let r = single_router(&plan);
+    assert_eq!(occurrences(&r.argv, "--worker-urls"), vec![vec![url(w)]]);
+    assert_eq!(value(&r.argv, "--policy"), "consistent_hash");
+    assert!(!has(&r.argv, "--vllm-pd-disaggregation"));
+    assert!(!has(&r.argv, "--intra-node-data-parallel-size"));
+    assert_static_gates(&plan, 0, 1);
+}
+
+#[test]
+fn agg_replicas_four_routable_urls_behind_nginx() {
+    let plan = plan("examples/seed/agg-replicas.yaml");
+    let ws = workers(&plan);
+    assert_eq!(ws.len(), 4, "four logical workers, one process each");
+    for (i, w) in ws.iter().enumerate() {
+        assert_eq!(w.node, i, "worker {i} on its own node");
+        assert_eq!(w.devices.len(), 8);
+        assert_eq!(url(w), format!("http://{}:6100", ip(i)));
+    }
+    // enable_multiple_frontends defaults to true: nginx on the head, one Router per
+    // other worker node, each with the same four URLs.
+    let ng = nginx(&plan).expect("nginx");
+    assert_eq!((ng.node, port(ng, "public")), (0, 8000));
+    let rs = routers(&plan);
+    assert_eq!(rs.iter().map(|r| r.node).collect::<Vec<_>>(), [1, 2, 3]);
+    for r in &rs {
+        assert_eq!(
+            occurrences(&r.argv, "--worker-urls"),
+            vec![advertised(&plan)]
+        );
+    }
+    assert_static_gates(&plan, 0, 4);
+}
+
+#[test]
+fn agg_dep8_two_hybrid_lb_pools_without_intra_node_expansion() {
+    let plan = plan("examples/seed/agg-dep8.yaml");
+    let ws = workers(&plan);
+    assert_eq!(ws.len(), 2, "one hybrid-LB vllm serve per node");
+    let (w0, w1) = (ws[0], ws[1]);
+    assert_eq!((w0.node, w1.node), (0, 1));
+    for w in [w0, w1] {
+        assert_eq!(w.devices, [0, 1, 2, 3]);
+        assert_eq!(value(&w.argv, "--data-parallel-size-local"), "4");
+        assert_eq!(value(&w.argv, "--data-parallel-size"), "8");
+        assert!(has(&w.argv, "--data-parallel-hybrid-lb"));
+        assert!(has(&w.argv, "--enable-expert-parallel"));
+        assert!(!has(&w.argv, "--headless"), "both pools are API servers");
+        assert_eq!(value(&w.argv, "--data-parallel-address"), ip(0));
+        assert_eq!(
+            value(&w.argv, "--data-parallel-rpc-port"),
+            port(w0, "dp_rpc").to_string(),
+            "one DP RPC port, the leader's"
+        );
+        // Multi-node endpoint: no VLLM_PORT scan base.
+        assert!(w.env_unset.contains(&"VLLM_PORT".to_string()));
+        assert!(!w.env.contains_key("VLLM_PORT"));
+        assert_eq!(w.worker.as_ref().unwrap().local_dp, 4);
+    }
+    assert_eq!(value(&w0.argv, "--data-parallel-start-rank"), "0");
+    assert_eq!(value(&w1.argv, "--data-parallel-start-rank"), "4");
+    assert!(!w1.ports.contains_key("dp_rpc"), "only the leader binds it");
+    // Both pools routable, each at its own node.
+    assert_eq!(url(w0), format!("http://{}:{}", ip(0), port(w0, "http")));
+    assert_eq!(url(w1), format!("http://{}:{}", ip(1), port(w1, "http")));
+    // NIXL: one run of 8 side-channel ports; vLLM adds the global rank to the env base,
+    // so node1 binds base+4..base+7.
+    let base = port(w0, "nixl");
+    for w in [w0, w1] {
+        assert_eq!(w.env["VLLM_NIXL_SIDE_CHANNEL_PORT"], base.to_string());
+    }
+    assert_eq!(w0.ports["nixl"].count, 4);
+    assert_eq!(
+        (w1.ports["nixl"].base, w1.ports["nixl"].count),
+        (base + 4, 4)
+    );
+
+    for r in routers(&plan) {
+        assert_eq!(
+            occurrences(&r.argv, "--worker-urls"),
+            vec![vec![url(w0), url(w1)]]
+        );
+        assert!(
+            !has(&r.argv, "--intra-node-data-parallel-size"),
+            "the second pool owns global ranks 4..7: no node-local expansion"
+        );
+    }
+    // The Router sees two workers (the URLs, not the 8 ranks).
+    assert_static_gates(&plan, 0, 2);
+}
+
+#[test]
+fn agg_tp_multinode_leader_serves_follower_is_headless() {
+    let plan = plan("examples/seed/agg-tp-multinode.yaml");
+    let ws = workers(&plan);
+    assert_eq!(ws.len(), 2);
+    let (leader, follower) = (ws[0], ws[1]);
+    assert_eq!((leader.node, follower.node), (0, 1));
+    // The leader: an HTTP port, node rank 0.
+    assert!(leader.ports.contains_key("http"));
+    assert_eq!(
+        value(&leader.argv, "--port"),
+        port(leader, "http").to_string()
+    );
+    assert_eq!(value(&leader.argv, "--node-rank"), "0");
+    assert!(!has(&leader.argv, "--headless"));
+    // The follower: headless, rank 1, no HTTP.
+    assert!(has(&follower.argv, "--headless"));
+    assert_eq!(value(&follower.argv, "--node-rank"), "1");
+    assert!(!has(&follower.argv, "--port"));
+    assert!(!has(&follower.argv, "--host"));
+    assert!(!follower.ports.contains_key("http"));
+    assert_eq!(follower.worker.as_ref().unwrap().advertised_url, None);
+    // One rendezvous.
+    for w in [leader, follower] {
+        assert_eq!(value(&w.argv, "--tensor-parallel-size"), "8");
+        assert_eq!(value(&w.argv, "--nnodes"), "2");
+        assert_eq!(value(&w.argv, "--master-addr"), ip(0));
+        assert_eq!(
+            value(&w.argv, "--master-port"),
+            port(leader, "master").to_string()
+        );
+        assert!(w.env_unset.contains(&"VLLM_PORT".to_string()));
+        assert!(!has(&w.argv, "--data-parallel-size-local"));
+    }
+    assert!(follower.depends_on.contains(&leader.address));
+    // Only the leader is advertised.
+    assert_eq!(advertised(&plan), vec![url(leader)]);
+    for r in routers(&plan) {
+        assert_eq!(
+            occurrences(&r.argv, "--worker-urls"),
+            vec![vec![url(leader)]]
+        );
+    }
+    assert_static_gates(&plan, 0, 1);
+}
+
+/// Facts common to both NIXL P/D examples.
+fn assert_nixl_pd(plan: &LaunchPlan, intra_dp: u32) {
+    let r = single_router(plan);
+    assert!(has(&r.argv, "--vllm-pd-disaggregation"));
+    assert!(!has(&r.argv, "--worker-urls"));
+    assert!(!has(&r.argv, "--kv-connector"));
+    assert!(!has(&r.argv, "--vllm-discovery-address"));
+    // --prefill URL NIXL_PORT: the prefill's side-channel base.
+    let prefills = of_role(plan, RoleKind::Prefill);
+    let want: Vec<Vec<String>> = prefills
+        .iter()
+        .map(|p| {
+            assert_eq!(
+                p.env["VLLM_NIXL_SIDE_CHANNEL_PORT"],
+                port(p, "nixl").to_string()
+            );
+            vec![url(p).to_string(), port(p, "nixl").to_string()]
+        })
+        .collect();
+    let got: Vec<Vec<String>> = occurrences(&r.argv, "--prefill")
+        .into_iter()
+        .map(|v| v.into_iter().map(String::from).collect())
+        .collect();
+    assert_eq!(got, want);
+    let decodes = of_role(plan, RoleKind::Decode);
+    let want: Vec<Vec<&str>> = decodes.iter().map(|d| vec![url(d)]).collect();
+    assert_eq!(occurrences(&r.argv, "--decode"), want);
+    assert_eq!(
+        value(&r.argv, "--intra-node-data-parallel-size"),
+        intra_dp.to_string()
+    );
+    // Every worker runs NIXL as kv_both.
+    for w in workers(plan) {
+        let config: serde_json::Value =
+            serde_json::from_str(value(&w.argv, "--kv-transfer-config")).unwrap();
+        assert_eq!(
+            config,
+            serde_json::json!({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
+        );
+        assert_eq!(w.env["VLLM_NIXL_SIDE_CHANNEL_HOST"], ip(w.node));
+    }
+    // The Router counts the ranks each URL expands into.
+    assert_static_gates(
+        plan,
+        prefills.len() as u32 * intra_dp,
+        decodes.len() as u32 * intra_dp,
+    );
+}
+
+#[test]
+fn disagg_nixl_prefill_bootstrap_ports_and_two_decodes() {
+    let plan = plan("examples/seed/disagg-nixl.yaml");
+    let p = of_role(&plan, RoleKind::Prefill);
+    let d = of_role(&plan, RoleKind::Decode);
+    assert_eq!((p.len(), d.len()), (1, 2));
+    assert_eq!(p[0].node, 0);
+    // Decode starts on a fresh node: one whole node per decode worker.
+    assert_eq!(d.iter().map(|w| w.node).collect::<Vec<_>>(), [1, 2]);
+    for w in workers(&plan) {
+        assert_eq!(w.devices, [0, 1, 2, 3]);
+        assert_eq!(value(&w.argv, "--data-parallel-size"), "4");
+        assert_eq!(value(&w.argv, "--data-parallel-size-local"), "4");
+        assert_eq!(value(&w.argv, "--data-parallel-start-rank"), "0");
+        assert_eq!(value(&w.argv, "--data-parallel-address"), ip(w.node));
+        // A single-node DP endpoint keeps its VLLM_PORT scan base.
+        assert!(w.env.contains_key("VLLM_PORT"));
+    }
+    // Each endpoint has its own NIXL run of 4 (DP ranks), never shared.
+    let runs: BTreeSet<u16> = workers(&plan).iter().map(|w| port(w, "nixl")).collect();
+    assert_eq!(runs.len(), 3);
+    assert_nixl_pd(&plan, 4);
+    assert_eq!(
+        value(&routers(&plan)[0].argv, "--policy"),
+        "consistent_hash"
+    );
+}
+
+#[test]
+fn local_disagg_colocated_nixl_on_one_node() {
+    let plan = plan("examples/local-disagg.yaml");
+    assert_eq!(plan.nodes.len(), 1);
+    let p = of_role(&plan, RoleKind::Prefill);
+    let d = of_role(&plan, RoleKind::Decode);
+    assert_eq!((p.len(), d.len()), (1, 1));
+    assert_eq!((p[0].node, d[0].node), (0, 0));
+    assert_eq!(p[0].devices, [0, 1]);
+    assert_eq!(
+        d[0].devices,
+        [2, 3],
+        "decode takes the prefill node's remaining GPUs"
+    );
+    // Same host: every per-node listener differs.
+    assert_ne!(port(p[0], "http"), port(d[0], "http"));
+    assert_ne!(port(p[0], "dp_rpc"), port(d[0], "dp_rpc"));
+    assert_eq!(
+        value(&d[0].argv, "--data-parallel-rpc-port"),
+        port(d[0], "dp_rpc").to_string()
+    );
+    assert_nixl_pd(&plan, 2);
+    assert_eq!(
+        value(&routers(&plan)[0].argv, "--worker-startup-timeout-secs"),
+        "120"
+    );
+}
+
+/// Every MoRI-IO fact of the contract table, for every worker of a plan.
+fn assert_moriio(plan: &LaunchPlan) {
+    let r = single_router(plan);
+    assert!(has(&r.argv, "--vllm-pd-disaggregation"));
+    assert_eq!(value(&r.argv, "--kv-connector"), "moriio");
+    assert_eq!(value(&r.argv, "--vllm-discovery-address"), "0.0.0.0:36367");
+    for flag in ["--prefill", "--decode", "--worker-urls"] {
+        assert!(!has(&r.argv, flag), "{flag} in discovery mode");
+    }
+    assert_eq!(port(r, "discovery"), 36367);
+    assert!(
+        !has(&r.argv, "--intra-node-data-parallel-size"),
+        "no URLs, nothing to expand"
+    );
+
+    let mut handshake_ports = BTreeSet::new();
+    let mut notify_ports = BTreeSet::new();
+    let ws = workers(plan);
+    assert!(ws.iter().any(|w| role(w) == RoleKind::Prefill));
+    assert!(ws.iter().any(|w| role(w) == RoleKind::Decode));
+    for w in &ws {
+        let config: serde_json::Value =
+            serde_json::from_str(value(&w.argv, "--kv-transfer-config")).unwrap();
+        assert_eq!(config["kv_connector"], "MoRIIOConnector");
+        let want_role = match role(w) {
+            RoleKind::Prefill => "kv_producer",
+            RoleKind::Decode => "kv_consumer",
+            RoleKind::Agg => unreachable!("MoRI-IO is P/D only"),
+        };
+        assert_eq!(config["kv_role"], want_role, "{}", w.address);
+        let extra = &config["kv_connector_extra_config"];
+        assert_eq!(
+            extra["proxy_ip"],
+            ip(0),
+            "the head node, where the Router runs"
+        );
+        assert_eq!(extra["proxy_ping_port"], "36367");
+        assert_eq!(extra["http_port"], port(w, "http").to_string());
+        assert_eq!(extra["http_port"], value(&w.argv, "--port"));
+        assert_eq!(extra["host_ip"], ip(w.node), "its own node's IP");
+        assert_eq!(extra["read_mode"], true);
+        let hs = w.ports["moriio_handshake"];
+        let nt = w.ports["moriio_notify"];
+        assert_eq!(extra["handshake_port"], hs.base.to_string());
+        assert_eq!(extra["notify_port"], nt.base.to_string());
+        // One port per local rank.
+        assert_eq!(usize::from(hs.count), w.devices.len(), "{}", w.address);
+        assert_eq!(usize::from(nt.count), w.devices.len(), "{}", w.address);
+        for p in hs.base..=hs.last() {
+            assert!(handshake_ports.insert(p), "handshake port {p} reused");
+        }
+        for p in nt.base..=nt.last() {
+            assert!(notify_ports.insert(p), "notify port {p} reused");
+        }
+        // No VLLM_PORT (TP children would inherit it) and no NIXL side channel.
+        assert!(!w.env.contains_key("VLLM_PORT"));
+        assert!(w.env_unset.contains(&"VLLM_PORT".to_string()));
+        assert!(!w.env.keys().any(|k| k.starts_with("VLLM_NIXL")));
+        assert!(!w.ports.contains_key("nixl"));
+        assert!(!w.ports.contains_key("vllm_scan"));
+    }
+    assert!(handshake_ports.is_disjoint(&notify_ports));
+
+    // Readiness: the Router's own /health (discovery cannot be counted), then every
+    // worker's /health.
+    let names: Vec<&str> = plan.gates.iter().map(|g| g.address.as_str()).collect();
+    assert_eq!(names, ["gate.router", "gate.workers", "smoke"]);
+    assert_eq!(
+        plan.gates[0].probe,
+        Probe::Health {
+            urls: vec![format!("http://{}:8000", ip(0))]
+        }
+    );
+    let want: Vec<String> = advertised(plan).iter().map(|s| s.to_string()).collect();
+    assert_eq!(
+        want.len(),
+        ws.len(),
+        "every MoRI-IO worker is an API server"
+    );
+    assert_eq!(plan.gates[1].probe, Probe::Health { urls: want });
+}
+
+#[test]
+fn moriio_colocated_discovery_and_worker_config() {
+    let plan = plan("examples/seed/moriio-colocated.yaml");
+    assert_eq!(plan.nodes.len(), 1);
+    let p = of_role(&plan, RoleKind::Prefill);
+    let d = of_role(&plan, RoleKind::Decode);
+    assert_eq!((p.len(), d.len()), (1, 1));
+    assert_eq!((p[0].node, d[0].node), (0, 0), "decode colocated on node0");
+    assert_eq!(p[0].devices, [0]);
+    assert_eq!(d[0].devices, [1], "the next free GPU of node0");
+    assert_moriio(&plan);
+}
+
+#[test]
+fn moriio_reference_recipe_tp_blocks_per_worker() {
+    let plan = plan("examples/vllm-router-moriio-disagg.yaml");
+    let p = of_role(&plan, RoleKind::Prefill);
+    let d = of_role(&plan, RoleKind::Decode);
+    assert_eq!((p.len(), d.len()), (2, 1));
+    assert_eq!(p[0].devices, [0, 1]);
+    assert_eq!(p[1].devices, [2, 3]);
+    assert_eq!(
+        d[0].devices,
+        [4, 5, 6, 7],
+        "decode on node0's remaining GPUs"
+    );
+    assert!(workers(&plan).iter().all(|w| w.node == 0));
+    assert_eq!(value(&d[0].argv, "--tensor-parallel-size"), "4");
+    // Blocks sized to the GPU count: 2, 2 and 4 ports.
+    assert_eq!(p[0].ports["moriio_notify"].count, 2);
+    assert_eq!(d[0].ports["moriio_notify"].count, 4);
+    for w in workers(&plan) {
+        assert_eq!(w.env["MORI_IO_ENABLE_NOTIFICATION"], "0");
+    }
+    assert_moriio(&plan);
+    assert_eq!(
+        value(&routers(&plan)[0].argv, "--policy"),
+        "consistent_hash"
+    );
+    assert_eq!(
+        value(&routers(&plan)[0].argv, "--worker-startup-timeout-secs"),
+        "3600"
+    );
+}
+
+/// MoRI-IO across nodes (not a seed example): a hybrid-LB decode spanning two nodes.
+/// Every node's API server registers with the Router on the head node and names its
+/// own node as `host_ip`.
+#[test]
+fn moriio_across_nodes_host_ip_is_each_workers_own_node() {
+    let text = "
+resources:
+  gpus_per_node: 4
+engine:
+  type: vllm
+  connector: moriio
+frontend:
+  enable_multiple_frontends: false
+roles:
+  prefill:
+    nodes: 1
+    workers: 1
+    args:
+      data-parallel-size: 4
+  decode:
+    nodes: 2
+    workers: 1
+    args:
+      data-parallel-size: 8
+";
+    let source = srt::recipe::Source {
+        name: "moriio-multinode.yaml".into(),
+        text: text.into(),
+    };
+    let recipe = srt::recipe::load_str(&source, "moriio-multinode").unwrap();
+    let plan = srt::launch::build(&recipe, &Default::default()).unwrap();
+    let d = of_role(&plan, RoleKind::Decode);
+    assert_eq!(d.iter().map(|w| w.node).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(value(&d[1].argv, "--data-parallel-start-rank"), "4");
+    assert_moriio(&plan);
+}
+
+#[test]
+fn multi_frontend_nginx_and_identical_routers() {
+    let plan = plan("examples/multi-frontend.yaml");
+    let ng = nginx(&plan).expect("nginx");
+    assert_eq!(ng.node, 0);
+    assert_eq!(port(ng, "public"), 8000);
+    assert_eq!(plan.public_url, format!("http://{}:8000", ip(0)));
+    let rs = routers(&plan);
+    assert_eq!(rs.iter().map(|r| r.node).collect::<Vec<_>>(), [1, 2]);
+    let conf = ng.files.values().next().expect("nginx.conf");
+    assert!(conf.contains("listen 8000;"));
+    for r in &rs {
+        assert_eq!(port(r, "frontend_internal"), 8180);
+        assert_eq!(value(&r.argv, "--port"), "8180");
+        assert!(!r.ports.contains_key("public"));
+        assert_eq!(
+            value(&r.argv, "--prometheus-port"),
+            port(r, "router_metrics").to_string()
+        );
+        assert!(conf.contains(&format!("server {}:8180;", ip(r.node))));
+        assert_eq!(value(&r.argv, "--policy"), "cache_aware");
+    }
+    // Identical backend topology on every Router.
+    assert_eq!(rs[0].argv, rs[1].argv);
+    assert_eq!(advertised(&plan).len(), 6);
+    assert_eq!(
+        occurrences(&rs[0].argv, "--worker-urls"),
+        vec![advertised(&plan)]
+    );
+    // nginx starts after the Routers; smoke goes through nginx.
+    assert_eq!(ng.depends_on, ["router[0]", "router[1]"]);
+    assert!(plan.gates[2].depends_on.contains(&"nginx".to_string()));
+    assert_static_gates(&plan, 0, 6);
+
+    // On one host (the local executor) every Router still needs its own listeners.
+    let shared = plan_with("examples/multi-frontend.yaml", None, HostLayout::Shared);
+    let rs = routers(&shared);
+    let metrics: BTreeSet<u16> = rs.iter().map(|r| port(r, "router_metrics")).collect();
+    let internal: BTreeSet<u16> = rs.iter().map(|r| port(r, "frontend_internal")).collect();
+    assert_eq!((metrics.len(), internal.len()), (2, 2));
+    assert!(!internal.contains(&8000));
+}
+
+#[test]
+fn local_agg_two_single_gpu_workers_on_one_node() {
+    let plan = plan("examples/local-agg.yaml");
+    let ws = workers(&plan);
+    assert_eq!(ws.len(), 2);
+    assert_eq!(
+        (ws[0].devices.clone(), ws[1].devices.clone()),
+        (vec![0], vec![1])
+    );
+    assert_ne!(port(ws[0], "http"), port(ws[1], "http"));
+    assert_ne!(ws[0].env["VLLM_PORT"], ws[1].env["VLLM_PORT"]);
+    for w in &ws {
+        assert_eq!(w.env["PYTHONUNBUFFERED"], "1");
+        assert_eq!(w.argv[..3], ["vllm", "serve", "/models/tiny"]);
+        assert_eq!(value(&w.argv, "--served-model-name"), "tiny");
+        assert_eq!(value(&w.argv, "--max-model-len"), "2048");
+        assert!(
+            !has(&w.argv, "--kv-transfer-config"),
+            "agg without a connector"
+        );
+    }
+    let r = single_router(&plan);
+    assert_eq!(value(&r.argv, "--policy"), "round_robin");
+    assert_eq!(value(&r.argv, "--worker-startup-timeout-secs"), "120");
+    assert_eq!(
+        occurrences(&r.argv, "--worker-urls"),
+        vec![advertised(&plan)]
+    );
+    assert_static_gates(&plan, 0, 2);
+}
+
+/// Every example is covered by a test above; a new example must get one too.
+#[test]
+fn every_example_has_a_topology_test() {
+    let covered = [
+        "examples/seed/agg-single.yaml",
+        "examples/seed/agg-replicas.yaml",
+        "examples/seed/agg-dep8.yaml",
+        "examples/seed/agg-tp-multinode.yaml",
+        "examples/seed/disagg-nixl.yaml",
+        "examples/seed/moriio-colocated.yaml",
+        "examples/vllm-router-moriio-disagg.yaml",
+        "examples/multi-frontend.yaml",
+        "examples/local-agg.yaml",
+        "examples/local-disagg.yaml",
+    ];
+    let found: Vec<String> = examples()
+        .iter()
+        .map(|p| {
+            p.strip_prefix(root())
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    for f in &found {
+        assert!(covered.contains(&f.as_str()), "{f} has no topology test");
+    }
+}
+
+/// srtctl's `hf:org/name` model form reaches `vllm serve` as the bare Hugging Face id.
+#[test]
+fn hf_model_is_served_by_its_bare_id() {
+    let source = srt::recipe::Source {
+        name: "hf.yaml".into(),
+        text: "model:\n  path: hf:Qwen/Qwen3-0.6B\nroles:\n  agg:\n    nodes: 1\n    workers: 1\n"
+            .into(),
+    };
+    let recipe = srt::recipe::load_str(&source, "hf").unwrap();
+    let plan = srt::launch::build(&recipe, &Default::default()).unwrap();
+    let w = workers(&plan)[0];
+    assert_eq!(w.argv[..3], ["vllm", "serve", "Qwen/Qwen3-0.6B"]);
+}
+
+/// A served name written in role args (srtctl's spelling) is the one the Router and
+/// the smoke probe use, not the default derived from the model path.
+#[test]
+fn served_model_name_in_args_is_the_deployments_name() {
+    let source = srt::recipe::Source {
+        name: "named.yaml".into(),
+        text: "roles:\n  agg:\n    nodes: 1\n    workers: 1\n    args:\n      served-model-name: foo\n"
+            .into(),
+    };
+    let recipe = srt::recipe::load_str(&source, "named").unwrap();
+    let plan = srt::launch::build(&recipe, &Default::default()).unwrap();
+    assert_eq!(plan.served_model_name, "foo");
+    let w = workers(&plan)[0];
+    assert_eq!(count(&w.argv, "--served-model-name"), 1);
+    assert_eq!(value(&w.argv, "--served-model-name"), "foo");
+    let smoke = plan.gates.last().unwrap();
+    assert!(
+        matches!(&smoke.probe, Probe::Completion { model, .. } if model == "foo"),
+        "{smoke:?}"
+    );
+}
