@@ -544,6 +544,36 @@ fn multi_frontend_nginx_and_identical_routers() {
     assert!(!internal.contains(&8000));
 }
 
+/// DP4 over two 2-GPU nodes: two routable hybrid-LB pools (start ranks 0 and 2) sharing
+/// the leader's DP address and RPC port; the Router gets both URLs, unexpanded.
+#[test]
+fn local_dp_two_hybrid_lb_pools() {
+    let plan = plan("examples/local-dp.yaml");
+    let ws = workers(&plan);
+    assert_eq!(ws.len(), 2);
+    let starts: Vec<&str> = ws
+        .iter()
+        .map(|w| value(&w.argv, "--data-parallel-start-rank"))
+        .collect();
+    assert_eq!(starts, ["0", "2"]);
+    for w in &ws {
+        assert_eq!(value(&w.argv, "--data-parallel-size-local"), "2");
+        assert_eq!(value(&w.argv, "--data-parallel-address"), "<node0-ip>");
+        assert!(has(&w.argv, "--data-parallel-hybrid-lb"));
+        assert!(!has(&w.argv, "--headless"));
+    }
+    assert_eq!(
+        value(&ws[0].argv, "--data-parallel-rpc-port"),
+        value(&ws[1].argv, "--data-parallel-rpc-port")
+    );
+    let r = single_router(&plan);
+    assert_eq!(
+        occurrences(&r.argv, "--worker-urls"),
+        vec![advertised(&plan)]
+    );
+    assert!(!has(&r.argv, "--intra-node-data-parallel-size"));
+}
+
 #[test]
 fn local_agg_two_single_gpu_workers_on_one_node() {
     let plan = plan("examples/local-agg.yaml");
@@ -589,6 +619,7 @@ fn every_example_has_a_topology_test() {
         "examples/multi-frontend.yaml",
         "examples/local-agg.yaml",
         "examples/local-disagg.yaml",
+        "examples/local-dp.yaml",
     ];
     let found: Vec<String> = examples()
         .iter()
