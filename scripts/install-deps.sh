@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Installs what the project's tests need on a fresh Debian bookworm machine.
+#
+# Usage: scripts/install-deps.sh [all | router | nginx | insta | slurm]...
+#
+#   router  vllm-router (pinned) in <tools>/router-venv, via install-router.sh
+#   nginx   Debian's nginx (the project can put nginx in front of several
+#           Routers); installed only, never started here
+#   insta   cargo-insta $SRT_CARGO_INSTA_VERSION (default 1.49.0, the insta
+#           version in Cargo.lock), via `cargo install --locked`
+#   slurm   Debian's slurm-wlm + munge (+ iproute2, util-linux) for
+#           scripts/slurm-cluster.sh; installed only, not started
+#   all     every part above (the default)
+#
+# Every part is idempotent: a part that is already present costs a few
+# milliseconds. Needs root for the apt parts.
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+CARGO_INSTA_VERSION="${SRT_CARGO_INSTA_VERSION:-1.49.0}"
+
+install_router() {
+    bash "$(dirname "${BASH_SOURCE[0]}")/install-router.sh" >/dev/null
+}
+
+install_nginx() {
+    if have nginx || [[ -x /usr/sbin/nginx ]]; then
+        log "nginx present"
+        return 0
+    fi
+    apt_install nginx
+    log "nginx installed: $(/usr/sbin/nginx -v 2>&1)"
+}
+
+install_insta() {
+    local have_version=""
+    if have cargo-insta; then
+        have_version="$(cargo-insta --version 2>/dev/null | awk '{print $2}')"
+    fi
+    if [[ "$have_version" == "$CARGO_INSTA_VERSION" ]]; then
+        log "cargo-insta $CARGO_INSTA_VERSION present"
+        return 0
+    fi
+    have cargo || die "cargo not found; cargo-insta needs a Rust toolchain"
+    log "cargo install --locked cargo-insta@$CARGO_INSTA_VERSION${have_version:+ (replacing $have_version)} (a few minutes on 2 cores)"
+    cargo install --locked --quiet cargo-insta --version "=$CARGO_INSTA_VERSION" >&2
+    log "cargo-insta installed: $(cargo-insta --version)"
+}
+
+install_slurm() {
+    ensure_slurm_packages
+    log "slurm present: $(slurmctld -V 2>&1), $(munged --version 2>&1 | head -n1)"
+}
+
+main() {
+    local parts=("$@") part start
+    ((${#parts[@]})) || parts=(all)
+    for part in "${parts[@]}"; do
+        start="$(now)"
+        case "$part" in
+        all)
+            install_router
+            install_nginx
+            install_insta
+            install_slurm
+            ;;
+        router) install_router ;;
+        nginx) install_nginx ;;
+        insta | cargo-insta) install_insta ;;
+        slurm) install_slurm ;;
+        -h | --help)
+            sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+            return 0
+            ;;
+        *) die "unknown part '$part' (want: all router nginx insta slurm)" ;;
+        esac
+        log "$part done ($(elapsed_since "$start") s)"
+    done
+}
+
+main "$@"
