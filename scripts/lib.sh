@@ -78,7 +78,7 @@ apt_install() {
     export DEBIAN_FRONTEND=noninteractive
     if [[ -z "$SRT_APT_UPDATED" ]]; then
         log "apt-get update"
-        apt-get update -qq >&2
+        apt-get update -qq >&2 || die "apt-get update failed"
         SRT_APT_UPDATED=1
     fi
     local policy=/usr/sbin/policy-rc.d made_policy=""
@@ -88,12 +88,18 @@ apt_install() {
         made_policy=1
     fi
     log "apt-get install ${missing[*]}"
-    local rc=0
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 || rc=$?
+    local rc=0 out
+    out="$(mktemp)"
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$out" 2>&1 || rc=$?
     if [[ -n "$made_policy" ]]; then
         rm -f "$policy"
     fi
-    ((rc == 0)) || die "apt-get install ${missing[*]} failed (rc=$rc)"
+    if ((rc != 0)); then
+        tail -n 40 "$out" >&2
+        rm -f "$out"
+        die "apt-get install ${missing[*]} failed (rc=$rc)"
+    fi
+    rm -f "$out"
 }
 
 # Debian packages behind the local SLURM test cluster (scripts/slurm-cluster.sh):
