@@ -129,3 +129,97 @@ fn word_matching_ignores_identifiers() {
     assert!(!contains_word("vllm serve", "vm"));
     assert!(!contains_word("kvm_x", "vm"));
 }
+
+fn keys(v: &serde_json::Value) -> Vec<&str> {
+    v.as_object()
+        .unwrap_or_else(|| panic!("not an object: {v}"))
+        .keys()
+        .map(String::as_str)
+        .collect()
+}
+
+/// The JSON field names and order of format 1, as documented in
+/// `docs/launch-plan-json.md`: renaming or removing one must bump `format_version`.
+#[test]
+fn json_format_1_fields() {
+    let mut probe_types = std::collections::BTreeSet::new();
+    for path in common::examples() {
+        let (_, json) = render_both(&path);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["format_version"], 1);
+        assert_eq!(
+            keys(&v),
+            [
+                "format_version",
+                "deployment",
+                "frontend",
+                "served_model_name",
+                "nodes",
+                "processes",
+                "gates",
+                "public_url",
+                "leases"
+            ]
+        );
+        for n in v["nodes"].as_array().unwrap() {
+            assert_eq!(keys(n), ["index", "name", "ip", "gpus"]);
+        }
+        for p in v["processes"].as_array().unwrap() {
+            assert_eq!(
+                keys(p),
+                [
+                    "address",
+                    "kind",
+                    "node",
+                    "devices",
+                    "ports",
+                    "env",
+                    "env_unset",
+                    "argv",
+                    "files",
+                    "depends_on",
+                    "worker",
+                    "container_image"
+                ]
+            );
+            for block in p["ports"].as_object().unwrap().values() {
+                assert_eq!(keys(block), ["base", "count"]);
+            }
+            match p["kind"].as_str().unwrap() {
+                "worker" => assert_eq!(
+                    keys(&p["worker"]),
+                    [
+                        "role",
+                        "endpoint",
+                        "node_rank",
+                        "advertised_url",
+                        "local_dp",
+                        "bootstrap_port"
+                    ]
+                ),
+                "router" | "nginx" => assert!(p["worker"].is_null()),
+                other => panic!("unknown process kind {other}"),
+            }
+        }
+        for g in v["gates"].as_array().unwrap() {
+            assert_eq!(keys(g), ["address", "description", "probe", "depends_on"]);
+            let probe = &g["probe"];
+            let t = probe["type"].as_str().unwrap().to_string();
+            let want: &[&str] = match t.as_str() {
+                "router_workers" => &["type", "urls", "prefill", "decode"],
+                "health" => &["type", "urls"],
+                "completion" => &["type", "url", "model"],
+                other => panic!("unknown probe type {other}"),
+            };
+            assert_eq!(keys(probe), want);
+            probe_types.insert(t);
+        }
+        for l in v["leases"].as_array().unwrap() {
+            assert_eq!(keys(l), ["host", "kind", "block", "owner"]);
+        }
+    }
+    assert_eq!(
+        probe_types.into_iter().collect::<Vec<_>>(),
+        ["completion", "health", "router_workers"]
+    );
+}

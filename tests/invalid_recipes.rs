@@ -432,3 +432,62 @@ fn diagnostics() {
         insta::assert_snapshot!(render_diag(&source.error(problems)));
     });
 }
+
+fn source_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            source_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The reference documents every diagnostic code the sources can raise, every flag and
+/// variable the engine manages, and every exit code: a new one without documentation
+/// fails here.
+#[test]
+fn docs_list_every_code_flag_and_exit_code() {
+    let root = common::root();
+    let reference = std::fs::read_to_string(root.join("docs/recipe-reference.md")).unwrap();
+    let mut files = Vec::new();
+    source_files(&root.join("src"), &mut files);
+    let mut codes = std::collections::BTreeSet::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (i, _) in text.match_indices("\"srt::recipe::") {
+            let rest = &text[i + 1..];
+            let end = rest.find('"').unwrap();
+            codes.insert(rest[..end].to_string());
+        }
+    }
+    assert!(codes.len() > 30, "found only {codes:?}");
+    for code in &codes {
+        let short = code.trim_start_matches("srt::recipe::");
+        assert!(
+            reference.contains(&format!("`{code}`")) || reference.contains(&format!("`{short}`")),
+            "docs/recipe-reference.md does not list {code}"
+        );
+    }
+    let engine = srt::engine::lookup("vllm").unwrap();
+    for name in engine.managed_flags().iter().chain(engine.managed_env()) {
+        assert!(
+            reference.contains(&format!("`{name}`")),
+            "docs/recipe-reference.md does not list managed `{name}`"
+        );
+    }
+    let exit_doc = std::fs::read_to_string(root.join("docs/exit-codes.md")).unwrap();
+    let exit_rs = std::fs::read_to_string(root.join("src/exit.rs")).unwrap();
+    for line in exit_rs.lines() {
+        let Some(rest) = line.strip_prefix("pub const ") else {
+            continue;
+        };
+        let (name, value) = rest.split_once(": i32 = ").unwrap();
+        let value = value.trim_end_matches(';');
+        assert!(
+            exit_doc.contains(&format!("| {value} | `{name}` |")),
+            "docs/exit-codes.md does not document {name} = {value}"
+        );
+    }
+}

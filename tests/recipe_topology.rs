@@ -670,3 +670,38 @@ fn served_model_name_in_args_is_the_deployments_name() {
         "{smoke:?}"
     );
 }
+
+/// `frontend.container_image` selects the Router's image; otherwise the Router reuses
+/// the model container, as workers do.
+#[test]
+fn router_image_defaults_to_the_model_container() {
+    let build = |frontend: &str| {
+        let text = format!(
+            "model:\n  container: model.sqsh\nfrontend:\n  enable_multiple_frontends: false\n{frontend}roles:\n  agg:\n    nodes: 1\n    workers: 1\n"
+        );
+        let source = srt::recipe::Source {
+            name: "image.yaml".into(),
+            text,
+        };
+        let recipe = srt::recipe::load_str(&source, "image").unwrap();
+        srt::launch::build(&recipe, &Default::default()).unwrap()
+    };
+    let plan = build("");
+    assert_eq!(
+        workers(&plan)[0].container_image.as_deref(),
+        Some("model.sqsh")
+    );
+    assert_eq!(
+        routers(&plan)[0].container_image.as_deref(),
+        Some("model.sqsh")
+    );
+    let plan = build("  container_image: router.sqsh\n");
+    assert_eq!(
+        workers(&plan)[0].container_image.as_deref(),
+        Some("model.sqsh")
+    );
+    assert_eq!(
+        routers(&plan)[0].container_image.as_deref(),
+        Some("router.sqsh")
+    );
+}
