@@ -4,7 +4,8 @@
 # Usage: scripts/install-router.sh
 #
 #   Creates ${SRT_TOOLS_DIR:-<repo>/.tools}/router-venv with `python3 -m venv`,
-#   installs vllm-router==$SRT_ROUTER_VERSION (default 0.1.17), checks that the
+#   installs vllm-router==$SRT_ROUTER_VERSION (default 0.1.17) with its
+#   dependencies pinned by scripts/router-constraints.txt, checks that the
 #   package imports at that version and that `vllm-router --help` works, and
 #   links <tools>/bin/vllm-router to the venv's console script.
 #   Prints the path of that link on stdout (logs go to stderr).
@@ -30,6 +31,8 @@ ROUTER_VERSION="${SRT_ROUTER_VERSION:-0.1.17}"
 TOOLS="$(tools_dir)"
 VENV="$TOOLS/router-venv"
 LINK="$TOOLS/bin/vllm-router"
+# Pins for the Router's own dependencies (aiohttp, fastapi, uvicorn, ...).
+CONSTRAINTS="$(dirname "${BASH_SOURCE[0]}")/router-constraints.txt"
 
 # Echoes the version vllm_router reports inside the venv, or nothing.
 installed_version() {
@@ -99,7 +102,7 @@ main() {
     if [[ "$current" != "$ROUTER_VERSION" ]]; then
         log "installing vllm-router==$ROUTER_VERSION${current:+ (replacing $current)}"
         PIP_DISABLE_PIP_VERSION_CHECK=1 "$VENV/bin/python" -m pip install \
-            --quiet --no-input "vllm-router==$ROUTER_VERSION" >&2
+            --quiet --no-input --constraint "$CONSTRAINTS" "vllm-router==$ROUTER_VERSION" >&2
     fi
 
     current="$(installed_version)"
@@ -111,4 +114,8 @@ main() {
     printf '%s\n' "$LINK"
 }
 
-main "$@"
+case "${1:-}" in
+"") main ;;
+-h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' ;;
+*) die "unknown argument '$1' (usage: $0 [--help])" ;;
+esac

@@ -55,20 +55,24 @@
 #   and 0,1,2,3: an overlapping step gets all of the job's GRES on its node.
 #   A `python3 -m http.server --bind 10.77.0.12 PORT` started that way is
 #   reachable from the host with curl at 10.77.0.12:PORT.
+# * A job starts 1-2.5 s after sbatch. `srun --jobid J` on a still pending
+#   job fails at once ("Unable to confirm allocation for job J: Job is
+#   pending execution"), so wait for `squeue -h -j J -o %T` = RUNNING first.
 #
 # * Step lifetime follows the srun client, which is two processes: srun and
 #   a helper child srun forks (same process group). Observed:
 #   - SIGKILL to the main srun only: the helper notices and cancels the step;
-#     its tasks get SIGKILL at once and the step leaves `squeue --steps`
-#     within ~2-3 s. The srun client is gone.
-#   - SIGTERM to srun: srun prints "forcing job termination" and the tasks get
-#     SIGKILL right away (no SIGTERM reaches them; srun exits 137). Two SIGINTs
-#     within 1 s: SIGINT is forwarded to the tasks, then the step is killed.
+#     its tasks are killed at once (a task trapping SIGTERM saw no SIGTERM)
+#     and the step leaves `squeue --steps` within ~2.5 s.
+#   - SIGTERM to srun: srun prints "forcing job termination" and the tasks
+#     are killed right away, again without a SIGTERM reaching them; srun
+#     exits 137. Two SIGINTs within 1 s: SIGINT is forwarded to the tasks,
+#     then the step is killed.
 #   - SIGKILL to both srun processes (the whole process group): nobody tells
 #     slurmctld; the step and its tasks keep running, orphaned (checked for
 #     36 s, with a task writing to stdout), until `scancel JOB.STEP` or the
-#     end of the job. So killing a process group
-#     that holds srun does NOT stop the remote work.
+#     end of the job. Killing a process group that holds srun does NOT stop
+#     the remote work.
 #   - `setsid nohup srun ... </dev/null >log 2>&1 &` from a shell that then
 #     exits: both srun processes survive (re-parented to init) and the step
 #     keeps running.
@@ -88,8 +92,8 @@
 #     step: PrologFlags has no Contain). NAME is srun's `-J/--job-name`, else
 #     the command's basename (e.g. `python3`). Step ids count up from 0 per
 #     job and are not reused. A finished step disappears at once; an unknown
-#     job prints nothing and exits 0 with --steps (without --steps, `squeue
-#     -j 999` exits 1 "Invalid job id specified").
+#     job prints nothing and exits 0 with --steps (without --steps,
+#     `squeue -j 999` exits 1 "Invalid job id specified").
 #   - `scontrol show step JOB.STEP` prints a block (`-o`: one line) of
 #     `Key=Value`: StepId=3.8 UserId=0 StartTime=... TimeLimit=UNLIMITED
 #     State=RUNNING Partition=debug NodeList=n2 Nodes=1 CPUs=1 Tasks=1
@@ -97,20 +101,22 @@
 #     pid of the srun client). A finished/unknown step: "Job step 3.8 not
 #     found", exit 1.
 #   - `scancel --signal=TERM JOB.STEP` delivers SIGTERM to every process of
-#     that step only (other steps and the batch script are untouched); the
-#     step ends only if its tasks exit (a task that traps TERM keeps the step
-#     running). slurmstepd still writes "*** STEP J.S ON nX CANCELLED ***" to
-#     the step's stderr even when the task survives. Exit status: 0 when the
-#     step spans all of the job's nodes, but 225 with "Kill job error on job
-#     step id J: Invalid job id specified" when the step runs on a subset of
-#     the job's nodes, although the signal WAS delivered (the client-side
-#     signal path apparently also addresses job nodes without that step). `scancel --ctld
-#     --signal=TERM JOB.STEP` goes through slurmctld and exits 0 in both
-#     cases. A signal to a step that no longer exists exits 0 silently.
-#   - `scancel JOB.STEP` (no --signal) kills the step's tasks with SIGKILL at
-#     once (no SIGTERM first); srun exits 137. On an unknown step it exits
-#     225. So a graceful stop is: `scancel --ctld --signal=TERM JOB.STEP`,
-#     wait, then `scancel JOB.STEP`.
+#     that step (the task and its children), and only that step: other steps
+#     and the batch script are untouched. The step ends only if its tasks
+#     exit; a task that traps TERM keeps it running. A task that exits 0 on
+#     TERM makes its srun exit 0. slurmstepd writes "*** STEP J.S ON nX
+#     CANCELLED ***" to the step's stderr even when the task survives.
+#     Exit status: 0 when the step spans all of the job's nodes, but 225
+#     with "Kill job error on job step id J: Invalid job id specified" when
+#     the step runs on a subset of the job's nodes, although the signal WAS
+#     delivered (the client-side signal path apparently also addresses job
+#     nodes without that step). `scancel --ctld --signal=TERM JOB.STEP`
+#     goes through slurmctld and exits 0 in both cases. A signal to a step
+#     that no longer exists exits 0 silently.
+#   - `scancel JOB.STEP` (no --signal) kills the step's tasks at once, with
+#     no SIGTERM first; srun exits 137. On an unknown step it exits 225.
+#     So a graceful stop is: `scancel --ctld --signal=TERM JOB.STEP`, wait,
+#     then `scancel JOB.STEP`.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
