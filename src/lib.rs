@@ -7,6 +7,7 @@
 
 pub mod apply;
 pub mod cli;
+pub mod cluster;
 pub mod engine;
 pub mod exec;
 pub mod exit;
