@@ -180,7 +180,7 @@ impl Apply<'_> {
                     Some(self.launch.nodes[proc_.node].name.clone()),
                 )
             }
-            Target::Gate(_) => (BTreeMap::new(), None),
+            Target::Gate(_) | Target::Allocation => (BTreeMap::new(), None),
         };
         ResourceState {
             kind: r.kind.name().to_string(),
@@ -411,37 +411,55 @@ impl Apply<'_> {
                 let process = &self.launch.processes[p];
                 // Intent, launch and identity are recorded under one lock hold: an
                 // interrupt can never see a started process without its identity.
+                let started = {
+                    let mut s = state.lock().expect("state mutex");
+                    s.resources
+                        .insert(r.address.clone(), self.new_record(i, Status::Pending));
+                    save(self.store, self.lock, &mut s)?;
+                    let started = self.exec.start(process);
+                    let rec = s.resources.get_mut(&r.address).expect("just inserted");
+                    match started {
+                        Ok(st) => {
+                            rec.status = Status::Running;
+                            rec.runtime = Some(st.runtime.clone());
+                            rec.log_path = Some(st.log_path.clone());
+                            save(self.store, self.lock, &mut s)?;
+                            st
+                        }
+                        Err(e) => {
+                            rec.status = Status::Failed;
+                            rec.error = Some(e.clone());
+                            save(self.store, self.lock, &mut s)?;
+                            return Err(e);
+                        }
+                    }
+                };
+                // The identity is recorded; now wait (without the state mutex) until the
+                // executor confirms the process runs, e.g. its SLURM step id.
+                let confirmed = self.exec.confirm(&started).await;
                 let mut s = state.lock().expect("state mutex");
-                s.resources
-                    .insert(r.address.clone(), self.new_record(i, Status::Pending));
-                save(self.store, self.lock, &mut s)?;
-                let started = self.exec.start(process);
-                let rec = s.resources.get_mut(&r.address).expect("just inserted");
-                let result = match started {
-                    Ok(st) => {
-                        let pid = match &st.runtime {
-                            crate::state::Runtime::Local { pid, .. } => format!("pid {pid}"),
-                            crate::state::Runtime::Slurm {
-                                job_id, step_id, ..
-                            } => format!(
-                                "job {job_id} step {}",
-                                step_id.map(|s| s.to_string()).unwrap_or_default()
-                            ),
-                        };
-                        rec.status = Status::Running;
-                        rec.runtime = Some(st.runtime);
-                        rec.log_path = Some(st.log_path);
-                        Ok(pid)
+                let result = match confirmed {
+                    Ok(runtime) => {
+                        let detail = describe(&runtime);
+                        if let Some(rec) = s.resources.get_mut(&r.address) {
+                            rec.runtime = Some(runtime);
+                        }
+                        Ok(detail)
                     }
                     Err(e) => {
-                        rec.status = Status::Failed;
-                        rec.error = Some(e.clone());
+                        // The runtime stays recorded: the next apply stops whatever of
+                        // it may still run before replacing it.
+                        if let Some(rec) = s.resources.get_mut(&r.address) {
+                            rec.status = Status::Failed;
+                            rec.error = Some(e.clone());
+                        }
                         Err(e)
                     }
                 };
                 save(self.store, self.lock, &mut s)?;
                 result
             }
+            (Kind::Allocation, _) => self.allocate(state, i).await,
             (_, Target::Gate(g)) => {
                 let gate = &self.launch.gates[g];
                 let result = gate::run(self, state, gate).await;
@@ -466,10 +484,86 @@ impl Apply<'_> {
     }
 }
 
+impl Apply<'_> {
+    /// Create the executor's allocation. Its identity is recorded as soon as it exists;
+    /// on failure or interrupt it is cancelled and recorded as failed without an
+    /// identity, so nothing is left half-recorded.
+    async fn allocate(&self, state: &Shared, i: usize) -> Result<String, String> {
+        let address = &self.graph.resources[i].address;
+        self.record(state, address, |s| {
+            s.resources
+                .insert(address.clone(), self.new_record(i, Status::Pending));
+        })?;
+        let submitted = |runtime: &crate::state::Runtime| {
+            self.record(state, address, |s| {
+                if let Some(r) = s.resources.get_mut(address) {
+                    r.runtime = Some(runtime.clone());
+                }
+            })
+        };
+        let result = tokio::select! {
+            r = self.exec.allocate(&submitted) => r,
+            _ = self.cancel.cancelled() => Err("interrupted while waiting for the allocation".to_string()),
+        };
+        match result {
+            Ok(started) => {
+                let detail = describe(&started.runtime);
+                self.record(state, address, |s| {
+                    if let Some(r) = s.resources.get_mut(address) {
+                        r.status = Status::Running;
+                        r.runtime = Some(started.runtime.clone());
+                        r.log_path = Some(started.log_path.clone());
+                    }
+                })?;
+                Ok(detail)
+            }
+            Err(e) => {
+                let recorded = state
+                    .lock()
+                    .expect("state mutex")
+                    .resources
+                    .get(address)
+                    .and_then(|r| r.runtime.clone());
+                // An interrupted wait leaves a submitted job behind: cancel it now.
+                let kept = match &recorded {
+                    Some(rt) => self.exec.stop(rt).await.err().map(|_| rt.clone()),
+                    None => None,
+                };
+                self.record(state, address, |s| {
+                    if let Some(r) = s.resources.get_mut(address) {
+                        r.status = Status::Failed;
+                        r.runtime = kept;
+                        r.error = Some(e.clone());
+                    }
+                })?;
+                Err(e)
+            }
+        }
+    }
+}
+
+/// A short description of a runtime for progress lines.
+fn describe(runtime: &crate::state::Runtime) -> String {
+    match runtime {
+        crate::state::Runtime::Local { pid, .. } => format!("pid {pid}"),
+        crate::state::Runtime::Slurm {
+            job_id,
+            step_id: Some(step),
+            nodes,
+            ..
+        } => format!("step {job_id}.{step} on {}", nodes.join(",")),
+        crate::state::Runtime::Slurm { job_id, nodes, .. } => {
+            format!("job {job_id} on {}", nodes.join(","))
+        }
+    }
+}
+
 fn verb(action: Action, kind: Kind) -> &'static str {
     match (action, kind) {
         (Action::Check, _) => "passed",
         (_, Kind::Ports) => "checked",
+        (Action::Replace, Kind::Allocation) => "reallocated",
+        (_, Kind::Allocation) => "allocated",
         (Action::Replace, _) => "replaced",
         _ => "started",
     }
@@ -479,6 +573,7 @@ fn verb_ing(action: Action, kind: Kind) -> &'static str {
     match (action, kind) {
         (Action::Check, _) => "checking",
         (_, Kind::Ports) => "checking ports",
+        (_, Kind::Allocation) => "allocating",
         (Action::Replace, _) => "replacing",
         _ => "starting",
     }

@@ -78,6 +78,29 @@ impl LocalExecutor {
     }
 }
 
+/// Write the generated files a process reads (and nginx's temp directories) under the
+/// run directory, placeholders resolved. Shared with executors whose nodes see this
+/// filesystem.
+pub(super) fn write_files(bindings: &Bindings, p: &LaunchProcess) -> Result<(), String> {
+    for (path, content) in &p.files {
+        let path = PathBuf::from(bindings.resolve(path));
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        }
+        crate::state::write_private_atomic(&path, bindings.resolve(content).as_bytes())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    if p.kind == ProcessKind::Nginx {
+        for sub in ["body", "proxy", "fastcgi", "uwsgi", "scgi"] {
+            let d = PathBuf::from(&bindings.run_dir).join("nginx-tmp").join(sub);
+            std::fs::create_dir_all(&d)
+                .map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// The simulator binary next to the running `srt` (`srt-vllm-sim`), if present.
 pub fn default_simulator() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
@@ -88,8 +111,8 @@ pub fn default_simulator() -> Option<PathBuf> {
 }
 
 impl Executor for LocalExecutor {
-    fn bindings(&self) -> &Bindings {
-        &self.bindings
+    fn bindings(&self) -> Bindings {
+        self.bindings.clone()
     }
 
     fn host_layout(&self) -> HostLayout {
@@ -101,24 +124,7 @@ impl Executor for LocalExecutor {
     }
 
     fn start(&self, p: &LaunchProcess) -> Result<Started, String> {
-        for (path, content) in &p.files {
-            let path = PathBuf::from(self.bindings.resolve(path));
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent)
-                    .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
-            }
-            crate::state::write_private_atomic(&path, self.bindings.resolve(content).as_bytes())
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        }
-        if p.kind == ProcessKind::Nginx {
-            for sub in ["body", "proxy", "fastcgi", "uwsgi", "scgi"] {
-                let d = PathBuf::from(&self.bindings.run_dir)
-                    .join("nginx-tmp")
-                    .join(sub);
-                std::fs::create_dir_all(&d)
-                    .map_err(|e| format!("cannot create {}: {e}", d.display()))?;
-            }
-        }
+        write_files(&self.bindings, p)?;
         let mut argv: Vec<String> = p.argv.iter().map(|a| self.bindings.resolve(a)).collect();
         if p.kind == ProcessKind::Worker {
             if let Some(sim) = &self.simulator {
@@ -198,5 +204,21 @@ impl Executor for LocalExecutor {
 
     fn log_tail(&self, address: &str, lines: usize) -> Option<String> {
         process::tail_file(&self.log_path(address), lines).ok()
+    }
+
+    fn restore(&self, state: &crate::state::State) -> Result<(), String> {
+        // A SLURM deployment seen without its profile: refuse rather than plan to
+        // replace (and lose track of) its job.
+        let job = state.resources.values().find_map(|r| match &r.runtime {
+            Some(Runtime::Slurm { job_id, .. }) => Some(*job_id),
+            _ => None,
+        });
+        match job {
+            Some(job) => Err(format!(
+                "deployment `{}` runs on SLURM (job {job}) but no SLURM cluster profile is in use; pass it with --cluster FILE (or SRT_CLUSTER)",
+                self.deployment
+            )),
+            None => Ok(()),
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! The resource graph: the launch plan lowered to a DAG of resources with Merkle hashes.
 //!
 //! Resources are port blocks (`ports.<process>`), processes (workers, Routers, nginx),
-//! gates and the smoke check. An edge `a -> b` means `b` depends on `a`: `b` starts after
+//! gates and the smoke check, plus, on executors that have one (SLURM), the
+//! `allocation` every port block and process runs on. An edge `a -> b` means `b` depends on `a`: `b` starts after
 //! `a`, and `b`'s hash covers `a`'s hash, so a change cascades exactly to what depends on
 //! it. Hashes are blake3 over canonical JSON (sorted maps, no floats) of the spec,
 //! followed by the dependencies' hashes in address order. Sensitive env values enter the
@@ -18,6 +19,9 @@ use std::collections::{BTreeMap, HashMap};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
+    /// The nodes everything runs on (a SLURM job). Replacing it replaces every resource
+    /// that depends on it, whatever their hashes.
+    Allocation,
     /// A block of ports a process will bind, checked free before launch.
     Ports,
     /// An engine worker process.
@@ -36,6 +40,7 @@ impl Kind {
     /// Name used in state and output.
     pub fn name(self) -> &'static str {
         match self {
+            Kind::Allocation => "allocation",
             Kind::Ports => "ports",
             Kind::Worker => "worker",
             Kind::Router => "router",
@@ -54,6 +59,12 @@ impl Kind {
     pub fn is_check(self) -> bool {
         matches!(self, Kind::Gate | Kind::Smoke)
     }
+
+    /// Replacing a resource of this kind replaces its direct dependents too (they run
+    /// on it, so they cannot survive it).
+    pub fn replaces_dependents(self) -> bool {
+        matches!(self, Kind::Allocation)
+    }
 }
 
 /// What a resource refers to in the launch plan.
@@ -63,6 +74,8 @@ pub enum Target {
     Process(usize),
     /// `plan.gates[i]`.
     Gate(usize),
+    /// The executor's allocation.
+    Allocation,
 }
 
 /// One resource.
@@ -116,6 +129,9 @@ pub enum GraphError {
     #[diagnostic(code(srt::graph::duplicate))]
     Duplicate(String),
 }
+
+/// Address of the allocation resource.
+pub const ALLOCATION: &str = "allocation";
 
 /// Address of a process's port block.
 pub fn ports_address(process: &str) -> String {
@@ -173,15 +189,41 @@ pub fn canonical(v: &Value) -> String {
 
 /// Lower a launch plan to the resource graph.
 pub fn lower(plan: &LaunchPlan, execution: &Value) -> Result<ResourceGraph, GraphError> {
+    lower_with(plan, execution, None)
+}
+
+/// Lower a launch plan to the resource graph. With `allocation` (the executor's
+/// allocation spec), an [`ALLOCATION`] resource is added and every port block and
+/// process depends on it, so its hash cascades to everything that runs on it.
+pub fn lower_with(
+    plan: &LaunchPlan,
+    execution: &Value,
+    allocation: Option<&Value>,
+) -> Result<ResourceGraph, GraphError> {
     let mut pending: Vec<Resource> =
-        Vec::with_capacity(plan.processes.len() * 2 + plan.gates.len());
+        Vec::with_capacity(plan.processes.len() * 2 + plan.gates.len() + 1);
+    let base_deps: Vec<String> = match allocation {
+        Some(spec) => {
+            pending.push(Resource {
+                address: ALLOCATION.to_string(),
+                kind: Kind::Allocation,
+                spec: spec.clone(),
+                deps: Vec::new(),
+                hash: String::new(),
+                node: None,
+                target: Target::Allocation,
+            });
+            vec![ALLOCATION.to_string()]
+        }
+        None => Vec::new(),
+    };
     for (i, p) in plan.processes.iter().enumerate() {
         let ports_addr = ports_address(&p.address);
         pending.push(Resource {
             address: ports_addr.clone(),
             kind: Kind::Ports,
             spec: json!({ "node": p.node, "ports": p.ports }),
-            deps: Vec::new(),
+            deps: base_deps.clone(),
             hash: String::new(),
             node: Some(p.node),
             target: Target::Process(i),
@@ -193,6 +235,7 @@ pub fn lower(plan: &LaunchPlan, execution: &Value) -> Result<ResourceGraph, Grap
         };
         let mut deps = p.depends_on.clone();
         deps.push(ports_addr);
+        deps.extend(base_deps.iter().cloned());
         deps.sort();
         deps.dedup();
         pending.push(Resource {

@@ -277,6 +277,8 @@ pub fn diff(
         }
     }
     if !options.destroy {
+        // Replaced resources whose dependents cannot outlive them (the allocation).
+        let mut replaced_hosts: BTreeSet<&str> = BTreeSet::new();
         for r in &graph.resources {
             let prior: Option<&ResourceState> = state.resources.get(&r.address);
             let after_command = if r.kind.is_process() {
@@ -353,6 +355,25 @@ pub fn diff(
             }
             if options.replace.contains(&r.address) {
                 reasons.push(Reason::Requested);
+            }
+            let forced: Vec<String> = r
+                .deps
+                .iter()
+                .filter(|d| replaced_hosts.contains(d.as_str()))
+                .filter(|d| {
+                    !reasons.iter().any(|x| {
+                        matches!(x, Reason::DependencyChanged { dependencies } if dependencies.contains(d))
+                    })
+                })
+                .cloned()
+                .collect();
+            if !forced.is_empty() {
+                reasons.push(Reason::DependencyChanged {
+                    dependencies: forced,
+                });
+            }
+            if !reasons.is_empty() && r.kind.replaces_dependents() {
+                replaced_hosts.insert(&r.address);
             }
             if !reasons.is_empty() {
                 change.action = Action::Replace;

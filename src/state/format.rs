@@ -148,7 +148,33 @@ pub enum Runtime {
         /// Step name within the job, when the resource is a named step.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         step_name: Option<String>,
+        /// Host names of the nodes: every node of the allocation, or the step's node.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        nodes: Vec<String>,
+        /// IPv4 address of each node in `nodes` (the allocation only).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        node_ips: Vec<String>,
+        /// The allocation was adopted from `SLURM_JOB_ID`, not submitted by srt: it is
+        /// never cancelled by srt.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        adopted: bool,
+        /// The detached `srun` client that owns the step (a step ends with its client).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client: Option<Client>,
     },
+}
+
+/// The local process of a SLURM step's `srun` client.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Client {
+    /// Process id.
+    pub pid: u32,
+    /// Start time (clock ticks since boot), to tell a recycled pid apart.
+    pub start_time: u64,
+    /// Process group id.
+    pub pgid: u32,
+    /// Host the client runs on.
+    pub host: String,
 }
 
 /// Serializes a JSON value with every object's keys in sorted order, so that the bytes
@@ -234,6 +260,10 @@ mod tests {
             job_id: 77,
             step_id: Some(1),
             step_name: None,
+            nodes: Vec::new(),
+            node_ips: Vec::new(),
+            adopted: false,
+            client: None,
         };
         let v = serde_json::to_value(&slurm).unwrap();
         assert_eq!(v, json!({"type": "slurm", "job_id": 77, "step_id": 1}));

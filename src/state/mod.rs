@@ -38,7 +38,7 @@ mod lock;
 mod store;
 
 pub use error::StateError;
-pub use format::{ResourceState, Runtime, State, Status, FORMAT_VERSION};
+pub use format::{Client, ResourceState, Runtime, State, Status, FORMAT_VERSION};
 pub use lock::{LockInfo, StateLock};
 pub use store::{StateStore, BACKUP_FILE, LOCK_FILE, STATE_FILE};
 
