@@ -2,7 +2,6 @@
 
 use super::report;
 use crate::apply::{self, Apply, Cancel, Event};
-use crate::exec::Executor;
 use crate::exit;
 use crate::ops::{self, OpError, PrepareOptions, Prepared};
 use crate::plan::file::PlanFile;
@@ -27,6 +26,10 @@ pub struct Common {
     /// Wait this many seconds for the deployment lock instead of failing at once.
     #[arg(long, default_value_t = 0, global = true)]
     pub lock_timeout: u64,
+    /// Cluster profile selecting the executor (default: `srt-cluster.yaml` in the
+    /// current directory if present, else local). See docs/slurm.md.
+    #[arg(long, env = "SRT_CLUSTER", value_name = "FILE", global = true)]
+    pub cluster: Option<PathBuf>,
 }
 
 impl Common {
@@ -36,6 +39,7 @@ impl Common {
             nodes: self.nodes,
             simulate: self.simulate,
             grace: Duration::from_secs(10),
+            cluster: self.cluster.clone(),
         }
     }
     fn lock_wait(&self) -> Option<Duration> {
@@ -132,6 +136,9 @@ pub fn plan(args: PlanArgs) -> i32 {
         Err(e) => return fail(e),
     };
     drop(lock);
+    if let Err(e) = ops::restore(&*p.exec, &state) {
+        return fail(e);
+    }
     let options = PlanOptions {
         replace: args.replace.iter().cloned().collect(),
         destroy: false,
@@ -306,6 +313,9 @@ pub fn apply(args: ApplyArgs) -> i32 {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
+    if let Err(e) = ops::restore(&*p.exec, &state) {
+        return fail(e);
+    }
     let plan = match &saved {
         Some(f) => {
             if let Err(e) = f.check_fresh(&state.lineage, state.serial, &p.recipe_hash) {
@@ -337,7 +347,7 @@ pub fn apply(args: ApplyArgs) -> i32 {
         launch: &p.launch,
         graph: &p.graph,
         plan: &plan,
-        exec: &p.exec,
+        exec: &*p.exec,
         store: &p.store,
         lock: &lock,
         parallelism: args.parallelism,
@@ -426,9 +436,16 @@ pub fn destroy(args: DestroyArgs) -> i32 {
         }
         Err(e) => return fail(e.into()),
     };
-    let exec = crate::exec::local::LocalExecutor::new(&name, &dir, 1, None);
+    let profile = match ops::cluster_profile(args.common.cluster.as_deref()) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
+    let exec = ops::executor_for_state(profile, &name, &dir, &state);
+    if let Err(e) = ops::restore(&*exec, &state) {
+        return fail(e);
+    }
     let (launch, graph) = ops::empty(&name);
-    let observed = ops::refresh(&state, &exec);
+    let observed = ops::refresh(&state, &*exec);
     let plan = plan::diff(
         &graph,
         &state,
@@ -456,7 +473,7 @@ pub fn destroy(args: DestroyArgs) -> i32 {
         launch: &launch,
         graph: &graph,
         plan: &plan,
-        exec: &exec,
+        exec: &*exec,
         store: &store,
         lock: &lock,
         parallelism: 10,

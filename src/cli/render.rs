@@ -14,6 +14,10 @@ pub struct Args {
     /// Print the launch plan as versioned JSON (see docs/launch-plan-json.md).
     #[arg(long)]
     json: bool,
+    /// Cluster profile; with `executor: slurm` the text output ends with the `sbatch`
+    /// and `srun` commands (default: `srt-cluster.yaml` here if present).
+    #[arg(long, env = "SRT_CLUSTER", value_name = "FILE")]
+    cluster: Option<std::path::PathBuf>,
 }
 
 /// Run `srt render`.
@@ -21,6 +25,13 @@ pub fn run(args: Args) -> i32 {
     let (source, recipe) = match load_recipe(&args.recipe.file) {
         Ok(r) => r,
         Err(code) => return code,
+    };
+    let profile = match crate::ops::cluster_profile(args.cluster.as_deref()) {
+        Ok(p) => p,
+        Err(e) => {
+            report(&e);
+            return e.exit_code();
+        }
     };
     let options = crate::launch::BuildOptions {
         nodes: args.nodes,
@@ -32,6 +43,10 @@ pub fn run(args: Args) -> i32 {
                 println!("{}", crate::launch::render::json(&plan));
             } else {
                 print!("{}", crate::launch::render::render(&plan));
+                if profile.executor == crate::cluster::ExecutorKind::Slurm {
+                    println!();
+                    print!("{}", crate::exec::slurm::render(&plan, &profile));
+                }
             }
             exit::OK
         }

@@ -4,7 +4,7 @@
 //! or stop a recorded one, check its ports, and provide the concrete values for the
 //! plan's placeholders ([`crate::launch::Bindings`]). The embedded default is
 //! [`local::LocalExecutor`], built on the primitives in [`process`];
-//! an executor with an allocation (SLURM) adds it through the allocation hooks.
+//! [`slurm::SlurmExecutor`] runs processes as job steps of one SLURM allocation.
 //!
 //! Bindings are dynamic: an executor with an allocation learns node names and IPs only
 //! once the allocation exists ([`Executor::allocate`]) or is read back from state
@@ -12,6 +12,7 @@
 
 pub mod local;
 pub mod process;
+pub mod slurm;
 
 use crate::launch::build::HostLayout;
 use crate::launch::{Bindings, LaunchProcess};

@@ -2,7 +2,9 @@
 //! the launch plan for the executor, lower it to the graph, open the deployment's state,
 //! refresh it, and diff. The CLI only parses arguments and prints.
 
+use crate::cluster::{ClusterProfile, ExecutorKind, ProfileError};
 use crate::exec::local::{default_simulator, LocalExecutor};
+use crate::exec::slurm::SlurmExecutor;
 use crate::exec::Executor;
 use crate::graph::{self, ResourceGraph};
 use crate::launch::{self, BuildOptions, LaunchPlan};
@@ -32,6 +34,10 @@ pub enum OpError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     PlanFile(#[from] plan::file::PlanFileError),
+    /// The cluster profile cannot be read or is invalid.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Cluster(#[from] ProfileError),
     /// Anything else.
     #[error("{0}")]
     #[diagnostic(code(srt::error))]
@@ -69,7 +75,7 @@ pub struct Prepared {
     /// The deployment's state store.
     pub store: StateStore,
     /// The executor.
-    pub exec: LocalExecutor,
+    pub exec: Box<dyn Executor>,
     /// Hash of the desired graph (addresses and hashes).
     pub recipe_hash: String,
     /// Options used.
@@ -89,6 +95,20 @@ pub struct PrepareOptions {
     pub simulate: bool,
     /// Stop grace period.
     pub grace: Duration,
+    /// The cluster profile given with `--cluster` / `SRT_CLUSTER`; when `None`,
+    /// `srt-cluster.yaml` in the current directory if it exists, else local.
+    pub cluster: Option<PathBuf>,
+}
+
+/// The cluster profile for a command (see [`ClusterProfile::resolve`]).
+pub fn cluster_profile(explicit: Option<&Path>) -> Result<ClusterProfile, OpError> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    Ok(ClusterProfile::resolve(explicit, &cwd)?)
+}
+
+/// The job id of the allocation `srt` runs in, if any (`SLURM_JOB_ID`).
+pub fn enclosing_job() -> Option<u64> {
+    std::env::var("SLURM_JOB_ID").ok()?.trim().parse().ok()
 }
 
 /// Load, lower and hash a recipe from text.
@@ -105,6 +125,7 @@ pub fn prepare(
     } else {
         None
     };
+    let profile = cluster_profile(options.cluster.as_deref())?;
     let dir = deployment_dir(&options.state_dir, &recipe.name.value);
     // Node count first (the executor's bindings need it), then the plan for its host layout.
     let probe = launch::build(
@@ -115,8 +136,29 @@ pub fn prepare(
         },
     )
     .map_err(|p| source.error(p))?;
-    let exec = LocalExecutor::new(&recipe.name.value, &dir, probe.nodes.len(), simulator)
-        .with_grace(options.grace);
+    let exec: Box<dyn Executor> = match profile.executor {
+        ExecutorKind::Local => Box::new(
+            LocalExecutor::new(&recipe.name.value, &dir, probe.nodes.len(), simulator)
+                .with_grace(options.grace),
+        ),
+        ExecutorKind::Slurm => {
+            let gpus = recipe.resources.gpus_per_node.value;
+            if let Some(have) = profile.gpus_per_node.filter(|h| *h < gpus) {
+                return Err(OpError::Other(format!(
+                    "the recipe places {gpus} GPUs per node but the cluster profile says nodes have {have} (`gpus_per_node`)"
+                )));
+            }
+            Box::new(SlurmExecutor::new(
+                profile,
+                &recipe.name.value,
+                &dir,
+                probe.nodes.len(),
+                gpus,
+                simulator,
+                enclosing_job(),
+            ))
+        }
+    };
     let launch = launch::build(
         &recipe,
         &BuildOptions {
@@ -125,7 +167,7 @@ pub fn prepare(
         },
     )
     .map_err(|p| source.error(p))?;
-    let graph = graph::lower(&launch, &exec.execution())?;
+    let graph = graph::lower_with(&launch, &exec.execution(), exec.allocation().as_ref())?;
     let recipe_hash = desired_hash(&graph);
     Ok(Prepared {
         store: StateStore::new(dir),
@@ -185,6 +227,33 @@ pub fn load_or_create(
     }
 }
 
+/// Let the executor learn what state records (the allocation's nodes) and refuse state
+/// it cannot manage. Call before [`make_plan`] or [`refresh`].
+pub fn restore(exec: &dyn Executor, state: &State) -> Result<(), OpError> {
+    exec.restore(state).map_err(OpError::Other)
+}
+
+/// The executor that can stop what `state` records (for `srt destroy`): SLURM when the
+/// profile says so or anything recorded runs on SLURM, else local.
+pub fn executor_for_state(
+    profile: ClusterProfile,
+    deployment: &str,
+    dir: &Path,
+    state: &State,
+) -> Box<dyn Executor> {
+    let on_slurm = state
+        .resources
+        .values()
+        .any(|r| matches!(r.runtime, Some(crate::state::Runtime::Slurm { .. })));
+    if on_slurm || profile.executor == ExecutorKind::Slurm {
+        Box::new(SlurmExecutor::new(
+            profile, deployment, dir, 1, 0, None, None,
+        ))
+    } else {
+        Box::new(LocalExecutor::new(deployment, dir, 1, None))
+    }
+}
+
 /// Probe every recorded process.
 pub fn refresh(state: &State, exec: &dyn Executor) -> BTreeMap<String, Observation> {
     state
@@ -199,7 +268,7 @@ pub fn refresh(state: &State, exec: &dyn Executor) -> BTreeMap<String, Observati
 
 /// Refresh and diff.
 pub fn make_plan(p: &Prepared, state: &State, options: &PlanOptions) -> Plan {
-    let observed = refresh(state, &p.exec);
+    let observed = refresh(state, &*p.exec);
     plan::diff(&p.graph, state, &observed, &p.recipe_hash, options)
 }
 

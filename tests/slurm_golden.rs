@@ -1,0 +1,210 @@
+//! What a recipe becomes on SLURM, without a scheduler: the `sbatch` and `srun` command
+//! lines (`srt render --cluster FILE`), the plan with its `allocation` resource, and the
+//! plan once the allocation's job is gone (everything on it is replaced, with reasons).
+//! Golden files live in `golden/slurm/`; every profile in `clusters/` must load.
+
+mod common;
+
+use srt::cluster::{ClusterProfile, ExecutorKind};
+use srt::exec::slurm::SlurmExecutor;
+use srt::exec::Executor;
+use srt::graph::{self, ResourceGraph};
+use srt::launch::{build::HostLayout, LaunchPlan};
+use srt::plan::{self, Observation, PlanOptions};
+use srt::state::{ResourceState, Runtime, State, Status};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+const RECIPE: &str = "examples/slurm-disagg.yaml";
+
+fn profile(name: &str) -> ClusterProfile {
+    ClusterProfile::load(&common::root().join("clusters").join(name)).unwrap()
+}
+
+fn snapshot(name: &str, text: &str) {
+    insta::with_settings!({
+        snapshot_path => "../golden/slurm",
+        prepend_module_to_snapshot => false,
+        omit_expression => true,
+    }, {
+        insta::assert_snapshot!(name, text);
+    });
+}
+
+fn lowered(profile: ClusterProfile) -> (LaunchPlan, ResourceGraph) {
+    let launch = common::plan_with(RECIPE, None, HostLayout::Distinct);
+    let exec = SlurmExecutor::new(
+        profile,
+        &launch.deployment,
+        Path::new("/state/slurm-disagg"),
+        launch.nodes.len(),
+        launch.nodes[0].gpus,
+        None,
+        None,
+    );
+    let graph = graph::lower_with(&launch, &exec.execution(), exec.allocation().as_ref()).unwrap();
+    (launch, graph)
+}
+
+#[test]
+fn every_cluster_profile_loads() {
+    let mut seen = 0;
+    for entry in std::fs::read_dir(common::root().join("clusters")).unwrap() {
+        let path = entry.unwrap().path();
+        let p = ClusterProfile::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.executor, ExecutorKind::Slurm, "{}", path.display());
+        seen += 1;
+    }
+    assert!(seen >= 2);
+}
+
+#[test]
+fn srun_and_sbatch_lines() {
+    let launch = common::plan_with(RECIPE, None, HostLayout::Distinct);
+    let text = format!(
+        "{}\n{}",
+        srt::launch::render::render(&launch),
+        srt::exec::slurm::render(&launch, &profile("example-pyxis.yaml"))
+    );
+    snapshot("render@slurm-disagg.yaml", &text);
+}
+
+#[test]
+fn plan_creates_the_allocation_first() {
+    let (_, graph) = lowered(profile("test-cluster.yaml"));
+    let alloc = graph.get("allocation").expect("an allocation resource");
+    assert_eq!(alloc.kind.name(), "allocation");
+    for r in graph
+        .resources
+        .iter()
+        .filter(|r| r.kind.name() == "ports" || r.kind.is_process())
+    {
+        assert!(r.deps.contains(&"allocation".to_string()), "{}", r.address);
+    }
+    assert_eq!(graph.resources[0].address, "allocation");
+    let p = plan::diff(
+        &graph,
+        &State::new("slurm-disagg"),
+        &BTreeMap::new(),
+        "hash",
+        &PlanOptions::default(),
+    );
+    snapshot("plan@slurm-disagg.yaml", &plan::render::render(&p));
+}
+
+/// State as if every resource of `graph` had been applied on job 41.
+fn applied(graph: &ResourceGraph) -> State {
+    let mut state = State::new("slurm-disagg");
+    for (i, r) in graph.resources.iter().enumerate() {
+        let runtime = match r.kind.name() {
+            "allocation" => Some(Runtime::Slurm {
+                job_id: 41,
+                step_id: None,
+                step_name: None,
+                nodes: vec!["n1".into(), "n2".into()],
+                node_ips: vec!["10.0.0.1".into(), "10.0.0.2".into()],
+                adopted: false,
+                client: None,
+            }),
+            _ if r.kind.is_process() => Some(Runtime::Slurm {
+                job_id: 41,
+                step_id: Some(i as u64),
+                step_name: Some(format!("slurm-disagg.{}", r.address)),
+                nodes: vec!["n1".into()],
+                node_ips: Vec::new(),
+                adopted: false,
+                client: None,
+            }),
+            _ => None,
+        };
+        state.resources.insert(
+            r.address.clone(),
+            ResourceState {
+                kind: r.kind.name().into(),
+                hash: r.hash.clone(),
+                dependencies: r.deps.clone(),
+                spec: r.spec.clone(),
+                status: Status::Running,
+                runtime,
+                node: None,
+                ports: BTreeMap::new(),
+                log_path: None,
+                error: None,
+            },
+        );
+    }
+    state
+}
+
+#[test]
+fn a_gone_job_replaces_everything_on_it() {
+    let (_, graph) = lowered(profile("test-cluster.yaml"));
+    let state = applied(&graph);
+    let none = plan::diff(
+        &graph,
+        &state,
+        &BTreeMap::new(),
+        "h",
+        &PlanOptions::default(),
+    );
+    assert!(!none.has_changes(), "{}", plan::render::render(&none));
+    let observed: BTreeMap<String, Observation> = state
+        .resources
+        .iter()
+        .filter(|(_, r)| r.runtime.is_some())
+        .map(|(a, _)| (a.clone(), Observation::Gone("job 41 is gone".into())))
+        .collect();
+    let p = plan::diff(&graph, &state, &observed, "h", &PlanOptions::default());
+    for c in &p.changes {
+        let r = graph.get(&c.address).unwrap();
+        if r.kind.is_check() {
+            continue;
+        }
+        assert_eq!(c.action, plan::Action::Replace, "{}", c.address);
+        if c.address != "allocation" {
+            assert!(
+                c.reasons.iter().any(|x| matches!(x, plan::Reason::DependencyChanged { dependencies } if dependencies == &["allocation".to_string()])),
+                "{}: {:?}",
+                c.address,
+                c.reasons
+            );
+        }
+    }
+    snapshot("plan-job-gone@slurm-disagg.yaml", &plan::render::render(&p));
+}
+
+#[test]
+fn a_changed_allocation_replaces_everything_with_the_reason() {
+    let (_, before) = lowered(profile("test-cluster.yaml"));
+    let state = applied(&before);
+    let mut longer = profile("test-cluster.yaml");
+    longer.time_limit = Some("04:00:00".into());
+    let (_, after) = lowered(longer);
+    let p = plan::diff(
+        &after,
+        &state,
+        &BTreeMap::new(),
+        "h",
+        &PlanOptions::default(),
+    );
+    let alloc = p.change("allocation").unwrap();
+    assert_eq!(
+        alloc.reasons,
+        [plan::Reason::SpecChanged {
+            fields: vec!["time_limit".into()]
+        }]
+    );
+    let replaced = p
+        .changes
+        .iter()
+        .filter(|c| c.action == plan::Action::Replace)
+        .count();
+    assert_eq!(replaced, 7, "{}", plan::render::render(&p));
+    // The local executor's graph has no allocation: local hashes stay as they were.
+    let local = graph::lower(
+        &common::plan_with(RECIPE, None, HostLayout::Shared),
+        &serde_json::json!({"executor": "local", "simulate": true}),
+    )
+    .unwrap();
+    assert!(local.get("allocation").is_none());
+}
