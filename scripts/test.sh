@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what the tests need (the pinned
-# vllm-router in .tools/, nginx, cargo-insta), then runs formatting, lints, and every
-# test with golden files checked (stale or unreferenced snapshots fail).
+# vllm-router in .tools/, nginx, cargo-insta, SLURM), then runs formatting, lints, and
+# every test with golden files checked (stale or unreferenced snapshots fail).
+#
+# The SLURM tests (tests/e2e_slurm.rs) run on a real two-node cluster on this machine
+# (scripts/slurm-cluster.sh, needs root): started before the tests (a healthy one is
+# reused) and stopped on exit, unless SRT_SLURM_KEEP=1.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-scripts/install-deps.sh router nginx insta
+scripts/install-deps.sh router nginx insta slurm
 export SRT_TOOLS_DIR="${SRT_TOOLS_DIR:-$PWD/.tools}"
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
+if [[ -z "${SRT_SLURM_KEEP:-}" ]]; then
+    trap 'scripts/slurm-cluster.sh stop' EXIT
+fi
+slurm_env="$(scripts/slurm-cluster.sh start)"
+eval "$slurm_env"
+export SRT_SLURM_REQUIRED=1
 # CI=true makes insta refuse to write snapshots; --check fails on any mismatch.
 CI=true cargo insta test --check --unreferenced=reject --all-targets

@@ -337,6 +337,32 @@ fn local_disagg_colocated_nixl_on_one_node() {
     );
 }
 
+#[test]
+fn slurm_disagg_prefill_and_decode_on_different_nodes() {
+    let plan = plan("examples/slurm-disagg.yaml");
+    assert_eq!(plan.nodes.len(), 2);
+    let p = of_role(&plan, RoleKind::Prefill);
+    let d = of_role(&plan, RoleKind::Decode);
+    assert_eq!((p.len(), d.len()), (1, 1));
+    assert_eq!(
+        (p[0].node, d[0].node),
+        (0, 1),
+        "decode starts on a fresh node"
+    );
+    for w in workers(&plan) {
+        assert_eq!(w.devices, [0, 1, 2, 3]);
+        assert_eq!(value(&w.argv, "--data-parallel-address"), ip(w.node));
+        assert_eq!(
+            w.container_image.as_deref(),
+            Some("nvcr.io/nvidia/vllm:25.09")
+        );
+    }
+    // Distinct hosts: both workers may use the first port of every kind.
+    assert_eq!(port(p[0], "http"), port(d[0], "http"));
+    assert_nixl_pd(&plan, 4);
+    assert_eq!(single_router(&plan).node, 0);
+}
+
 /// Every MoRI-IO fact of the contract table, for every worker of a plan.
 fn assert_moriio(plan: &LaunchPlan) {
     let r = single_router(plan);
@@ -620,6 +646,7 @@ fn every_example_has_a_topology_test() {
         "examples/local-agg.yaml",
         "examples/local-disagg.yaml",
         "examples/local-dp.yaml",
+        "examples/slurm-disagg.yaml",
     ];
     let found: Vec<String> = examples()
         .iter()

@@ -1,0 +1,650 @@
+//! End to end on the real SLURM test cluster (`scripts/slurm-cluster.sh`: nodes n1, n2
+//! with 4 fake GPUs each, each node in its own network namespace with its own IP), with
+//! the real `vllm-router` and the vLLM simulator as workers.
+//!
+//! `scripts/test.sh` starts the cluster, exports its facts (`SRT_SLURM_*`) and sets
+//! `SRT_SLURM_REQUIRED=1`; without a cluster these tests say so and pass, unless it is
+//! required. Each scenario takes every node of the cluster, so they run one at a time.
+//! The Router listens on n1 (10.77.0.11:8000 inside n1's namespace): it is reached at
+//! the node's IP, never 127.0.0.1.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The running test cluster's facts.
+struct Cluster {
+    partition: String,
+    iface: String,
+    gpus: u32,
+    ips: Vec<String>,
+}
+
+fn cluster() -> Option<Cluster> {
+    let mut vars: std::collections::HashMap<String, String> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("SRT_SLURM_"))
+        .collect();
+    if !vars.contains_key("SRT_SLURM_PARTITION") {
+        // A cluster started by hand: its env file.
+        if let Ok(text) = std::fs::read_to_string("/run/srt-slurm/env") {
+            for line in text.lines() {
+                if let Some((k, v)) = line.trim_start_matches("export ").split_once('=') {
+                    vars.entry(k.to_string()).or_insert_with(|| v.to_string());
+                }
+            }
+        }
+    }
+    let required = std::env::var_os("SRT_SLURM_REQUIRED").is_some();
+    let Some(partition) = vars.get("SRT_SLURM_PARTITION").cloned() else {
+        assert!(
+            !required,
+            "SRT_SLURM_REQUIRED is set but no SLURM test cluster is running (scripts/slurm-cluster.sh start)"
+        );
+        eprintln!("no SLURM test cluster (scripts/slurm-cluster.sh start): skipped");
+        return None;
+    };
+    let ips: Vec<String> = vars["SRT_SLURM_NODE_IPS"]
+        .split(',')
+        .map(str::to_string)
+        .collect();
+    assert!(ips.len() >= 2, "the SLURM tests need two nodes: {ips:?}");
+    Some(Cluster {
+        partition,
+        iface: vars["SRT_SLURM_IFACE"].clone(),
+        gpus: vars["SRT_SLURM_GPUS_PER_NODE"].parse().unwrap(),
+        ips,
+    })
+}
+
+fn router_bin_dir() -> PathBuf {
+    let dir = std::env::var_os("SRT_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".tools"))
+        .join("bin");
+    assert!(
+        dir.join("vllm-router").exists(),
+        "the real vllm-router is not installed in {}: run scripts/install-router.sh",
+        dir.display()
+    );
+    dir
+}
+
+struct Env {
+    dir: tempfile::TempDir,
+    path: String,
+    cluster: Cluster,
+}
+
+impl Env {
+    /// A deployment directory with the test cluster's profile as `srt-cluster.yaml`
+    /// (found by convention, no `--cluster` needed).
+    fn new(cluster: Cluster) -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("srt-cluster.yaml"),
+            profile(&cluster, "allocation_timeout_seconds: 60\n"),
+        )
+        .unwrap();
+        let path = format!(
+            "{}:{}",
+            router_bin_dir().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        Env { dir, path, cluster }
+    }
+
+    fn file(&self, name: &str, text: &str) -> String {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_srt"));
+        c.args(args)
+            .current_dir(self.dir.path())
+            .env("PATH", &self.path)
+            .env("SRT_SIM_STARTUP_DELAY_MS", "200")
+            .env_remove("SRT_STATE_DIR")
+            .env_remove("SRT_CLUSTER")
+            .env_remove("SLURM_JOB_ID")
+            .stdin(std::process::Stdio::null());
+        c
+    }
+
+    fn srt(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.srt(args);
+        let text = text(&out);
+        assert!(
+            out.status.success(),
+            "srt {args:?} failed ({:?}):\n{text}",
+            out.status.code()
+        );
+        text
+    }
+
+    fn state(&self, deployment: &str) -> serde_json::Value {
+        let p = self
+            .dir
+            .path()
+            .join(".srt")
+            .join(deployment)
+            .join("state.json");
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    }
+
+    fn runtime(&self, deployment: &str, address: &str) -> serde_json::Value {
+        self.state(deployment)["resources"][address]["runtime"].clone()
+    }
+
+    fn step(&self, deployment: &str, address: &str) -> (u64, u64) {
+        let rt = self.runtime(deployment, address);
+        (
+            rt["job_id"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{address}: {rt}")),
+            rt["step_id"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{address}: {rt}")),
+        )
+    }
+
+    fn router(&self) -> String {
+        format!("http://{}:8000", self.cluster.ips[0])
+    }
+}
+
+fn profile(c: &Cluster, extra: &str) -> String {
+    format!(
+        "executor: slurm\npartition: {}\ngpus_per_node: {}\nnetwork_interface: {}\nstop_grace_seconds: 5\n{extra}",
+        c.partition, c.gpus, c.iface
+    )
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn example(name: &str) -> String {
+    std::fs::read_to_string(repo().join("examples").join(name)).unwrap()
+}
+
+/// Run a scheduler command, returning stdout.
+fn slurm(program: &str, args: &[&str]) -> String {
+    let out = Command::new(program).args(args).output().unwrap();
+    assert!(out.status.success(), "{program} {args:?}: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Job ids of jobs named `name` the scheduler still lists as active.
+fn jobs_named(name: &str) -> Vec<String> {
+    slurm(
+        "squeue",
+        &[
+            "-h",
+            "-n",
+            name,
+            "-t",
+            "PENDING,RUNNING,CONFIGURING,COMPLETING",
+            "-o",
+            "%i",
+        ],
+    )
+    .split_whitespace()
+    .map(str::to_string)
+    .collect()
+}
+
+fn live_steps(job: u64) -> Vec<String> {
+    slurm(
+        "squeue",
+        &["--steps", "-h", "-j", &job.to_string(), "-o", "%i %j"],
+    )
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+fn live_processes(deployment: &str) -> Vec<u32> {
+    srt::exec::process::processes_with_env_marker(srt::exec::local::DEPLOYMENT_MARKER, deployment)
+}
+
+fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn http(method: &str, url: &str, body: Option<serde_json::Value>) -> (u16, String) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let c = reqwest::Client::builder()
+            .timeout(Duration::from_secs(20))
+            .no_proxy()
+            .build()
+            .unwrap();
+        let req = match method {
+            "POST" => c.post(url).json(&body.unwrap()),
+            _ => c.get(url),
+        };
+        let r = req.send().await.unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    })
+}
+
+fn completion(router: &str) -> serde_json::Value {
+    let body = serde_json::json!({"model": "tiny", "prompt": "hello", "max_tokens": 4});
+    let (status, text) = http("POST", &format!("{router}/v1/completions"), Some(body));
+    assert_eq!(status, 200, "completion through {router}: {text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert!(v["choices"][0]["text"].is_string(), "{v}");
+    v
+}
+
+fn counter(metrics: &str, line_prefix: &str) -> u64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(line_prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0) as u64
+}
+
+/// Apply with every gate passing and a completion through the Router; the job runs
+/// the recorded steps; a second apply changes nothing.
+fn apply_and_serve(env: &Env, recipe: &str, deployment: &str) {
+    let t = Instant::now();
+    let out = env.ok(&["apply", "-f", recipe, "--simulate", "--auto-approve"]);
+    eprintln!(
+        "{deployment}: apply on SLURM took {:.1}s",
+        t.elapsed().as_secs_f64()
+    );
+    assert!(
+        out.contains("allocation: allocated (job ")
+            && out.contains("gate.router: passed")
+            && out.contains("gate.workers: passed")
+            && out.contains("smoke: passed")
+            && out.contains(&format!("Router: {}", env.router())),
+        "{out}"
+    );
+    completion(&env.router());
+    let state = env.state(deployment);
+    let alloc = &state["resources"]["allocation"]["runtime"];
+    let job = alloc["job_id"].as_u64().unwrap();
+    assert_eq!(alloc["node_ips"][0], env.cluster.ips[0].as_str(), "{alloc}");
+    assert_eq!(jobs_named(&format!("srt-{deployment}")), [job.to_string()]);
+    let steps = live_steps(job);
+    for (address, r) in state["resources"].as_object().unwrap() {
+        if let Some(step) = r["runtime"]["step_id"].as_u64() {
+            let line = format!("{job}.{step} {deployment}.{address}");
+            assert!(steps.contains(&line), "{line} not in {steps:?}");
+        }
+    }
+    // The srun clients own the steps and live in their own sessions: nothing ties them
+    // to the srt that started them or to its shell.
+    let own_sid = nix::unistd::getsid(None).unwrap();
+    for r in state["resources"].as_object().unwrap().values() {
+        if let Some(pid) = r["runtime"]["client"]["pid"].as_u64() {
+            let pid = nix::unistd::Pid::from_raw(pid as i32);
+            assert_eq!(nix::unistd::getsid(Some(pid)).unwrap(), pid);
+            assert_ne!(nix::unistd::getsid(Some(pid)).unwrap(), own_sid);
+        }
+    }
+    let again = env.ok(&["apply", "-f", recipe, "--simulate", "--auto-approve"]);
+    assert!(
+        again.contains("No changes.") && again.contains("nothing to change"),
+        "{again}"
+    );
+    let after = env.state(deployment);
+    assert_eq!(
+        state["serial"], after["serial"],
+        "a no-op apply must not change state"
+    );
+    assert_eq!(state["resources"], after["resources"]);
+}
+
+/// Destroy: no job, no step, no client, empty state.
+fn destroy(env: &Env, deployment: &str) {
+    let job = env.state(deployment)["resources"]["allocation"]["runtime"]["job_id"]
+        .as_u64()
+        .unwrap();
+    let out = env.ok(&["destroy", deployment, "--auto-approve"]);
+    assert!(out.contains("Destroy complete"), "{out}");
+    assert_eq!(
+        jobs_named(&format!("srt-{deployment}")),
+        Vec::<String>::new()
+    );
+    assert_eq!(live_steps(job), Vec::<String>::new());
+    wait_until("the srun clients to exit", Duration::from_secs(10), || {
+        live_processes(deployment).is_empty()
+    });
+    assert_eq!(env.state(deployment)["resources"], serde_json::json!({}));
+}
+
+#[test]
+fn disaggregated_across_nodes_heals_a_cancelled_step_and_replaces_one_role() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(c) = cluster() else { return };
+    let env = Env::new(c);
+    let d = "slurm-disagg";
+    let recipe = env.file("pd.yaml", &example("slurm-disagg.yaml"));
+    apply_and_serve(&env, &recipe, d);
+    // Prefill on n1, decode on n2: the KV went across nodes.
+    let rt = |a: &str| env.runtime(d, a);
+    assert_eq!(rt("worker.prefill[0].node[0]")["nodes"][0], "n1");
+    assert_eq!(rt("worker.decode[0].node[0]")["nodes"][0], "n2");
+    let ips = env.cluster.ips.clone();
+    let prefill = http("GET", &format!("http://{}:6100/metrics", ips[0]), None).1;
+    let decode = http("GET", &format!("http://{}:6100/metrics", ips[1]), None).1;
+    assert!(
+        counter(&prefill, "srt_sim_requests_total{stage=\"prefill\"}") >= 1,
+        "{prefill}"
+    );
+    assert!(
+        counter(&decode, "srt_sim_kv_transfers_consumed_total") >= 1,
+        "{decode}"
+    );
+
+    // scancel of one step is drift; apply restarts only that step.
+    let (job, prefill_step) = env.step(d, "worker.prefill[0].node[0]");
+    let decode_step = env.step(d, "worker.decode[0].node[0]");
+    let router_step = env.step(d, "router[0]");
+    slurm("scancel", &[&format!("{job}.{prefill_step}")]);
+    wait_until(
+        "the cancelled step to leave squeue",
+        Duration::from_secs(15),
+        || {
+            !live_steps(job)
+                .iter()
+                .any(|l| l.starts_with(&format!("{job}.{prefill_step} ")))
+        },
+    );
+    let plan = env.srt(&["plan", "-f", &recipe, "--simulate", "--detailed-exitcode"]);
+    let plan_text = text(&plan);
+    assert_eq!(plan.status.code(), Some(2), "{plan_text}");
+    assert!(
+        plan_text.contains(&format!("because drift: step {job}.{prefill_step}"))
+            && plan_text.contains("Plan: 0 to create, 1 to replace, 0 to destroy."),
+        "{plan_text}"
+    );
+    env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
+    let (job2, healed) = env.step(d, "worker.prefill[0].node[0]");
+    assert_eq!(job2, job, "healing a step keeps the allocation");
+    assert_ne!(healed, prefill_step);
+    assert_eq!(env.step(d, "worker.decode[0].node[0]"), decode_step);
+    assert_eq!(env.step(d, "router[0]"), router_step);
+    completion(&env.router());
+
+    // Changing decode args replaces the decode step and the Router routing to it only.
+    let prefill_now = env.step(d, "worker.prefill[0].node[0]");
+    let changed = example("slurm-disagg.yaml").replace(
+        "      data-parallel-size: 4\nhealth_check",
+        "      data-parallel-size: 4\n      max-model-len: 1024\nhealth_check",
+    );
+    assert_ne!(changed, example("slurm-disagg.yaml"));
+    std::fs::write(&recipe, changed).unwrap();
+    let plan = env.ok(&["plan", "-f", &recipe, "--simulate"]);
+    assert!(
+        plan.contains("# worker.decode[0].node[0] will be replaced")
+            && plan.contains("{+--max-model-len+}")
+            && plan.contains("# router[0] will be replaced")
+            && !plan.contains("# worker.prefill[0].node[0] will be replaced")
+            && !plan.contains("# allocation will be replaced"),
+        "{plan}"
+    );
+    env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
+    assert_eq!(env.step(d, "worker.prefill[0].node[0]"), prefill_now);
+    assert_ne!(env.step(d, "worker.decode[0].node[0]"), decode_step);
+    assert_eq!(env.step(d, "worker.decode[0].node[0]").0, job);
+    completion(&env.router());
+    destroy(&env, d);
+}
+
+#[test]
+fn dep8_over_two_nodes_serves_from_two_hybrid_lb_pools() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(c) = cluster() else { return };
+    let env = Env::new(c);
+    let text = example("seed/agg-dep8.yaml")
+        + "name: slurm-dep8\nmodel:\n  path: /models/tiny\n  served_name: tiny\nhealth_check:\n  timeout_seconds: 120\n";
+    let recipe = env.file("dep8.yaml", &text);
+    apply_and_serve(&env, &recipe, "slurm-dep8");
+    for (address, node) in [("worker.agg[0].node[0]", 0), ("worker.agg[0].node[1]", 1)] {
+        let rt = env.runtime("slurm-dep8", address);
+        assert_eq!(rt["nodes"][0], format!("n{}", node + 1), "{rt}");
+        let m = http(
+            "GET",
+            &format!("http://{}:6100/metrics", env.cluster.ips[node]),
+            None,
+        )
+        .1;
+        let ranks = m
+            .lines()
+            .filter(|l| l.starts_with("vllm:num_requests_running"))
+            .count();
+        assert_eq!(ranks, 4, "{address}: a pool of 4 DP ranks expected:\n{m}");
+    }
+    destroy(&env, "slurm-dep8");
+}
+
+#[test]
+fn moriio_colocated_workers_register_with_the_router() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(c) = cluster() else { return };
+    let env = Env::new(c);
+    let text = example("seed/moriio-colocated.yaml")
+        + "name: slurm-moriio\nmodel:\n  path: /models/tiny\n  served_name: tiny\nhealth_check:\n  timeout_seconds: 120\n";
+    let recipe = env.file("moriio.yaml", &text);
+    apply_and_serve(&env, &recipe, "slurm-moriio");
+    let rt = env.runtime("slurm-moriio", "worker.decode[0].node[0]");
+    assert_eq!(rt["nodes"][0], "n1", "{rt}");
+    destroy(&env, "slurm-moriio");
+}
+
+#[test]
+fn inside_an_allocation_uses_it_and_never_cancels_it() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(c) = cluster() else { return };
+    let env = Env::new(c);
+    let holder = slurm(
+        "sbatch",
+        &[
+            "--parsable",
+            "-J",
+            "srt-test-holder",
+            "-N",
+            "2",
+            &format!("--gres=gpu:{}", env.cluster.gpus),
+            "-o",
+            "/dev/null",
+            "--wrap",
+            "exec sleep 600",
+        ],
+    )
+    .trim()
+    .to_string();
+    let cancel_holder = Cancel(holder.clone());
+    wait_until("the holder job to run", Duration::from_secs(30), || {
+        slurm("squeue", &["-h", "-j", &holder, "-o", "%T"]).trim() == "RUNNING"
+    });
+    let recipe = env.file("pd.yaml", &example("slurm-disagg.yaml"));
+    let out = env
+        .command(&["apply", "-f", &recipe, "--simulate", "--auto-approve"])
+        .env("SLURM_JOB_ID", &holder)
+        .output()
+        .unwrap();
+    let out_text = text(&out);
+    assert!(out.status.success(), "{out_text}");
+    assert!(
+        out_text.contains(&format!("allocation: allocated (job {holder} on n1,n2)")),
+        "{out_text}"
+    );
+    assert_eq!(
+        jobs_named("srt-slurm-disagg"),
+        Vec::<String>::new(),
+        "no job submitted"
+    );
+    let alloc = env.runtime("slurm-disagg", "allocation");
+    assert_eq!(alloc["adopted"], true, "{alloc}");
+    completion(&env.router());
+    let destroyed = env
+        .command(&["destroy", "slurm-disagg", "--auto-approve"])
+        .env("SLURM_JOB_ID", &holder)
+        .output()
+        .unwrap();
+    assert!(destroyed.status.success(), "{}", text(&destroyed));
+    let job: u64 = holder.parse().unwrap();
+    assert_eq!(
+        slurm("squeue", &["-h", "-j", &holder, "-o", "%T"]).trim(),
+        "RUNNING",
+        "the adopted allocation must survive destroy"
+    );
+    assert_eq!(live_steps(job), [format!("{holder}.batch batch")]);
+    drop(cancel_holder);
+}
+
+/// Cancels a job when dropped (also on a failed assertion).
+struct Cancel(String);
+
+impl Drop for Cancel {
+    fn drop(&mut self) {
+        let _ = Command::new("scancel").arg(&self.0).output();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            let out = Command::new("squeue")
+                .args(["-h", "-j", &self.0, "-o", "%T"])
+                .output();
+            if out.map_or(true, |o| o.stdout.trim_ascii().is_empty()) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+/// A failed allocation: a clear message in the scheduler's words, exit 7, no job left,
+/// and nothing recorded but the failed allocation (no job id, nothing on it).
+fn refused(env: &Env, args: &[&str], expected: &[&str]) {
+    let out = env.srt(args);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(7), "{t}");
+    for e in expected {
+        assert!(t.contains(e), "`{e}` expected in:\n{t}");
+    }
+    assert_eq!(jobs_named("srt-slurm-disagg"), Vec::<String>::new(), "{t}");
+    let state = env.state("slurm-disagg");
+    let resources = state["resources"].as_object().unwrap();
+    assert_eq!(
+        resources.keys().collect::<Vec<_>>(),
+        ["allocation"],
+        "{state}"
+    );
+    assert_eq!(resources["allocation"]["status"], "failed");
+    assert!(resources["allocation"].get("runtime").is_none(), "{state}");
+}
+
+#[test]
+fn scheduler_errors_are_reported_in_its_words_and_leave_nothing_behind() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(c) = cluster() else { return };
+    let env = Env::new(c);
+    let recipe = env.file("pd.yaml", &example("slurm-disagg.yaml"));
+    let apply = [
+        "apply",
+        "-f",
+        recipe.as_str(),
+        "--simulate",
+        "--auto-approve",
+    ];
+
+    let bad = env.file(
+        "bad.yaml",
+        &profile(&env.cluster, "").replace(
+            &format!("partition: {}", env.cluster.partition),
+            "partition: nosuch",
+        ),
+    );
+    let mut args = apply.to_vec();
+    args.extend(["--cluster", bad.as_str()]);
+    refused(
+        &env,
+        &args,
+        &[
+            "sbatch refused the allocation",
+            "invalid partition specified: nosuch",
+        ],
+    );
+
+    let mut args = apply.to_vec();
+    args.extend(["--nodes", "9"]);
+    refused(
+        &env,
+        &args,
+        // PartitionConfig or PartitionNodeLimit, depending on when the reason is read.
+        &["cannot start", "with reason `Partition", "cancelled job"],
+    );
+
+    // Every node busy with another job: pending too long.
+    let holder = slurm(
+        "sbatch",
+        &[
+            "--parsable",
+            "-J",
+            "srt-test-holder",
+            "-N",
+            "2",
+            &format!("--gres=gpu:{}", env.cluster.gpus),
+            "-o",
+            "/dev/null",
+            "--wrap",
+            "exec sleep 600",
+        ],
+    )
+    .trim()
+    .to_string();
+    let _cancel = Cancel(holder.clone());
+    wait_until("the holder job to run", Duration::from_secs(30), || {
+        slurm("squeue", &["-h", "-j", &holder, "-o", "%T"]).trim() == "RUNNING"
+    });
+    let short = env.file(
+        "short.yaml",
+        &profile(&env.cluster, "allocation_timeout_seconds: 3\n"),
+    );
+    let mut args = apply.to_vec();
+    args.extend(["--cluster", short.as_str()]);
+    refused(
+        &env,
+        &args,
+        &[
+            "is still pending after 3s",
+            "scheduler reason",
+            "cancelled job",
+        ],
+    );
+    drop(_cancel);
+
+    // The deployment then converges normally.
+    env.ok(&apply);
+    completion(&env.router());
+    destroy(&env, "slurm-disagg");
+}
