@@ -220,6 +220,18 @@ fn live_steps(job: u64) -> Vec<String> {
     .collect()
 }
 
+fn log(env: &Env, deployment: &str, address: &str) -> String {
+    std::fs::read_to_string(
+        env.dir
+            .path()
+            .join(".srt")
+            .join(deployment)
+            .join("logs")
+            .join(format!("{address}.log")),
+    )
+    .unwrap_or_default()
+}
+
 fn live_processes(deployment: &str) -> Vec<u32> {
     srt::exec::process::processes_with_env_marker(srt::exec::local::DEPLOYMENT_MARKER, deployment)
 }
@@ -416,8 +428,28 @@ fn disaggregated_across_nodes_heals_a_cancelled_step_and_replaces_one_role() {
     assert_eq!(env.step(d, "worker.prefill[0].node[0]"), prefill_now);
     assert_ne!(env.step(d, "worker.decode[0].node[0]"), decode_step);
     assert_eq!(env.step(d, "worker.decode[0].node[0]").0, job);
+    // Exactly the old decode step was cancelled, and gracefully: TERM reached it first.
+    let steps = live_steps(job);
+    assert!(
+        !steps
+            .iter()
+            .any(|l| l.starts_with(&format!("{job}.{} ", decode_step.1))),
+        "{steps:?}"
+    );
+    assert!(
+        steps
+            .iter()
+            .any(|l| l.starts_with(&format!("{job}.{} ", prefill_now.1))),
+        "{steps:?}"
+    );
+    assert!(
+        log(&env, d, "worker.decode[0].node[0]").contains("received SIGTERM; shutting down"),
+        "{}",
+        log(&env, d, "worker.decode[0].node[0]")
+    );
     completion(&env.router());
     destroy(&env, d);
+    assert!(log(&env, d, "worker.prefill[0].node[0]").contains("received SIGTERM; shutting down"));
 }
 
 #[test]
