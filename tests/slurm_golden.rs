@@ -208,3 +208,16 @@ fn a_changed_allocation_replaces_everything_with_the_reason() {
     .unwrap();
     assert!(local.get("allocation").is_none());
 }
+
+#[test]
+fn the_local_executor_refuses_state_that_runs_on_slurm() {
+    let (_, graph) = lowered(profile("test-cluster.yaml"));
+    let state = applied(&graph);
+    let local = srt::exec::local::LocalExecutor::new("slurm-disagg", Path::new("/nope"), 2, None);
+    let err = local.restore(&state).unwrap_err();
+    assert!(
+        err.contains("runs on SLURM (job 41)") && err.contains("--cluster"),
+        "{err}"
+    );
+    assert!(local.restore(&State::new("slurm-disagg")).is_ok());
+}
