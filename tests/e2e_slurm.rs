@@ -680,3 +680,69 @@ fn scheduler_errors_are_reported_in_its_words_and_leave_nothing_behind() {
     completion(&env.router());
     destroy(&env, "slurm-disagg");
 }
+
+#[test]
+fn a_step_ignoring_term_is_cancelled_after_the_grace() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(c) = cluster() else { return };
+    let env = Env::new(c);
+    // A "vllm" that ignores SIGTERM (and never serves, so the gates fail).
+    let stubborn = env.file(
+        "stubborn.sh",
+        "#!/bin/sh\ntrap 'echo got TERM, ignoring' TERM\necho started\nwhile true; do sleep 1; done\n",
+    );
+    std::fs::set_permissions(
+        &stubborn,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let recipe = env.file(
+        "stubborn.yaml",
+        &format!(
+            "schema: 2\nname: slurm-stubborn\nmodel:\n  path: /models/tiny\n  served_name: tiny\n\
+             resources:\n  gpus_per_node: 4\nengine:\n  type: vllm\n  serve_binary: {stubborn}\n\
+             frontend:\n  type: vllm-router\n  enable_multiple_frontends: false\n\
+             roles:\n  agg:\n    nodes: 1\n    workers: 1\n    args:\n      tensor-parallel-size: 4\n\
+             health_check:\n  timeout_seconds: 3\n"
+        ),
+    );
+    let grace = env.file(
+        "grace.yaml",
+        &profile(&env.cluster, "").replace("stop_grace_seconds: 5", "stop_grace_seconds: 1"),
+    );
+    let out = env.srt(&[
+        "apply",
+        "-f",
+        &recipe,
+        "--cluster",
+        &grace,
+        "--auto-approve",
+    ]);
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out));
+    let worker = "worker.agg[0].node[0]";
+    let (job, step) = env.step("slurm-stubborn", worker);
+    assert!(live_steps(job)
+        .iter()
+        .any(|l| l.starts_with(&format!("{job}.{step} "))));
+    let t = Instant::now();
+    let out = env.ok(&[
+        "destroy",
+        "slurm-stubborn",
+        "--cluster",
+        &grace,
+        "--auto-approve",
+    ]);
+    assert!(out.contains("Destroy complete"), "{out}");
+    assert!(
+        t.elapsed() >= Duration::from_secs(1),
+        "the grace was not waited"
+    );
+    assert!(log(&env, "slurm-stubborn", worker).contains("got TERM, ignoring"));
+    assert_eq!(jobs_named("srt-slurm-stubborn"), Vec::<String>::new());
+    assert_eq!(live_steps(job), Vec::<String>::new());
+    wait_until(
+        "the stubborn step's processes to end",
+        Duration::from_secs(10),
+        || live_processes("slurm-stubborn").is_empty(),
+    );
+}

@@ -262,7 +262,17 @@ impl SlurmExecutor {
         let deadline = Instant::now() + timeout;
         let mut interval = Duration::from_millis(100);
         loop {
-            match job_state(job)? {
+            // A scheduler that does not answer for a moment is waited out like a
+            // pending job, within the same bound.
+            let state = match job_state(job) {
+                Ok(s) => s,
+                Err(e) if Instant::now() >= deadline => return Err(e),
+                Err(_) => {
+                    tokio::time::sleep(interval).await;
+                    continue;
+                }
+            };
+            match state {
                 Some(j) if j.state == "RUNNING" => return Ok(()),
                 Some(j) if matches!(j.state.as_str(), "PENDING" | "CONFIGURING") => {
                     if let Some((_, why)) = HOPELESS.iter().find(|(r, _)| *r == j.reason) {
@@ -401,7 +411,12 @@ impl SlurmExecutor {
 
     /// Cancel a job srt submitted and wait (bounded) for it to leave the queue.
     async fn cancel_job(&self, job: u64) -> Result<(), String> {
-        run("scancel", &[job.to_string()]).map_err(|e| format!("cancelling job {job}: {e}"))?;
+        match run("scancel", &[job.to_string()]) {
+            Ok(_) => {}
+            // Already purged by the controller: nothing left to cancel.
+            Err(e) if e.contains("Invalid job id") => {}
+            Err(e) => return Err(format!("cancelling job {job}: {e}")),
+        }
         let deadline = Instant::now() + GONE_WAIT;
         loop {
             match job_state(job) {
@@ -462,15 +477,20 @@ impl SlurmExecutor {
                 &["--ctld".into(), "--signal=TERM".into(), target.clone()],
             );
             if !self.wait_step_gone(job, id, grace).await? {
-                run("scancel", &["--ctld".into(), target.clone()])
-                    .map_err(|e| format!("cancelling step {target}: {e}"))?;
+                // The step may end between the two looks; only a step still listed
+                // afterwards is an error, reported with what scancel said.
+                let kill = run("scancel", &["--ctld".into(), target.clone()]);
                 if !self.wait_step_gone(job, id, GONE_WAIT).await? {
+                    let said: Vec<String> =
+                        [term.err(), kill.err()].into_iter().flatten().collect();
                     return Err(format!(
                         "step {target} is still running {}s after scancel{}",
                         GONE_WAIT.as_secs(),
-                        term.err()
-                            .map(|e| format!(" (TERM: {e})"))
-                            .unwrap_or_default()
+                        if said.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({})", said.join("; "))
+                        }
                     ));
                 }
             }
