@@ -4,6 +4,7 @@
 //! turn its results into output and an exit code ([`crate::exit`]).
 
 mod deploy;
+mod inspect;
 mod render;
 mod validate;
 
@@ -45,6 +46,17 @@ pub enum Command {
         after_help = "Examples:\n  srt destroy local-agg\n  srt destroy -f examples/local-agg.yaml --auto-approve"
     )]
     Destroy(deploy::DestroyArgs),
+    /// Every resource of a deployment, probed now: node, ports, pid, state, age.
+    #[command(after_help = "Examples:\n  srt status local-agg\n  srt status --json")]
+    Status(inspect::StatusArgs),
+    /// Deployments known on this machine, with their state.
+    #[command(after_help = "Example:\n  srt list")]
+    List(inspect::ListArgs),
+    /// The captured stdout/stderr of a process.
+    #[command(
+        after_help = "Examples:\n  srt logs local-agg 'router[0]' --tail 50\n  srt logs local-agg 'worker.agg[0].node[0]' -f"
+    )]
+    Logs(inspect::LogsArgs),
 }
 
 /// Run a parsed command line; returns the process exit code.
@@ -55,6 +67,9 @@ pub fn run(cli: Cli) -> i32 {
         Command::Plan(a) => deploy::plan(a),
         Command::Apply(a) => deploy::apply(a),
         Command::Destroy(a) => deploy::destroy(a),
+        Command::Status(a) => inspect::status(a),
+        Command::List(a) => inspect::list(a),
+        Command::Logs(a) => inspect::logs(a),
     }
 }
 

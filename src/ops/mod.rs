@@ -2,6 +2,8 @@
 //! the launch plan for the executor, lower it to the graph, open the deployment's state,
 //! refresh it, and diff. The CLI only parses arguments and prints.
 
+pub mod status;
+
 use crate::exec::local::{default_simulator, LocalExecutor};
 use crate::exec::Executor;
 use crate::graph::{self, ResourceGraph};
