@@ -4,7 +4,9 @@
 //! turn its results into output and an exit code ([`crate::exit`]).
 
 mod deploy;
+mod graph;
 mod inspect;
+mod meta;
 mod render;
 mod validate;
 
@@ -57,10 +59,31 @@ pub enum Command {
         after_help = "Examples:\n  srt logs local-agg 'router[0]' --tail 50\n  srt logs local-agg 'worker.agg[0].node[0]' -f"
     )]
     Logs(inspect::LogsArgs),
+    /// The resource graph a recipe lowers to, grouped by node.
+    #[command(after_help = "Examples:\n  srt graph -f examples/seed/disagg-nixl.yaml\n  srt graph -f examples/seed/disagg-nixl.yaml --format dot | dot -Tpng > graph.png")]
+    Graph(graph::Args),
+    /// Shell completions for bash, zsh, fish, elvish or PowerShell.
+    #[command(after_help = "Example:\n  srt completions bash > /etc/bash_completion.d/srt")]
+    Completions(meta::CompletionsArgs),
+    /// The man page (roff), for `man -l`.
+    #[command(after_help = "Example:\n  srt man > srt.1 && man -l srt.1")]
+    Man,
+    /// The JSON Schema of recipes, for editors (`# yaml-language-server: $schema=...`).
+    #[command(after_help = "Example:\n  srt schema > recipe.schema.json")]
+    Schema,
 }
+
+pub use meta::{man_page, schema_text};
 
 /// Run a parsed command line; returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
+    // Output piped into `head` ends quietly, as with other command-line tools, instead of
+    // a panic on a closed stdout.
+    // SAFETY: restoring the default disposition of SIGPIPE at start-up, before any
+    // thread is spawned, has no memory-safety preconditions.
+    unsafe {
+        let _ = nix::sys::signal::signal(nix::sys::signal::Signal::SIGPIPE, nix::sys::signal::SigHandler::SigDfl);
+    }
     match cli.command {
         Command::Validate(a) => validate::run(a),
         Command::Render(a) => render::run(a),
@@ -70,6 +93,10 @@ pub fn run(cli: Cli) -> i32 {
         Command::Status(a) => inspect::status(a),
         Command::List(a) => inspect::list(a),
         Command::Logs(a) => inspect::logs(a),
+        Command::Graph(a) => graph::run(a),
+        Command::Completions(a) => meta::completions(a),
+        Command::Man => meta::man(),
+        Command::Schema => meta::schema(),
     }
 }
 

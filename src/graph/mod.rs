@@ -7,6 +7,8 @@
 //! followed by the dependencies' hashes in address order. Sensitive env values enter the
 //! spec as digests, so a changed secret changes the hash without being stored.
 
+pub mod render;
+
 use crate::launch::{LaunchPlan, LaunchProcess};
 use crate::secrets;
 use petgraph::graph::{DiGraph, NodeIndex};

@@ -1,5 +1,6 @@
 //! From YAML text to a typed [`Recipe`], collecting every problem with its span.
 
+use super::keys;
 use super::diag::{did_you_mean, Problem, Problems, RecipeError};
 use super::schema::*;
 use super::yaml::{self, Key, Node, Value};
@@ -454,17 +455,8 @@ impl Loader<'_> {
     }
 
     fn recipe(&mut self, root: &Node, default_name: &str) -> Option<Recipe> {
-        const TOP: &[&str] = &[
-            "schema",
-            "name",
-            "model",
-            "resources",
-            "engine",
-            "roles",
-            "frontend",
-            "health_check",
-        ];
-        let f = self.fields(root, "", TOP, SRTCTL_ONLY_TOP)?;
+
+        let f = self.fields(root, "", &keys::names(keys::TOP), SRTCTL_ONLY_TOP)?;
         if let Some(node) = f.get("schema") {
             if node.value != Value::Int(2) {
                 self.problem(
@@ -619,7 +611,7 @@ impl Loader<'_> {
         let f = self.fields(
             node,
             "model",
-            &["path", "served_name", "container"],
+            &keys::names(keys::MODEL),
             &["precision", "stage_dir"],
         )?;
         let path = match f.get("path") {
@@ -664,7 +656,7 @@ impl Loader<'_> {
                 gpus_per_node: Sp::new(4, SourceSpan::new(doc.offset().into(), 0)),
             });
         };
-        let f = self.fields(node, "resources", &["gpus_per_node"], SRTCTL_ONLY_RESOURCES)?;
+        let f = self.fields(node, "resources", &keys::names(keys::RESOURCES), SRTCTL_ONLY_RESOURCES)?;
         let gpus_per_node = match f.get("gpus_per_node") {
             Some(n) => Sp::new(
                 self.uint(n, "resources.gpus_per_node", 1, 1024)? as u32,
@@ -694,13 +686,7 @@ impl Loader<'_> {
                 let f = self.fields(
                     node,
                     "engine",
-                    &[
-                        "type",
-                        "connector",
-                        "dp_launch_mode",
-                        "serve_binary",
-                        "vllm_serve_binary",
-                    ],
+                    &keys::names(keys::ENGINE),
                     SRTCTL_ONLY_ENGINE,
                 )?;
                 match f.get("type") {
@@ -767,7 +753,7 @@ impl Loader<'_> {
     }
 
     fn roles(&mut self, node: &Node, key_span: SourceSpan) -> Vec<Role> {
-        let Some(f) = self.fields(node, "roles", &["prefill", "decode", "agg"], &[]) else {
+        let Some(f) = self.fields(node, "roles", &keys::names(keys::ROLES), &[]) else {
             return Vec::new();
         };
         if f.entries.is_empty() {
@@ -800,7 +786,7 @@ impl Loader<'_> {
         let f = self.fields(
             node,
             &path,
-            &["nodes", "workers", "gpus", "args", "env"],
+            &keys::names(keys::ROLE),
             SRTCTL_ONLY_ROLE,
         )?;
         let nodes = match f.get("nodes") {
@@ -902,17 +888,7 @@ impl Loader<'_> {
         let f = self.fields(
             node,
             "frontend",
-            &[
-                "type",
-                "args",
-                "env",
-                "enable_multiple_frontends",
-                "num_additional_frontends",
-                "orchestrator_placement",
-                "container_image",
-                "port",
-                "binary",
-            ],
+            &keys::names(keys::FRONTEND),
             SRTCTL_ONLY_FRONTEND,
         )?;
         if let Some(t) = f.get("type") {
@@ -965,7 +941,7 @@ impl Loader<'_> {
         let f = self.fields(
             node,
             "health_check",
-            &["timeout_seconds", "interval_seconds", "max_attempts"],
+            &keys::names(keys::HEALTH_CHECK),
             &[],
         )?;
         if let Some(n) = f.get("interval_seconds") {
