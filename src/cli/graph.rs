@@ -23,7 +23,10 @@ pub fn run(args: Args) -> i32 {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let options = crate::launch::BuildOptions { nodes: args.nodes, ..Default::default() };
+    let options = crate::launch::BuildOptions {
+        nodes: args.nodes,
+        ..Default::default()
+    };
     let plan = match crate::launch::build(&recipe, &options) {
         Ok(p) => p,
         Err(problems) => {
@@ -39,6 +42,9 @@ pub fn run(args: Args) -> i32 {
         }
     };
     let names: Vec<String> = plan.nodes.iter().map(|n| n.name.clone()).collect();
-    print!("{}", crate::graph::render::render(&graph, &names, args.format));
+    print!(
+        "{}",
+        crate::graph::render::render(&graph, &names, args.format)
+    );
     exit::OK
 }

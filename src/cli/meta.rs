@@ -24,12 +24,16 @@ pub fn completions(args: CompletionsArgs) -> i32 {
 pub fn man_page() -> String {
     let cmd = Cli::command();
     let mut out = Vec::new();
-    clap_mangen::Man::new(cmd.clone()).render(&mut out).expect("render man page");
+    clap_mangen::Man::new(cmd.clone())
+        .render(&mut out)
+        .expect("render man page");
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         let name = format!("srt-{}", sub.get_name());
         let sub = sub.clone().display_name(name);
         out.extend_from_slice(b"\n");
-        clap_mangen::Man::new(sub).render(&mut out).expect("render man page");
+        clap_mangen::Man::new(sub)
+            .render(&mut out)
+            .expect("render man page");
     }
     String::from_utf8(out).expect("roff is UTF-8")
 }
@@ -43,7 +47,8 @@ pub fn man() -> i32 {
 /// The recipe JSON Schema as pretty JSON (what `srt schema` prints and
 /// `docs/recipe.schema.json` holds).
 pub fn schema_text() -> String {
-    let mut text = serde_json::to_string_pretty(&crate::recipe::keys::json_schema()).expect("schema serializes");
+    let mut text = serde_json::to_string_pretty(&crate::recipe::keys::json_schema())
+        .expect("schema serializes");
     text.push('\n');
     text
 }

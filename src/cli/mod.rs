@@ -3,10 +3,28 @@
 //! `src/main.rs` parses [`Cli`] and calls [`run`]; commands call into the library and
 //! turn its results into output and an exit code ([`crate::exit`]).
 
+/// `println!` that ignores a closed stdout: apply and destroy must finish their work
+/// (and save state) even when their output pipe goes away.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
+/// `print!` that ignores a closed stdout.
+macro_rules! say_raw {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($t)*);
+    }};
+}
+
 mod deploy;
 mod graph;
 mod inspect;
 mod meta;
+mod progress;
 mod render;
 mod validate;
 
@@ -60,7 +78,9 @@ pub enum Command {
     )]
     Logs(inspect::LogsArgs),
     /// The resource graph a recipe lowers to, grouped by node.
-    #[command(after_help = "Examples:\n  srt graph -f examples/seed/disagg-nixl.yaml\n  srt graph -f examples/seed/disagg-nixl.yaml --format dot | dot -Tpng > graph.png")]
+    #[command(
+        after_help = "Examples:\n  srt graph -f examples/seed/disagg-nixl.yaml\n  srt graph -f examples/seed/disagg-nixl.yaml --format dot | dot -Tpng > graph.png"
+    )]
     Graph(graph::Args),
     /// Shell completions for bash, zsh, fish, elvish or PowerShell.
     #[command(after_help = "Example:\n  srt completions bash > /etc/bash_completion.d/srt")]
@@ -77,12 +97,18 @@ pub use meta::{man_page, schema_text};
 
 /// Run a parsed command line; returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
-    // Output piped into `head` ends quietly, as with other command-line tools, instead of
-    // a panic on a closed stdout.
-    // SAFETY: restoring the default disposition of SIGPIPE at start-up, before any
-    // thread is spawned, has no memory-safety preconditions.
-    unsafe {
-        let _ = nix::sys::signal::signal(nix::sys::signal::Signal::SIGPIPE, nix::sys::signal::SigHandler::SigDfl);
+    // Read-only output piped into `head` ends quietly, as with other command-line tools.
+    // Commands that change the world keep SIGPIPE ignored and write through `say!`, so a
+    // closed pipe never kills them half-way through an apply.
+    if !matches!(cli.command, Command::Apply(_) | Command::Destroy(_)) {
+        // SAFETY: restoring the default disposition of SIGPIPE at start-up, before any
+        // thread is spawned, has no memory-safety preconditions.
+        unsafe {
+            let _ = nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGPIPE,
+                nix::sys::signal::SigHandler::SigDfl,
+            );
+        }
     }
     match cli.command {
         Command::Validate(a) => validate::run(a),

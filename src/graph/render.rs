@@ -42,9 +42,15 @@ pub fn render(g: &ResourceGraph, node_names: &[String], format: Format) -> Strin
     let mut out = String::new();
     match format {
         Format::Dot => {
-            out.push_str("digraph srt {\n  rankdir=LR;\n  node [fontname=\"monospace\", fontsize=10];\n");
+            out.push_str(
+                "digraph srt {\n  rankdir=LR;\n  node [fontname=\"monospace\", fontsize=10];\n",
+            );
             for (n, members) in &nodes {
-                let _ = writeln!(out, "  subgraph \"cluster_{}\" {{\n    label=\"{}\";\n    style=rounded;", node_names[*n], node_names[*n]);
+                let _ = writeln!(
+                    out,
+                    "  subgraph \"cluster_{}\" {{\n    label=\"{}\";\n    style=rounded;",
+                    node_names[*n], node_names[*n]
+                );
                 for &i in members {
                     let r = &g.resources[i];
                     let _ = writeln!(out, "    \"{}\" [shape={}];", r.address, shape(r.kind));

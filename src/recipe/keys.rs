@@ -21,14 +21,46 @@ const ENV: &str = r#"{"type": "object", "propertyNames": {"pattern": "^[A-Za-z_]
 
 /// Top level.
 pub const TOP: &[Key] = &[
-    k("schema", r#"{"const": 2}"#, "Recipe schema version (srtctl 2.0)."),
-    k("name", r#"{"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"}"#, "Deployment name; defaults to the file stem."),
-    k("model", r##"{"$ref": "#/$defs/model"}"##, "The model served."),
-    k("resources", r##"{"$ref": "#/$defs/resources"}"##, "Cluster facts the recipe relies on."),
-    k("engine", r##"{"anyOf": [{"const": "vllm"}, {"$ref": "#/$defs/engine"}]}"##, "The inference engine: `vllm` or a mapping."),
-    k("roles", r##"{"$ref": "#/$defs/roles"}"##, "Worker roles: `agg`, or `prefill` and `decode`."),
-    k("frontend", r##"{"$ref": "#/$defs/frontend"}"##, "What serves the public port."),
-    k("health_check", r##"{"$ref": "#/$defs/health_check"}"##, "Readiness budget."),
+    k(
+        "schema",
+        r#"{"const": 2}"#,
+        "Recipe schema version (srtctl 2.0).",
+    ),
+    k(
+        "name",
+        r#"{"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"}"#,
+        "Deployment name; defaults to the file stem.",
+    ),
+    k(
+        "model",
+        r##"{"$ref": "#/$defs/model"}"##,
+        "The model served.",
+    ),
+    k(
+        "resources",
+        r##"{"$ref": "#/$defs/resources"}"##,
+        "Cluster facts the recipe relies on.",
+    ),
+    k(
+        "engine",
+        r##"{"anyOf": [{"const": "vllm"}, {"$ref": "#/$defs/engine"}]}"##,
+        "The inference engine: `vllm` or a mapping.",
+    ),
+    k(
+        "roles",
+        r##"{"$ref": "#/$defs/roles"}"##,
+        "Worker roles: `agg`, or `prefill` and `decode`.",
+    ),
+    k(
+        "frontend",
+        r##"{"$ref": "#/$defs/frontend"}"##,
+        "What serves the public port.",
+    ),
+    k(
+        "health_check",
+        r##"{"$ref": "#/$defs/health_check"}"##,
+        "Readiness budget.",
+    ),
 ];
 
 /// `model:`.
@@ -39,22 +71,54 @@ pub const MODEL: &[Key] = &[
 ];
 
 /// `resources:`.
-pub const RESOURCES: &[Key] = &[k("gpus_per_node", r#"{"type": "integer", "minimum": 1, "maximum": 1024, "default": 4}"#, "GPUs per node.")];
+pub const RESOURCES: &[Key] = &[k(
+    "gpus_per_node",
+    r#"{"type": "integer", "minimum": 1, "maximum": 1024, "default": 4}"#,
+    "GPUs per node.",
+)];
 
 /// `engine:` as a mapping.
 pub const ENGINE: &[Key] = &[
     k("type", r#"{"const": "vllm"}"#, "Engine type."),
-    k("connector", r#"{"type": ["string", "null"], "default": "nixl"}"#, "KV connector: `nixl`, `moriio` or `none`."),
-    k("dp_launch_mode", r#"{"enum": ["per_node", "per_gpu"], "default": "per_node"}"#, "How data parallelism is launched (`per_gpu` is refused)."),
-    k("serve_binary", r#"{"type": "string", "default": "vllm"}"#, "Program run as `<binary> serve`."),
-    k("vllm_serve_binary", r#"{"type": "string"}"#, "srtctl's name for `serve_binary`."),
+    k(
+        "connector",
+        r#"{"type": ["string", "null"], "default": "nixl"}"#,
+        "KV connector: `nixl`, `moriio` or `none`.",
+    ),
+    k(
+        "dp_launch_mode",
+        r#"{"enum": ["per_node", "per_gpu"], "default": "per_node"}"#,
+        "How data parallelism is launched (`per_gpu` is refused).",
+    ),
+    k(
+        "serve_binary",
+        r#"{"type": "string", "default": "vllm"}"#,
+        "Program run as `<binary> serve`.",
+    ),
+    k(
+        "vllm_serve_binary",
+        r#"{"type": "string"}"#,
+        "srtctl's name for `serve_binary`.",
+    ),
 ];
 
 /// `roles:`.
 pub const ROLES: &[Key] = &[
-    k("prefill", r##"{"$ref": "#/$defs/role"}"##, "Prefill workers (with `decode`)."),
-    k("decode", r##"{"$ref": "#/$defs/role"}"##, "Decode workers (with `prefill`); `nodes: colocate` shares the prefill node."),
-    k("agg", r##"{"$ref": "#/$defs/role"}"##, "Aggregated workers."),
+    k(
+        "prefill",
+        r##"{"$ref": "#/$defs/role"}"##,
+        "Prefill workers (with `decode`).",
+    ),
+    k(
+        "decode",
+        r##"{"$ref": "#/$defs/role"}"##,
+        "Decode workers (with `prefill`); `nodes: colocate` shares the prefill node.",
+    ),
+    k(
+        "agg",
+        r##"{"$ref": "#/$defs/role"}"##,
+        "Aggregated workers.",
+    ),
 ];
 
 /// `roles.<role>:`.
@@ -68,22 +132,62 @@ pub const ROLE: &[Key] = &[
 
 /// `frontend:`.
 pub const FRONTEND: &[Key] = &[
-    k("type", r#"{"enum": ["vllm-router"], "default": "vllm-router"}"#, "Frontend type."),
+    k(
+        "type",
+        r#"{"enum": ["vllm-router"], "default": "vllm-router"}"#,
+        "Frontend type.",
+    ),
     k("args", ARGS, "Flags passed to the Router (e.g. `policy`)."),
     k("env", ENV, "Extra environment for frontend processes."),
-    k("enable_multiple_frontends", r#"{"type": "boolean", "default": true}"#, "nginx on the head node in front of one Router per other node."),
-    k("num_additional_frontends", r#"{"type": "integer", "minimum": 0, "default": 9}"#, "Upper bound of extra Routers behind nginx."),
-    k("orchestrator_placement", r#"{"enum": ["head", "first_decode"], "default": "head"}"#, "Where a single Router runs."),
-    k("container_image", r#"{"type": "string"}"#, "Separate image for frontend processes."),
-    k("port", r#"{"type": "integer", "minimum": 1, "maximum": 65535, "default": 8000}"#, "Public port."),
-    k("binary", r#"{"type": "string", "default": "vllm-router"}"#, "Program run as the Router."),
+    k(
+        "enable_multiple_frontends",
+        r#"{"type": "boolean", "default": true}"#,
+        "nginx on the head node in front of one Router per other node.",
+    ),
+    k(
+        "num_additional_frontends",
+        r#"{"type": "integer", "minimum": 0, "default": 9}"#,
+        "Upper bound of extra Routers behind nginx.",
+    ),
+    k(
+        "orchestrator_placement",
+        r#"{"enum": ["head", "first_decode"], "default": "head"}"#,
+        "Where a single Router runs.",
+    ),
+    k(
+        "container_image",
+        r#"{"type": "string"}"#,
+        "Separate image for frontend processes.",
+    ),
+    k(
+        "port",
+        r#"{"type": "integer", "minimum": 1, "maximum": 65535, "default": 8000}"#,
+        "Public port.",
+    ),
+    k(
+        "binary",
+        r#"{"type": "string", "default": "vllm-router"}"#,
+        "Program run as the Router.",
+    ),
 ];
 
 /// `health_check:`.
 pub const HEALTH_CHECK: &[Key] = &[
-    k("timeout_seconds", r#"{"type": "integer", "minimum": 1, "default": 1800}"#, "Readiness budget in seconds."),
-    k("interval_seconds", r#"{"type": "integer", "minimum": 1, "default": 10}"#, "Longest interval between probes (srt starts faster and caps at 0.5 s)."),
-    k("max_attempts", r#"{"type": "integer", "minimum": 1}"#, "srtctl form of the budget: max_attempts x interval_seconds."),
+    k(
+        "timeout_seconds",
+        r#"{"type": "integer", "minimum": 1, "default": 1800}"#,
+        "Readiness budget in seconds.",
+    ),
+    k(
+        "interval_seconds",
+        r#"{"type": "integer", "minimum": 1, "default": 10}"#,
+        "Longest interval between probes (srt starts faster and caps at 0.5 s).",
+    ),
+    k(
+        "max_attempts",
+        r#"{"type": "integer", "minimum": 1}"#,
+        "srtctl form of the budget: max_attempts x interval_seconds.",
+    ),
 ];
 
 /// Key names of a table, for the loader.
@@ -94,8 +198,11 @@ pub fn names(keys: &[Key]) -> Vec<&'static str> {
 fn object(keys: &[Key], required: &[&str]) -> serde_json::Value {
     let mut props = serde_json::Map::new();
     for key in keys {
-        let mut v: serde_json::Value = serde_json::from_str(key.schema).expect("key schema is JSON");
-        v.as_object_mut().expect("schema fragment is an object").insert("description".into(), key.doc.into());
+        let mut v: serde_json::Value =
+            serde_json::from_str(key.schema).expect("key schema is JSON");
+        v.as_object_mut()
+            .expect("schema fragment is an object")
+            .insert("description".into(), key.doc.into());
         props.insert(key.name.into(), v);
     }
     serde_json::json!({"type": "object", "additionalProperties": false, "properties": props, "required": required})
@@ -105,8 +212,14 @@ fn object(keys: &[Key], required: &[&str]) -> serde_json::Value {
 pub fn json_schema() -> serde_json::Value {
     let mut root = object(TOP, &["roles"]);
     let obj = root.as_object_mut().expect("object");
-    obj.insert("$schema".into(), "https://json-schema.org/draft/2020-12/schema".into());
-    obj.insert("$id".into(), "https://srt.invalid/recipe.schema.json".into());
+    obj.insert(
+        "$schema".into(),
+        "https://json-schema.org/draft/2020-12/schema".into(),
+    );
+    obj.insert(
+        "$id".into(),
+        "https://srt.invalid/recipe.schema.json".into(),
+    );
     obj.insert("title".into(), "srt recipe".into());
     obj.insert(
         "$defs".into(),
@@ -128,6 +241,9 @@ mod tests {
     #[test]
     fn every_fragment_is_a_json_object() {
         let schema = super::json_schema();
-        assert_eq!(schema["$defs"]["role"]["properties"]["nodes"]["description"], "Nodes for this role, or `colocate` (decode only).");
+        assert_eq!(
+            schema["$defs"]["role"]["properties"]["nodes"]["description"],
+            "Nodes for this role, or `colocate` (decode only)."
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! From YAML text to a typed [`Recipe`], collecting every problem with its span.
 
-use super::keys;
 use super::diag::{did_you_mean, Problem, Problems, RecipeError};
+use super::keys;
 use super::schema::*;
 use super::yaml::{self, Key, Node, Value};
 use miette::{NamedSource, SourceSpan};
@@ -455,7 +455,6 @@ impl Loader<'_> {
     }
 
     fn recipe(&mut self, root: &Node, default_name: &str) -> Option<Recipe> {
-
         let f = self.fields(root, "", &keys::names(keys::TOP), SRTCTL_ONLY_TOP)?;
         if let Some(node) = f.get("schema") {
             if node.value != Value::Int(2) {
@@ -656,7 +655,12 @@ impl Loader<'_> {
                 gpus_per_node: Sp::new(4, SourceSpan::new(doc.offset().into(), 0)),
             });
         };
-        let f = self.fields(node, "resources", &keys::names(keys::RESOURCES), SRTCTL_ONLY_RESOURCES)?;
+        let f = self.fields(
+            node,
+            "resources",
+            &keys::names(keys::RESOURCES),
+            SRTCTL_ONLY_RESOURCES,
+        )?;
         let gpus_per_node = match f.get("gpus_per_node") {
             Some(n) => Sp::new(
                 self.uint(n, "resources.gpus_per_node", 1, 1024)? as u32,
@@ -783,12 +787,7 @@ impl Loader<'_> {
 
     fn role(&mut self, kind: RoleKind, node: &Node, key_span: SourceSpan) -> Option<Role> {
         let path = format!("roles.{}", kind.name());
-        let f = self.fields(
-            node,
-            &path,
-            &keys::names(keys::ROLE),
-            SRTCTL_ONLY_ROLE,
-        )?;
+        let f = self.fields(node, &path, &keys::names(keys::ROLE), SRTCTL_ONLY_ROLE)?;
         let nodes = match f.get("nodes") {
             Some(n) => match &n.value {
                 Value::Str(s) if s == "colocate" => Sp::new(Nodes::Colocate, n.span),
@@ -938,12 +937,7 @@ impl Loader<'_> {
             interval_secs: 10,
         };
         let Some(node) = node else { return Some(hc) };
-        let f = self.fields(
-            node,
-            "health_check",
-            &keys::names(keys::HEALTH_CHECK),
-            &[],
-        )?;
+        let f = self.fields(node, "health_check", &keys::names(keys::HEALTH_CHECK), &[])?;
         if let Some(n) = f.get("interval_seconds") {
             hc.interval_secs = self.uint(n, "health_check.interval_seconds", 1, 3600)? as u64;
         }
