@@ -150,20 +150,6 @@ pub fn json(plan: &Plan) -> String {
     serde_json::to_string_pretty(&doc).expect("plan serializes")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn word_diff_marks_changed_words() {
-        let d = word_diff(
-            "vllm serve --max-model-len 4096",
-            "vllm serve --max-model-len 8192",
-        );
-        assert_eq!(d, "vllm serve --max-model-len [-4096-]{+8192+}");
-    }
-}
-
 /// `srt plan --explain`: for every replaced resource, each hash input that changed, with
 /// its value before and after (secrets are digests in specs, so nothing leaks).
 pub fn explain(
@@ -259,4 +245,18 @@ pub fn explain(
         out.push_str("Nothing is replaced.\n");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn word_diff_marks_changed_words() {
+        let d = word_diff(
+            "vllm serve --max-model-len 4096",
+            "vllm serve --max-model-len 8192",
+        );
+        assert_eq!(d, "vllm serve --max-model-len [-4096-]{+8192+}");
+    }
 }
