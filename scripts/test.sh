@@ -10,3 +10,5 @@ cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
 # CI=true makes insta refuse to write snapshots; --check fails on any mismatch.
 CI=true cargo insta test --check --unreferenced=reject --all-targets
+# The getting-started page, run command by command on the built binaries.
+scripts/doc-test.sh docs/getting-started.md
