@@ -32,6 +32,8 @@ pub enum Kind {
     Gate,
     /// The smoke completion, re-checked every apply.
     Smoke,
+    /// The recipe's load benchmark, run every apply after the smoke check.
+    Benchmark,
 }
 
 impl Kind {
@@ -44,6 +46,7 @@ impl Kind {
             Kind::Nginx => "nginx",
             Kind::Gate => "gate",
             Kind::Smoke => "smoke",
+            Kind::Benchmark => "benchmark",
         }
     }
 
@@ -54,7 +57,7 @@ impl Kind {
 
     /// Checks re-run on every apply.
     pub fn is_check(self) -> bool {
-        matches!(self, Kind::Gate | Kind::Smoke)
+        matches!(self, Kind::Gate | Kind::Smoke | Kind::Benchmark)
     }
 }
 
@@ -213,10 +216,10 @@ pub fn lower(plan: &LaunchPlan, execution: &Value) -> Result<ResourceGraph, Grap
         deps.dedup();
         pending.push(Resource {
             address: g.address.clone(),
-            kind: if g.address == "smoke" {
-                Kind::Smoke
-            } else {
-                Kind::Gate
+            kind: match g.probe {
+                crate::launch::Probe::Completion { .. } => Kind::Smoke,
+                crate::launch::Probe::Benchmark { .. } => Kind::Benchmark,
+                _ => Kind::Gate,
             },
             spec: serde_json::to_value(&g.probe).expect("probe serializes"),
             deps,

@@ -32,7 +32,7 @@ fn shape(kind: Kind) -> &'static str {
         Kind::Ports => "note",
         Kind::Worker => "box",
         Kind::Router | Kind::Nginx => "box3d",
-        Kind::Gate | Kind::Smoke => "diamond",
+        Kind::Gate | Kind::Smoke | Kind::Benchmark => "diamond",
     }
 }
 

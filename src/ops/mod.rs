@@ -212,6 +212,8 @@ pub fn empty(deployment: &str) -> (LaunchPlan, ResourceGraph) {
         deployment: deployment.to_string(),
         frontend: String::new(),
         served_model_name: String::new(),
+        precision: None,
+        gpu_type: None,
         nodes: Vec::new(),
         processes: Vec::new(),
         gates: Vec::new(),

@@ -102,7 +102,9 @@ pub async fn status(state: &State, exec: &dyn Executor) -> Vec<ResourceStatus> {
                 Observation::Alive => "running".to_string(),
                 Observation::Gone(_) => "drifted".to_string(),
             },
-            (None, Status::Running) if r.kind == "gate" || r.kind == "smoke" => {
+            (None, Status::Running)
+                if matches!(r.kind.as_str(), "gate" | "smoke" | "benchmark") =>
+            {
                 "passed".to_string()
             }
             (None, Status::Running) => "ok".to_string(),

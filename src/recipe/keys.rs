@@ -61,6 +61,60 @@ pub const TOP: &[Key] = &[
         r##"{"$ref": "#/$defs/health_check"}"##,
         "Readiness budget.",
     ),
+    k(
+        "slurm",
+        r##"{"$ref": "#/$defs/slurm"}"##,
+        "Scheduler settings for the SLURM executor (override the cluster profile).",
+    ),
+    k(
+        "benchmark",
+        r##"{"$ref": "#/$defs/benchmark"}"##,
+        "A load benchmark through the public URL after the gates.",
+    ),
+];
+
+/// `slurm:`.
+pub const SLURM: &[Key] = &[
+    k(
+        "time_limit",
+        r#"{"type": "string", "pattern": "^([0-9]+-)?[0-9]+(:[0-9]{2}){0,2}$"}"#,
+        "Allocation time limit (`--time`).",
+    ),
+    k(
+        "partition",
+        r#"{"type": "string"}"#,
+        "Partition (`--partition`).",
+    ),
+    k("account", r#"{"type": "string"}"#, "Account (`--account`)."),
+];
+
+/// `benchmark:`.
+pub const BENCHMARK: &[Key] = &[
+    k(
+        "type",
+        r#"{"enum": ["sa-bench"]}"#,
+        "Benchmark type; srt runs a built-in equivalent of sa-bench's serving load.",
+    ),
+    k(
+        "isl",
+        r#"{"type": "integer", "minimum": 1, "maximum": 1000000}"#,
+        "Input length per request, in tokens.",
+    ),
+    k(
+        "osl",
+        r#"{"type": "integer", "minimum": 1, "maximum": 1000000}"#,
+        "Output tokens per request.",
+    ),
+    k(
+        "concurrencies",
+        r#"{"anyOf": [{"type": "string", "pattern": "^[0-9]+(x[0-9]+)*$"}, {"type": "integer", "minimum": 1}, {"type": "array", "items": {"type": "integer", "minimum": 1}}]}"#,
+        "Concurrency levels: `\"4x8\"`, `8` or `[4, 8]`.",
+    ),
+    k(
+        "requests_per_concurrency",
+        r#"{"type": "integer", "minimum": 1, "default": 4}"#,
+        "Requests per level, as a multiple of the level.",
+    ),
 ];
 
 /// `model:`.
@@ -68,14 +122,22 @@ pub const MODEL: &[Key] = &[
     k("path", r#"{"type": "string", "minLength": 1}"#, "Path or id passed to `vllm serve` (default `/model`); `hf:org/name` is served as `org/name`."),
     k("served_name", r#"{"type": "string"}"#, "`--served-model-name` (default: the path's last component)."),
     k("container", r#"{"type": "string"}"#, "Container image for workers (executors that run containers)."),
+    k("precision", r#"{"type": "string"}"#, "srtctl's precision label (`bf16`, `fp8`); shown, not passed to vLLM (use args.dtype / args.quantization)."),
 ];
 
 /// `resources:`.
-pub const RESOURCES: &[Key] = &[k(
-    "gpus_per_node",
-    r#"{"type": "integer", "minimum": 1, "maximum": 1024, "default": 4}"#,
-    "GPUs per node.",
-)];
+pub const RESOURCES: &[Key] = &[
+    k(
+        "gpus_per_node",
+        r#"{"type": "integer", "minimum": 1, "maximum": 1024, "default": 4}"#,
+        "GPUs per node.",
+    ),
+    k(
+        "gpu_type",
+        r#"{"type": "string"}"#,
+        "GPU model; the GRES type the SLURM executor requests (`--gres=gpu:<type>:N`).",
+    ),
+];
 
 /// `engine:` as a mapping.
 pub const ENGINE: &[Key] = &[
@@ -231,6 +293,8 @@ pub fn json_schema() -> serde_json::Value {
             "role": object(ROLE, &["nodes", "workers"]),
             "frontend": object(FRONTEND, &[]),
             "health_check": object(HEALTH_CHECK, &[]),
+            "slurm": object(SLURM, &[]),
+            "benchmark": object(BENCHMARK, &["type"]),
         }),
     );
     root
