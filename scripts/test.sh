@@ -20,3 +20,5 @@ eval "$slurm_env"
 export SRT_SLURM_REQUIRED=1
 # CI=true makes insta refuse to write snapshots; --check fails on any mismatch.
 CI=true cargo insta test --check --unreferenced=reject --all-targets
+# The getting-started page, run command by command on the built binaries.
+scripts/doc-test.sh docs/getting-started.md

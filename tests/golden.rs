@@ -147,8 +147,11 @@ fn json_format_1_fields() {
         let (_, json) = render_both(&path);
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(v["format_version"], 1);
+        // Optional, additive fields (present only when the recipe sets them).
+        let mut top: Vec<&str> = keys(&v);
+        top.retain(|k| !matches!(*k, "precision" | "gpu_type"));
         assert_eq!(
-            keys(&v),
+            top,
             [
                 "format_version",
                 "deployment",
@@ -209,6 +212,15 @@ fn json_format_1_fields() {
                 "router_workers" => &["type", "urls", "prefill", "decode"],
                 "health" => &["type", "urls"],
                 "completion" => &["type", "url", "model"],
+                "benchmark" => &[
+                    "type",
+                    "url",
+                    "model",
+                    "isl",
+                    "osl",
+                    "concurrencies",
+                    "requests_per_concurrency",
+                ],
                 other => panic!("unknown probe type {other}"),
             };
             assert_eq!(keys(probe), want);
@@ -220,6 +232,6 @@ fn json_format_1_fields() {
     }
     assert_eq!(
         probe_types.into_iter().collect::<Vec<_>>(),
-        ["completion", "health", "router_workers"]
+        ["benchmark", "completion", "health", "router_workers"]
     );
 }

@@ -44,10 +44,16 @@ const CASES: &[Case] = &[
         "did you mean `gpus`?",
     ),
     case(
-        "srtctl-only-benchmark.yaml",
+        "srtctl-only-services.yaml",
         "srt::recipe::unsupported_key",
-        "benchmark",
+        "services",
         "srtctl key",
+    ),
+    case(
+        "benchmark-type.yaml",
+        "srt::recipe::benchmark_type",
+        "lm-eval",
+        "not supported by srt",
     ),
     case(
         "wrong-type-workers.yaml",

@@ -307,13 +307,13 @@ roles:
 /// The checker itself rejects a plan whose ledger misses a bound port or repeats one.
 #[test]
 fn the_checker_can_fail() {
-    let path = common::root().join("examples/seed/agg-dep8.yaml");
+    let path = common::root().join("examples/seed/disagg-nixl.yaml");
     let plan = build_path(&path, None, HostLayout::Distinct);
-    // Drop node1's side-channel lease: node1 binds ports nothing records.
+    // Drop node1's HTTP lease: node1 binds a port nothing records.
     let mut missing = plan.clone();
     missing
         .leases
-        .retain(|l| !(l.kind == "nixl" && l.host == "node1"));
+        .retain(|l| !(l.kind == "http" && l.host == "node1"));
     let r = std::panic::catch_unwind(|| check("missing", &missing, HostLayout::Distinct));
     assert!(r.is_err(), "a bound port without a lease must fail");
     // Lease node0's HTTP port twice.

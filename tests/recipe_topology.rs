@@ -160,17 +160,12 @@ fn agg_dep8_two_hybrid_lb_pools_without_intra_node_expansion() {
     // Both pools routable, each at its own node.
     assert_eq!(url(w0), format!("http://{}:{}", ip(0), port(w0, "http")));
     assert_eq!(url(w1), format!("http://{}:{}", ip(1), port(w1, "http")));
-    // NIXL: one run of 8 side-channel ports; vLLM adds the global rank to the env base,
-    // so node1 binds base+4..base+7.
-    let base = port(w0, "nixl");
+    // An agg role without a connector gets no KV config, so no side channel either.
     for w in [w0, w1] {
-        assert_eq!(w.env["VLLM_NIXL_SIDE_CHANNEL_PORT"], base.to_string());
+        assert!(!w.ports.contains_key("nixl"), "{:?}", w.ports);
+        assert!(!w.env.contains_key("VLLM_NIXL_SIDE_CHANNEL_PORT"));
+        assert!(!has(&w.argv, "--kv-transfer-config"));
     }
-    assert_eq!(w0.ports["nixl"].count, 4);
-    assert_eq!(
-        (w1.ports["nixl"].base, w1.ports["nixl"].count),
-        (base + 4, 4)
-    );
 
     for r in routers(&plan) {
         assert_eq!(
@@ -570,6 +565,84 @@ fn multi_frontend_nginx_and_identical_routers() {
     assert!(!internal.contains(&8000));
 }
 
+/// An srtctl 2.0 recipe as srt-slurm writes them loads unchanged: `slurm`, `precision`,
+/// `gpu_type` and an sa-bench `benchmark` are read, not refused or ignored.
+#[test]
+fn srtctl_shape_loads_unchanged() {
+    let text = std::fs::read_to_string(root().join("examples/srtctl-shape.yaml")).unwrap();
+    let source = srt::recipe::Source {
+        name: "srtctl-shape.yaml".into(),
+        text,
+    };
+    let recipe = srt::recipe::load_str(&source, "x").unwrap();
+    assert_eq!(recipe.slurm.time_limit.as_deref(), Some("01:00:00"));
+    assert_eq!(recipe.model.precision.as_deref(), Some("bf16"));
+    assert_eq!(recipe.resources.gpu_type.as_deref(), Some("h100"));
+    let plan = plan("examples/srtctl-shape.yaml");
+    assert_eq!(plan.precision.as_deref(), Some("bf16"));
+    let ws = workers(&plan);
+    assert_eq!(ws.len(), 3);
+    assert_eq!(ws[0].argv[..3], ["vllm", "serve", "Qwen/Qwen3-0.6B"]);
+    let devices: Vec<Vec<u32>> = ws.iter().map(|w| w.devices.clone()).collect();
+    assert_eq!(devices, [vec![0, 1], vec![2, 3], vec![4, 5]]);
+    let bench = plan
+        .gates
+        .iter()
+        .find(|g| g.address == "benchmark")
+        .expect("benchmark gate");
+    assert_eq!(bench.depends_on, ["smoke"]);
+    match &bench.probe {
+        srt::launch::Probe::Benchmark {
+            isl,
+            osl,
+            concurrencies,
+            requests_per_concurrency,
+            ..
+        } => {
+            assert_eq!(
+                (*isl, *osl, concurrencies.clone(), *requests_per_concurrency),
+                (128, 64, vec![2, 4], 4)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// DEP8 with an explicit NIXL connector on the agg role: one run of 8 side-channel ports;
+/// vLLM adds the global rank to the env base, so node1 binds base+4..base+7 and leases
+/// them on node1.
+#[test]
+fn agg_dep8_with_nixl_splits_side_channels_per_node() {
+    let text = std::fs::read_to_string(root().join("examples/seed/agg-dep8.yaml"))
+        .unwrap()
+        .replace(
+            "      enable-expert-parallel: true",
+            "      enable-expert-parallel: true\n      connector: nixl",
+        );
+    let source = srt::recipe::Source {
+        name: "dep8-nixl.yaml".into(),
+        text,
+    };
+    let recipe = srt::recipe::load_str(&source, "dep8-nixl").unwrap();
+    let plan = srt::launch::build(&recipe, &Default::default()).unwrap();
+    let ws = workers(&plan);
+    let (w0, w1) = (ws[0], ws[1]);
+    let base = port(w0, "nixl");
+    for w in [w0, w1] {
+        assert_eq!(w.env["VLLM_NIXL_SIDE_CHANNEL_PORT"], base.to_string());
+        assert!(has(&w.argv, "--kv-transfer-config"));
+    }
+    assert_eq!(w0.ports["nixl"].count, 4);
+    assert_eq!(
+        (w1.ports["nixl"].base, w1.ports["nixl"].count),
+        (base + 4, 4)
+    );
+    assert!(plan
+        .leases
+        .iter()
+        .any(|l| l.kind == "nixl" && l.host == "node1" && l.block.base == base + 4));
+}
+
 /// DP4 over two 2-GPU nodes: two routable hybrid-LB pools (start ranks 0 and 2) sharing
 /// the leader's DP address and RPC port; the Router gets both URLs, unexpanded.
 #[test]
@@ -647,6 +720,7 @@ fn every_example_has_a_topology_test() {
         "examples/local-disagg.yaml",
         "examples/local-dp.yaml",
         "examples/slurm-disagg.yaml",
+        "examples/srtctl-shape.yaml",
     ];
     let found: Vec<String> = examples()
         .iter()

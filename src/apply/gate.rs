@@ -76,6 +76,25 @@ pub async fn probe_once(
             }
             Ok(format!("{} endpoint(s) healthy", urls.len()))
         }
+        Probe::Benchmark {
+            url,
+            model,
+            isl,
+            osl,
+            concurrencies,
+            requests_per_concurrency,
+        } => {
+            benchmark(
+                client,
+                &resolve(url),
+                model,
+                *isl,
+                *osl,
+                concurrencies,
+                *requests_per_concurrency,
+            )
+            .await
+        }
         Probe::Completion { url, model } => {
             let url = format!("{}/v1/completions", resolve(url));
             let body =
@@ -117,6 +136,63 @@ fn short(e: &reqwest::Error) -> String {
     }
 }
 
+/// The built-in serving load: per level, `level x per_level` requests, `level` in flight.
+async fn benchmark(
+    client: &reqwest::Client,
+    url: &str,
+    model: &str,
+    isl: u32,
+    osl: u32,
+    levels: &[u32],
+    per_level: u32,
+) -> Result<String, String> {
+    use futures::stream::{self, StreamExt};
+    let url = format!("{url}/v1/completions");
+    let prompt = vec!["benchmark"; isl as usize].join(" ");
+    let mut report = Vec::new();
+    for &level in levels {
+        let total = level as usize * per_level as usize;
+        let started = std::time::Instant::now();
+        let results: Vec<Result<(Duration, u64), String>> = stream::iter(0..total)
+            .map(|_| {
+                let body = serde_json::json!({"model": model, "prompt": prompt, "max_tokens": osl, "ignore_eos": true});
+                let url = url.clone();
+                async move {
+                    let t = std::time::Instant::now();
+                    let resp = client.post(&url).json(&body).send().await.map_err(|e| short(&e))?;
+                    let status = resp.status();
+                    let v: serde_json::Value = resp.json().await.map_err(|e| short(&e))?;
+                    if !status.is_success() {
+                        return Err(format!("{status}: {v}"));
+                    }
+                    Ok((t.elapsed(), v["usage"]["completion_tokens"].as_u64().unwrap_or(0)))
+                }
+            })
+            .buffer_unordered(level as usize)
+            .collect()
+            .await;
+        let wall = started.elapsed();
+        let mut latencies: Vec<Duration> = Vec::new();
+        let mut tokens = 0u64;
+        for r in results {
+            let (lat, tok) = r.map_err(|e| format!("{url} at concurrency {level}: {e}"))?;
+            latencies.push(lat);
+            tokens += tok;
+        }
+        latencies.sort();
+        let pct = |p: f64| {
+            latencies[((latencies.len() as f64 - 1.0) * p).round() as usize].as_secs_f64() * 1000.0
+        };
+        report.push(format!(
+            "c{level}: {total} req, p50 {:.0} ms, p99 {:.0} ms, {:.0} output tok/s",
+            pct(0.5),
+            pct(0.99),
+            tokens as f64 / wall.as_secs_f64().max(1e-9)
+        ));
+    }
+    Ok(report.join("; "))
+}
+
 /// Run a gate to completion.
 pub(super) async fn run(apply: &Apply<'_>, state: &Shared, gate: &Gate) -> Result<String, String> {
     let client = client();
@@ -124,6 +200,13 @@ pub(super) async fn run(apply: &Apply<'_>, state: &Shared, gate: &Gate) -> Resul
     let resolve = |s: &str| bindings.resolve(s);
     let deadline = Instant::now() + Duration::from_secs(apply.health.timeout_secs);
     let cap = MAX_INTERVAL.min(Duration::from_secs(apply.health.interval_secs.max(1)));
+    if matches!(gate.probe, Probe::Benchmark { .. }) {
+        // A load run happens once; retrying would hide failures.
+        return tokio::select! {
+            r = probe_once(&client, &gate.probe, &resolve) => r,
+            _ = apply.cancel.cancelled() => Err("interrupted".into()),
+        };
+    }
     let mut interval = FIRST_INTERVAL;
     let mut last_report = Instant::now();
     loop {

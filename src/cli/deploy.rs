@@ -1,7 +1,8 @@
 //! `srt plan`, `srt apply`, `srt destroy`.
 
+use super::progress::{self, Mode};
 use super::report;
-use crate::apply::{self, Apply, Cancel, Event};
+use crate::apply::{self, Apply, Cancel};
 use crate::exit;
 use crate::ops::{self, OpError, PrepareOptions, Prepared};
 use crate::plan::file::PlanFile;
@@ -67,6 +68,9 @@ pub struct PlanArgs {
     /// Replace this resource even if unchanged (repeatable).
     #[arg(long, value_name = "ADDRESS")]
     replace: Vec<String>,
+    /// After the plan, show for every replaced resource which hash inputs changed.
+    #[arg(long)]
+    explain: bool,
 }
 
 /// Arguments of `srt apply`.
@@ -97,6 +101,10 @@ pub struct ApplyArgs {
     /// Print only errors and the final summary.
     #[arg(long, short)]
     quiet: bool,
+    /// Print the plan and progress as JSON events, one per line (needs --auto-approve when
+    /// there are changes).
+    #[arg(long)]
+    json: bool,
 }
 
 /// Arguments of `srt destroy`.
@@ -145,9 +153,13 @@ pub fn plan(args: PlanArgs) -> i32 {
     };
     let plan = ops::make_plan(&p, &state, &options);
     if args.json {
-        println!("{}", plan::render::json(&plan));
+        say!("{}", plan::render::json(&plan));
     } else {
-        print!("{}", plan::render::render(&plan));
+        say_raw!("{}", plan::render::render(&plan));
+        if args.explain {
+            say!("\nWhy each resource is replaced:");
+            say_raw!("{}", plan::render::explain(&plan, &state, &p.graph));
+        }
     }
     if let Some(out) = &args.out {
         let file = PlanFile {
@@ -165,7 +177,7 @@ pub fn plan(args: PlanArgs) -> i32 {
             )));
         }
         if !args.json {
-            println!(
+            say!(
                 "\nSaved the plan to {}. Apply exactly it with: srt apply {}",
                 out.display(),
                 out.display()
@@ -187,7 +199,7 @@ fn confirm(question: &str, auto_approve: bool) -> Result<(), i32> {
         eprintln!("error: refusing to {question} without confirmation: stdin is not a terminal; pass --auto-approve");
         return Err(exit::NOT_CONFIRMED);
     }
-    print!("\nDo you want to {question}? Only 'yes' will be accepted: ");
+    say_raw!("\nDo you want to {question}? Only 'yes' will be accepted: ");
     let _ = std::io::stdout().flush();
     let mut line = String::new();
     let _ = std::io::stdin().lock().read_line(&mut line);
@@ -196,27 +208,6 @@ fn confirm(question: &str, auto_approve: bool) -> Result<(), i32> {
     } else {
         eprintln!("Cancelled.");
         Err(exit::NOT_CONFIRMED)
-    }
-}
-
-fn printer(quiet: bool) -> impl Fn(Event) + Sync {
-    move |e: Event| {
-        let line = match &e {
-            Event::Started { address, action } => format!("{address}: {action}..."),
-            Event::Done {
-                address,
-                action,
-                detail,
-            } => format!("{address}: {action} ({detail})"),
-            Event::Waiting { address, detail } => format!("{address}: still waiting: {detail}"),
-            Event::Failed { address, error } => format!("{address}: FAILED: {error}"),
-            Event::Skipped { address, because } => format!("{address}: skipped ({because})"),
-        };
-        if matches!(e, Event::Failed { .. }) {
-            eprintln!("{line}");
-        } else if !quiet {
-            println!("{line}");
-        }
     }
 }
 
@@ -329,8 +320,16 @@ pub fn apply(args: ApplyArgs) -> i32 {
                 destroy: false,
             };
             let plan = ops::make_plan(&p, &state, &options);
-            print!("{}", plan::render::render(&plan));
+            if args.json {
+                progress::plan_events(&plan);
+            } else {
+                say_raw!("{}", plan::render::render(&plan));
+            }
             if plan.has_changes() {
+                if args.json && !args.auto_approve {
+                    eprintln!("error: --json cannot ask for confirmation; pass --auto-approve");
+                    return exit::NOT_CONFIRMED;
+                }
                 if let Err(code) = confirm("perform these actions", args.auto_approve) {
                     return code;
                 }
@@ -342,7 +341,8 @@ pub fn apply(args: ApplyArgs) -> i32 {
     let cancel = Cancel::default();
     let shared = apply::shared(state);
     install_signals(&rt, cancel.clone(), &p, shared.clone());
-    let events = printer(args.quiet);
+    let mode = Mode::choose(args.quiet, args.json);
+    let events = progress::printer(mode);
     let run = Apply {
         launch: &p.launch,
         graph: &p.graph,
@@ -366,10 +366,14 @@ pub fn apply(args: ApplyArgs) -> i32 {
         }
     }
     drop(lock);
-    summarize(&p, &outcome)
+    summarize(&p, &outcome, mode)
 }
 
-fn summarize(p: &Prepared, o: &apply::Outcome) -> i32 {
+fn summarize(p: &Prepared, o: &apply::Outcome, mode: Mode) -> i32 {
+    let url = p.exec.bindings().resolve(&p.launch.public_url);
+    if mode == Mode::Json {
+        progress::outcome_event(o, &url);
+    }
     if o.interrupted {
         eprintln!("Apply interrupted: {} created, {} replaced, {} destroyed before stopping. State is saved; run `srt plan` to see what remains.", o.created, o.replaced, o.destroyed);
         return exit::INTERRUPTED;
@@ -382,6 +386,23 @@ fn summarize(p: &Prepared, o: &apply::Outcome) -> i32 {
         );
         for (a, e) in &o.failed {
             eprintln!("  {a}: {}", e.lines().next().unwrap_or_default());
+            // A process that failed to come up: show its own log (gate errors already
+            // carry the log of the process that died).
+            if !e.contains("--- last lines of its log ---") {
+                let tail = p
+                    .exec
+                    .log_tail(a, 20)
+                    .map(|t| match t.rfind("--- srt: starting ") {
+                        Some(i) => t[i..].to_string(),
+                        None => t,
+                    });
+                if let Some(tail) = tail.filter(|t| !t.trim().is_empty()) {
+                    eprintln!("  --- last lines of {a}'s log ---");
+                    for line in tail.lines() {
+                        eprintln!("  | {line}");
+                    }
+                }
+            }
         }
         eprintln!(
             "Applied before the failure: {} created, {} replaced, {} destroyed.",
@@ -389,20 +410,24 @@ fn summarize(p: &Prepared, o: &apply::Outcome) -> i32 {
         );
         return exit::APPLY_FAILED;
     }
-    let url = p.exec.bindings().resolve(&p.launch.public_url);
+    if mode == Mode::Json {
+        return exit::OK;
+    }
     if o.created + o.replaced + o.destroyed == 0 {
-        println!(
+        say!(
             "\nApply complete: nothing to change; {} check(s) passed.",
             o.checked
         );
     } else {
-        println!(
+        say!(
             "\nApply complete: {} created, {} replaced, {} destroyed.",
-            o.created, o.replaced, o.destroyed
+            o.created,
+            o.replaced,
+            o.destroyed
         );
     }
-    println!("Router: {url}");
-    println!(
+    say!("Router: {url}");
+    say!(
         "Try: curl -s {url}/v1/completions -H 'content-type: application/json' -d '{{\"model\": \"{}\", \"prompt\": \"Hello\", \"max_tokens\": 16}}'",
         p.launch.served_model_name
     );
@@ -428,7 +453,7 @@ pub fn destroy(args: DestroyArgs) -> i32 {
     let state = match store.load() {
         Ok(Some(s)) => s,
         Ok(None) => {
-            println!(
+            say!(
                 "No state for deployment `{name}` under {}: nothing to destroy.",
                 args.common.state_dir.display()
             );
@@ -456,7 +481,7 @@ pub fn destroy(args: DestroyArgs) -> i32 {
             destroy: true,
         },
     );
-    print!("{}", plan::render::render(&plan));
+    say_raw!("{}", plan::render::render(&plan));
     if !plan.has_changes() {
         return exit::OK;
     }
@@ -467,7 +492,7 @@ pub fn destroy(args: DestroyArgs) -> i32 {
         return code;
     }
     let rt = runtime();
-    let events = printer(false);
+    let events = progress::printer(Mode::choose(false, false));
     let shared = apply::shared(state);
     let run = Apply {
         launch: &launch,
@@ -492,6 +517,6 @@ pub fn destroy(args: DestroyArgs) -> i32 {
         );
         return exit::APPLY_FAILED;
     }
-    println!("\nDestroy complete: {} destroyed.", outcome.destroyed);
+    say!("\nDestroy complete: {} destroyed.", outcome.destroyed);
     exit::OK
 }

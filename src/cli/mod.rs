@@ -3,7 +3,28 @@
 //! `src/main.rs` parses [`Cli`] and calls [`run`]; commands call into the library and
 //! turn its results into output and an exit code ([`crate::exit`]).
 
+/// `println!` that ignores a closed stdout: apply and destroy must finish their work
+/// (and save state) even when their output pipe goes away.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
+/// `print!` that ignores a closed stdout.
+macro_rules! say_raw {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($t)*);
+    }};
+}
+
 mod deploy;
+mod graph;
+mod inspect;
+mod meta;
+mod progress;
 mod render;
 mod validate;
 
@@ -45,16 +66,63 @@ pub enum Command {
         after_help = "Examples:\n  srt destroy local-agg\n  srt destroy -f examples/local-agg.yaml --auto-approve"
     )]
     Destroy(deploy::DestroyArgs),
+    /// Every resource of a deployment, probed now: node, ports, pid, state, age.
+    #[command(after_help = "Examples:\n  srt status local-agg\n  srt status --json")]
+    Status(inspect::StatusArgs),
+    /// Deployments known on this machine, with their state.
+    #[command(after_help = "Example:\n  srt list")]
+    List(inspect::ListArgs),
+    /// The captured stdout/stderr of a process.
+    #[command(
+        after_help = "Examples:\n  srt logs local-agg 'router[0]' --tail 50\n  srt logs local-agg 'worker.agg[0].node[0]' -f"
+    )]
+    Logs(inspect::LogsArgs),
+    /// The resource graph a recipe lowers to, grouped by node.
+    #[command(
+        after_help = "Examples:\n  srt graph -f examples/seed/disagg-nixl.yaml\n  srt graph -f examples/seed/disagg-nixl.yaml --format dot | dot -Tpng > graph.png"
+    )]
+    Graph(graph::Args),
+    /// Shell completions for bash, zsh, fish, elvish or PowerShell.
+    #[command(after_help = "Example:\n  srt completions bash > /etc/bash_completion.d/srt")]
+    Completions(meta::CompletionsArgs),
+    /// The man page (roff), for `man -l`.
+    #[command(after_help = "Example:\n  srt man > srt.1 && man -l srt.1")]
+    Man,
+    /// The JSON Schema of recipes, for editors (`# yaml-language-server: $schema=...`).
+    #[command(after_help = "Example:\n  srt schema > recipe.schema.json")]
+    Schema,
 }
+
+pub use meta::{man_page, schema_text};
 
 /// Run a parsed command line; returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
+    // Read-only output piped into `head` ends quietly, as with other command-line tools.
+    // Commands that change the world keep SIGPIPE ignored and write through `say!`, so a
+    // closed pipe never kills them half-way through an apply.
+    if !matches!(cli.command, Command::Apply(_) | Command::Destroy(_)) {
+        // SAFETY: restoring the default disposition of SIGPIPE at start-up, before any
+        // thread is spawned, has no memory-safety preconditions.
+        unsafe {
+            let _ = nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGPIPE,
+                nix::sys::signal::SigHandler::SigDfl,
+            );
+        }
+    }
     match cli.command {
         Command::Validate(a) => validate::run(a),
         Command::Render(a) => render::run(a),
         Command::Plan(a) => deploy::plan(a),
         Command::Apply(a) => deploy::apply(a),
         Command::Destroy(a) => deploy::destroy(a),
+        Command::Status(a) => inspect::status(a),
+        Command::List(a) => inspect::list(a),
+        Command::Logs(a) => inspect::logs(a),
+        Command::Graph(a) => graph::run(a),
+        Command::Completions(a) => meta::completions(a),
+        Command::Man => meta::man(),
+        Command::Schema => meta::schema(),
     }
 }
 

@@ -252,7 +252,10 @@ impl Engine for Vllm {
         // The side channels: one run of `dp` ports (vLLM offsets the env base by the
         // global DP rank). A hybrid-LB endpoint binds its ranks on every node, so each
         // node's share is leased on that node; otherwise the leader binds them all.
-        let nixl = if connector.side_channel {
+        // Only workers that get the connector's config open a side channel: an agg role
+        // without an explicit connector gets neither.
+        let include_kv = role.kind != RoleKind::Agg || role.connector.is_some();
+        let nixl = if connector.side_channel && include_kv {
             let parts: Vec<(String, u16, String)> = match shape {
                 Shape::DpLocal { local_dp } => endpoint
                     .nodes
@@ -277,7 +280,6 @@ impl Engine for Vllm {
             None
         };
         let nixl_base = nixl.as_ref().map(|blocks| blocks[0].base);
-        let include_kv = role.kind != RoleKind::Agg || role.connector.is_some();
         let mut out = Vec::new();
         for (rank, &node) in endpoint.nodes.iter().enumerate() {
             let rank = rank as u32;

@@ -13,7 +13,9 @@ use crate::launch::{Bindings, LaunchProcess, ProcessKind};
 use crate::plan::Observation;
 use crate::state::Runtime;
 use futures::future::BoxFuture;
+use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -132,6 +134,19 @@ impl Executor for LocalExecutor {
             }
         }
         let log_path = self.log_path(&p.address);
+        // A marker per launch, so a log that spans several incarnations shows where the
+        // current one starts.
+        if let Some(parent) = log_path.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&log_path)
+        {
+            let _ = writeln!(f, "--- srt: starting {} ---", p.address);
+        }
         let mut spec = ProcessSpec::new(argv[0].clone(), &log_path);
         spec.args = argv[1..].to_vec();
         spec.env = p

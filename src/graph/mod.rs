@@ -8,6 +8,8 @@
 //! followed by the dependencies' hashes in address order. Sensitive env values enter the
 //! spec as digests, so a changed secret changes the hash without being stored.
 
+pub mod render;
+
 use crate::launch::{LaunchPlan, LaunchProcess};
 use crate::secrets;
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -34,6 +36,8 @@ pub enum Kind {
     Gate,
     /// The smoke completion, re-checked every apply.
     Smoke,
+    /// The recipe's load benchmark, run every apply after the smoke check.
+    Benchmark,
 }
 
 impl Kind {
@@ -47,6 +51,7 @@ impl Kind {
             Kind::Nginx => "nginx",
             Kind::Gate => "gate",
             Kind::Smoke => "smoke",
+            Kind::Benchmark => "benchmark",
         }
     }
 
@@ -57,7 +62,7 @@ impl Kind {
 
     /// Checks re-run on every apply.
     pub fn is_check(self) -> bool {
-        matches!(self, Kind::Gate | Kind::Smoke)
+        matches!(self, Kind::Gate | Kind::Smoke | Kind::Benchmark)
     }
 
     /// Replacing a resource of this kind replaces its direct dependents too (they run
@@ -254,10 +259,10 @@ pub fn lower_with(
         deps.dedup();
         pending.push(Resource {
             address: g.address.clone(),
-            kind: if g.address == "smoke" {
-                Kind::Smoke
-            } else {
-                Kind::Gate
+            kind: match g.probe {
+                crate::launch::Probe::Completion { .. } => Kind::Smoke,
+                crate::launch::Probe::Benchmark { .. } => Kind::Benchmark,
+                _ => Kind::Gate,
             },
             spec: serde_json::to_value(&g.probe).expect("probe serializes"),
             deps,

@@ -259,6 +259,24 @@ pub fn build(recipe: &Recipe, options: &BuildOptions) -> Result<LaunchPlan, Vec<
         },
         depends_on: smoke_deps,
     });
+    if let Some(b) = &recipe.benchmark {
+        gates.push(Gate {
+            address: "benchmark".into(),
+            description: format!(
+                "{} load: {}-token prompts, {} output tokens, concurrency {:?}",
+                b.kind, b.isl, b.osl, b.concurrencies
+            ),
+            probe: Probe::Benchmark {
+                url: parts.public_url.clone(),
+                model: recipe.model.served_name.clone(),
+                isl: b.isl,
+                osl: b.osl,
+                concurrencies: b.concurrencies.clone(),
+                requests_per_concurrency: b.requests_per_concurrency,
+            },
+            depends_on: vec!["smoke".into()],
+        });
+    }
     let mut processes = workers;
     processes.extend(parts.processes);
     Ok(LaunchPlan {
@@ -266,6 +284,8 @@ pub fn build(recipe: &Recipe, options: &BuildOptions) -> Result<LaunchPlan, Vec<
         deployment: recipe.name.value.clone(),
         frontend: frontend.name().to_string(),
         served_model_name: recipe.model.served_name.clone(),
+        precision: recipe.model.precision.clone(),
+        gpu_type: recipe.resources.gpu_type.clone(),
         nodes: (0..topo.node_count)
             .map(|i| NodeSlot {
                 index: i,

@@ -71,6 +71,12 @@ pub struct LaunchPlan {
     pub frontend: String,
     /// Served model name.
     pub served_model_name: String,
+    /// srtctl's precision label, shown for reference (not passed to vLLM).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub precision: Option<String>,
+    /// GPU model the nodes need, when the recipe names one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_type: Option<String>,
     /// Nodes, symbolic.
     pub nodes: Vec<NodeSlot>,
     /// Every process, in launch order (workers, then frontends).
@@ -196,6 +202,23 @@ pub enum Probe {
         url: String,
         /// Model name to request.
         model: String,
+    },
+    /// A load run (run once per apply, not polled): for each concurrency level,
+    /// `level x requests_per_concurrency` completions with `isl`-token prompts and
+    /// `max_tokens = osl`, `level` at a time. Every request must succeed.
+    Benchmark {
+        /// Public base URL.
+        url: String,
+        /// Model name to request.
+        model: String,
+        /// Prompt length in tokens (words of a synthetic prompt).
+        isl: u32,
+        /// `max_tokens`.
+        osl: u32,
+        /// Concurrency levels, in order.
+        concurrencies: Vec<u32>,
+        /// Requests per level, as a multiple of the level.
+        requests_per_concurrency: u32,
     },
 }
 

@@ -106,6 +106,9 @@ pub fn describe_probe(probe: &Probe) -> String {
             urls.join(", ")
         ),
         Probe::Health { urls } => format!("GET {{{}}}/health == 200", urls.join(", ")),
+        Probe::Benchmark { url, model, isl, osl, concurrencies, requests_per_concurrency } => format!(
+            "POST {url}/v1/completions (model {model}): concurrency {concurrencies:?}, {requests_per_concurrency} x level requests each, {isl}-token prompts, max_tokens {osl}; every request == 200"
+        ),
         Probe::Completion { url, model } => {
             format!("POST {url}/v1/completions {{\"model\": \"{model}\", \"max_tokens\": 1}} == 200")
         }
@@ -119,6 +122,15 @@ pub fn render(plan: &LaunchPlan) -> String {
     let _ = writeln!(out, "deployment: {}", plan.deployment);
     let _ = writeln!(out, "frontend: {}", plan.frontend);
     let _ = writeln!(out, "served_model_name: {}", plan.served_model_name);
+    if let Some(p) = &plan.precision {
+        let _ = writeln!(
+            out,
+            "precision: {p} (label only; vLLM flags decide the dtype)"
+        );
+    }
+    if let Some(t) = &plan.gpu_type {
+        let _ = writeln!(out, "gpu_type: {t}");
+    }
     let _ = writeln!(out, "public_url: {}", plan.public_url);
     let _ = writeln!(out, "nodes:");
     for n in &plan.nodes {
@@ -131,15 +143,12 @@ pub fn render(plan: &LaunchPlan) -> String {
     }
     for g in &plan.gates {
         let _ = writeln!(out, "## {}", g.address);
-        let _ = writeln!(
-            out,
-            "kind: {}",
-            if g.address == "smoke" {
-                "smoke"
-            } else {
-                "gate"
-            }
-        );
+        let kind = match &g.probe {
+            Probe::Completion { .. } => "smoke",
+            Probe::Benchmark { .. } => "benchmark",
+            _ => "gate",
+        };
+        let _ = writeln!(out, "kind: {kind}");
         let _ = writeln!(out, "checks: {}", g.description);
         let _ = writeln!(out, "probe: {}", describe_probe(&g.probe));
         let _ = writeln!(out, "depends_on: {}", g.depends_on.join(" "));

@@ -2,6 +2,8 @@
 //! the launch plan for the executor, lower it to the graph, open the deployment's state,
 //! refresh it, and diff. The CLI only parses arguments and prints.
 
+pub mod status;
+
 use crate::cluster::{ClusterProfile, ExecutorKind, ProfileError};
 use crate::exec::local::{default_simulator, LocalExecutor};
 use crate::exec::slurm::SlurmExecutor;
@@ -279,6 +281,8 @@ pub fn empty(deployment: &str) -> (LaunchPlan, ResourceGraph) {
         deployment: deployment.to_string(),
         frontend: String::new(),
         served_model_name: String::new(),
+        precision: None,
+        gpu_type: None,
         nodes: Vec::new(),
         processes: Vec::new(),
         gates: Vec::new(),

@@ -150,6 +150,103 @@ pub fn json(plan: &Plan) -> String {
     serde_json::to_string_pretty(&doc).expect("plan serializes")
 }
 
+/// `srt plan --explain`: for every replaced resource, each hash input that changed, with
+/// its value before and after (secrets are digests in specs, so nothing leaks).
+pub fn explain(
+    plan: &Plan,
+    state: &crate::state::State,
+    graph: &crate::graph::ResourceGraph,
+) -> String {
+    fn short(v: Option<&serde_json::Value>) -> String {
+        match v {
+            None => "(absent)".into(),
+            Some(v) => {
+                let s = crate::graph::canonical(v);
+                if s.len() > 160 {
+                    format!("{}...", &s[..160])
+                } else {
+                    s
+                }
+            }
+        }
+    }
+    let mut out = String::new();
+    for c in plan.changes.iter().filter(|c| c.action == Action::Replace) {
+        let _ = writeln!(out, "{} ({}):", c.address, c.kind);
+        let before = state.resources.get(&c.address);
+        let after = graph.get(&c.address);
+        for r in &c.reasons {
+            match r {
+                super::Reason::SpecChanged { fields } => {
+                    for f in fields {
+                        let (b, a) = match f.strip_prefix("env.") {
+                            Some(var) => (
+                                before
+                                    .and_then(|s| s.spec.get("env"))
+                                    .and_then(|e| e.get(var)),
+                                after
+                                    .and_then(|s| s.spec.get("env"))
+                                    .and_then(|e| e.get(var)),
+                            ),
+                            None => (
+                                before.and_then(|s| s.spec.get(f)),
+                                after.and_then(|s| s.spec.get(f)),
+                            ),
+                        };
+                        if f == "argv" {
+                            let line = |v: Option<&serde_json::Value>| {
+                                v.and_then(|v| v.as_array())
+                                    .map(|a| {
+                                        a.iter()
+                                            .filter_map(|x| x.as_str().map(str::to_string))
+                                            .collect::<Vec<_>>()
+                                    })
+                                    .map(|a| crate::launch::render::command_line(&a))
+                                    .unwrap_or_default()
+                            };
+                            let _ = writeln!(out, "  spec.argv: {}", word_diff(&line(b), &line(a)));
+                        } else {
+                            let _ = writeln!(out, "  spec.{f}: {} -> {}", short(b), short(a));
+                        }
+                    }
+                }
+                super::Reason::DependencyChanged { dependencies } => {
+                    for d in dependencies {
+                        let b = state
+                            .resources
+                            .get(d)
+                            .map(|r| r.hash[..12].to_string())
+                            .unwrap_or_else(|| "(new)".into());
+                        let a = graph
+                            .get(d)
+                            .map(|r| r.hash[..12].to_string())
+                            .unwrap_or_else(|| "(gone)".into());
+                        let _ = writeln!(out, "  dependency {d}: hash {b} -> {a}");
+                    }
+                }
+                other => {
+                    let _ = writeln!(out, "  {}", other.describe());
+                }
+            }
+        }
+        let hash = |h: &Option<String>| {
+            h.as_deref()
+                .map(|h| h[..12.min(h.len())].to_string())
+                .unwrap_or_else(|| "-".into())
+        };
+        let _ = writeln!(
+            out,
+            "  hash: {} -> {}",
+            hash(&c.before_hash),
+            hash(&c.after_hash)
+        );
+    }
+    if out.is_empty() {
+        out.push_str("Nothing is replaced.\n");
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

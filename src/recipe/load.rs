@@ -1,6 +1,7 @@
 //! From YAML text to a typed [`Recipe`], collecting every problem with its span.
 
 use super::diag::{did_you_mean, Problem, Problems, RecipeError};
+use super::keys;
 use super::schema::*;
 use super::yaml::{self, Key, Node, Value};
 use miette::{NamedSource, SourceSpan};
@@ -9,9 +10,7 @@ use std::collections::BTreeMap;
 /// Keys srtctl understands that srt deliberately does not: named in a clear error
 /// instead of being silently ignored.
 const SRTCTL_ONLY_TOP: &[&str] = &[
-    "slurm",
     "dynamo",
-    "benchmark",
     "profiling",
     "output",
     "observability",
@@ -41,7 +40,6 @@ const SRTCTL_ONLY_FRONTEND: &[&str] = &[
     "nginx_keepalive_timeout",
 ];
 const SRTCTL_ONLY_RESOURCES: &[&str] = &[
-    "gpu_type",
     "spread_workers",
     "het_jobs",
     "prefill_critical",
@@ -454,17 +452,7 @@ impl Loader<'_> {
     }
 
     fn recipe(&mut self, root: &Node, default_name: &str) -> Option<Recipe> {
-        const TOP: &[&str] = &[
-            "schema",
-            "name",
-            "model",
-            "resources",
-            "engine",
-            "roles",
-            "frontend",
-            "health_check",
-        ];
-        let f = self.fields(root, "", TOP, SRTCTL_ONLY_TOP)?;
+        let f = self.fields(root, "", &keys::names(keys::TOP), SRTCTL_ONLY_TOP)?;
         if let Some(node) = f.get("schema") {
             if node.value != Value::Int(2) {
                 self.problem(
@@ -516,6 +504,8 @@ impl Loader<'_> {
         };
         let frontend = self.frontend(f.get("frontend"), f.key_span("frontend"));
         let health_check = self.health_check(f.get("health_check"));
+        let slurm = self.slurm(f.get("slurm"));
+        let benchmark = self.benchmark(f.get("benchmark"), f.key_span("benchmark"));
         let mut model = model?;
         let explicit_name = f.get("model").is_some_and(|m| match &m.value {
             Value::Map(entries) => entries.iter().any(|(k, _)| k.name == "served_name"),
@@ -530,6 +520,128 @@ impl Loader<'_> {
             roles,
             frontend: frontend?,
             health_check: health_check?,
+            slurm,
+            benchmark,
+        })
+    }
+
+    fn slurm(&mut self, node: Option<&Node>) -> SlurmSettings {
+        let mut out = SlurmSettings::default();
+        let Some(node) = node else { return out };
+        let Some(f) = self.fields(node, "slurm", &keys::names(keys::SLURM), &[]) else {
+            return out;
+        };
+        out.time_limit = self.opt_string(&f, "time_limit");
+        if let (Some(t), Some(n)) = (&out.time_limit, f.get("time_limit")) {
+            let ok = {
+                let (days, rest) = t.split_once('-').unwrap_or(("0", t));
+                days.chars().all(|c| c.is_ascii_digit())
+                    && !rest.is_empty()
+                    && rest.split(':').count() <= 3
+                    && rest
+                        .split(':')
+                        .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+            };
+            if !ok {
+                self.problem(
+                    Problem::new(
+                        "srt::recipe::time_limit",
+                        n.span,
+                        format!("`slurm.time_limit` `{t}` is not a SLURM time"),
+                    )
+                    .label("not a time")
+                    .help("use MM, HH:MM:SS or D-HH:MM:SS"),
+                );
+            }
+        }
+        out.partition = self.opt_string(&f, "partition");
+        out.account = self.opt_string(&f, "account");
+        out
+    }
+
+    fn benchmark(
+        &mut self,
+        node: Option<&Node>,
+        key_span: Option<SourceSpan>,
+    ) -> Option<Benchmark> {
+        let node = node?;
+        if node.value == Value::Null {
+            return None;
+        }
+        let f = self.fields(node, "benchmark", &keys::names(keys::BENCHMARK), &[])?;
+        let span = key_span.unwrap_or(node.span);
+        let kind = match f.get("type") {
+            Some(t) => {
+                let kind = self.string(t, "benchmark.type")?;
+                if kind != "sa-bench" {
+                    self.problem(
+                        Problem::new("srt::recipe::benchmark_type", t.span, format!("benchmark type `{kind}` is not supported by srt"))
+                            .label("unsupported benchmark")
+                            .help("srt runs `sa-bench` (its built-in equivalent); remove `benchmark` to skip it"),
+                    );
+                    return None;
+                }
+                kind
+            }
+            None => {
+                self.problem(
+                    Problem::new(
+                        "srt::recipe::missing_key",
+                        span,
+                        "`benchmark.type` is missing",
+                    )
+                    .label("this benchmark")
+                    .help("add `type: sa-bench`"),
+                );
+                return None;
+            }
+        };
+        let num = |this: &mut Self, key: &str, default: u32| -> Option<u32> {
+            match f.get(key) {
+                Some(n) => Some(this.uint(n, &format!("benchmark.{key}"), 1, 1_000_000)? as u32),
+                None => Some(default),
+            }
+        };
+        let isl = num(self, "isl", 128)?;
+        let osl = num(self, "osl", 128)?;
+        let requests_per_concurrency = num(self, "requests_per_concurrency", 4)?;
+        let concurrencies = match f.get("concurrencies") {
+            None => vec![1],
+            Some(c) => {
+                let parsed: Option<Vec<u32>> = match &c.value {
+                    Value::Int(i) if *i >= 1 && *i <= 100_000 => Some(vec![*i as u32]),
+                    Value::Str(s) => s
+                        .split('x')
+                        .map(|p| p.parse::<u32>().ok().filter(|v| (1..=100_000).contains(v)))
+                        .collect(),
+                    Value::Seq(items) => items
+                        .iter()
+                        .map(|i| match i.value {
+                            Value::Int(v) if (1..=100_000).contains(&v) => Some(v as u32),
+                            _ => None,
+                        })
+                        .collect(),
+                    _ => None,
+                };
+                match parsed.filter(|v| !v.is_empty()) {
+                    Some(v) => v,
+                    None => {
+                        self.problem(
+                            Problem::new("srt::recipe::concurrencies", c.span, "`benchmark.concurrencies` must be levels like \"4x8\", 8 or [4, 8]")
+                                .label("not a list of concurrency levels"),
+                        );
+                        return None;
+                    }
+                }
+            }
+        };
+        Some(Benchmark {
+            span,
+            kind,
+            isl,
+            osl,
+            concurrencies,
+            requests_per_concurrency,
         })
     }
 
@@ -614,14 +726,10 @@ impl Loader<'_> {
                 path: Sp::new("/model".into(), SourceSpan::new(doc.offset().into(), 0)),
                 served_name: "model".into(),
                 container: None,
+                precision: None,
             });
         };
-        let f = self.fields(
-            node,
-            "model",
-            &["path", "served_name", "container"],
-            &["precision", "stage_dir"],
-        )?;
+        let f = self.fields(node, "model", &keys::names(keys::MODEL), &["stage_dir"])?;
         let path = match f.get("path") {
             // srtctl's `hf:org/name` names a Hugging Face model; `vllm serve` takes the
             // bare id, and would treat `hf:org/name` as a (missing) local path.
@@ -651,10 +759,12 @@ impl Loader<'_> {
                 .to_string()
         });
         let container = self.opt_string(&f, "container");
+        let precision = self.opt_string(&f, "precision");
         Some(Model {
             path,
             served_name,
             container,
+            precision,
         })
     }
 
@@ -662,9 +772,15 @@ impl Loader<'_> {
         let Some(node) = node else {
             return Some(Resources {
                 gpus_per_node: Sp::new(4, SourceSpan::new(doc.offset().into(), 0)),
+                gpu_type: None,
             });
         };
-        let f = self.fields(node, "resources", &["gpus_per_node"], SRTCTL_ONLY_RESOURCES)?;
+        let f = self.fields(
+            node,
+            "resources",
+            &keys::names(keys::RESOURCES),
+            SRTCTL_ONLY_RESOURCES,
+        )?;
         let gpus_per_node = match f.get("gpus_per_node") {
             Some(n) => Sp::new(
                 self.uint(n, "resources.gpus_per_node", 1, 1024)? as u32,
@@ -672,7 +788,11 @@ impl Loader<'_> {
             ),
             None => Sp::new(4, node.span),
         };
-        Some(Resources { gpus_per_node })
+        let gpu_type = self.opt_string(&f, "gpu_type");
+        Some(Resources {
+            gpus_per_node,
+            gpu_type,
+        })
     }
 
     fn engine(&mut self, node: Option<&Node>, doc: SourceSpan) -> Option<Engine> {
@@ -694,13 +814,7 @@ impl Loader<'_> {
                 let f = self.fields(
                     node,
                     "engine",
-                    &[
-                        "type",
-                        "connector",
-                        "dp_launch_mode",
-                        "serve_binary",
-                        "vllm_serve_binary",
-                    ],
+                    &keys::names(keys::ENGINE),
                     SRTCTL_ONLY_ENGINE,
                 )?;
                 match f.get("type") {
@@ -767,7 +881,7 @@ impl Loader<'_> {
     }
 
     fn roles(&mut self, node: &Node, key_span: SourceSpan) -> Vec<Role> {
-        let Some(f) = self.fields(node, "roles", &["prefill", "decode", "agg"], &[]) else {
+        let Some(f) = self.fields(node, "roles", &keys::names(keys::ROLES), &[]) else {
             return Vec::new();
         };
         if f.entries.is_empty() {
@@ -797,12 +911,7 @@ impl Loader<'_> {
 
     fn role(&mut self, kind: RoleKind, node: &Node, key_span: SourceSpan) -> Option<Role> {
         let path = format!("roles.{}", kind.name());
-        let f = self.fields(
-            node,
-            &path,
-            &["nodes", "workers", "gpus", "args", "env"],
-            SRTCTL_ONLY_ROLE,
-        )?;
+        let f = self.fields(node, &path, &keys::names(keys::ROLE), SRTCTL_ONLY_ROLE)?;
         let nodes = match f.get("nodes") {
             Some(n) => match &n.value {
                 Value::Str(s) if s == "colocate" => Sp::new(Nodes::Colocate, n.span),
@@ -902,17 +1011,7 @@ impl Loader<'_> {
         let f = self.fields(
             node,
             "frontend",
-            &[
-                "type",
-                "args",
-                "env",
-                "enable_multiple_frontends",
-                "num_additional_frontends",
-                "orchestrator_placement",
-                "container_image",
-                "port",
-                "binary",
-            ],
+            &keys::names(keys::FRONTEND),
             SRTCTL_ONLY_FRONTEND,
         )?;
         if let Some(t) = f.get("type") {
@@ -962,12 +1061,7 @@ impl Loader<'_> {
             interval_secs: 10,
         };
         let Some(node) = node else { return Some(hc) };
-        let f = self.fields(
-            node,
-            "health_check",
-            &["timeout_seconds", "interval_seconds", "max_attempts"],
-            &[],
-        )?;
+        let f = self.fields(node, "health_check", &keys::names(keys::HEALTH_CHECK), &[])?;
         if let Some(n) = f.get("interval_seconds") {
             hc.interval_secs = self.uint(n, "health_check.interval_seconds", 1, 3600)? as u64;
         }

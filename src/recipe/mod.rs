@@ -5,6 +5,7 @@
 //! - [`validate`]: cross-field rules that need the whole recipe.
 //! - [`diag`]: the diagnostics types.
 pub mod diag;
+pub mod keys;
 pub mod load;
 pub mod schema;
 pub mod yaml;

@@ -40,6 +40,38 @@ pub struct Recipe {
     pub frontend: Frontend,
     /// Readiness budget.
     pub health_check: HealthCheck,
+    /// Scheduler settings the recipe asks for (srtctl's `slurm:`), applied by the SLURM executor.
+    pub slurm: SlurmSettings,
+    /// The load benchmark run after the gates, if any.
+    pub benchmark: Option<Benchmark>,
+}
+
+/// `slurm:`: per-recipe scheduler settings; they override the cluster profile.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SlurmSettings {
+    /// `--time` of the allocation (`HH:MM:SS` or `D-HH:MM:SS`).
+    pub time_limit: Option<String>,
+    /// `--partition`.
+    pub partition: Option<String>,
+    /// `--account`.
+    pub account: Option<String>,
+}
+
+/// `benchmark:`: a load run through the public URL after every gate passed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Benchmark {
+    /// Span of the `benchmark` key.
+    pub span: SourceSpan,
+    /// Benchmark type (`sa-bench`: srt runs its own built-in equivalent).
+    pub kind: String,
+    /// Input length per request, in tokens (approximate: words of a synthetic prompt).
+    pub isl: u32,
+    /// Output tokens per request (`max_tokens`).
+    pub osl: u32,
+    /// Concurrency levels run one after the other (`"4x8"` is 4 then 8).
+    pub concurrencies: Vec<u32>,
+    /// Requests per concurrency level, as a multiple of the level (default 4).
+    pub requests_per_concurrency: u32,
 }
 
 /// `model:`.
@@ -51,6 +83,9 @@ pub struct Model {
     pub served_name: String,
     /// Container image for workers (rendered only by executors that run containers).
     pub container: Option<String>,
+    /// srtctl's `precision` (e.g. `bf16`, `fp8`): recorded and shown; vLLM's own flags
+    /// (`args.dtype`, `args.quantization`) decide how the model is loaded.
+    pub precision: Option<String>,
 }
 
 /// `resources:`.
@@ -58,6 +93,8 @@ pub struct Model {
 pub struct Resources {
     /// GPUs per node (default 4).
     pub gpus_per_node: Sp<u32>,
+    /// GPU model (`h100`, `mi300x`): the GRES type a scheduler allocates.
+    pub gpu_type: Option<String>,
 }
 
 /// How vLLM data parallelism is launched.

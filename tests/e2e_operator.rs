@@ -1,0 +1,129 @@
+//! Operator commands against a live local deployment (real vllm-router, simulated
+//! workers): `apply --json` events, `status`, `list`, `logs`, and `graph`.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+fn tools_path() -> String {
+    let dir = std::env::var_os("SRT_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools"))
+        .join("bin");
+    assert!(
+        dir.join("vllm-router").exists(),
+        "run scripts/install-router.sh first"
+    );
+    format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+fn srt(dir: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_srt"))
+        .args(args)
+        .current_dir(dir)
+        .env("PATH", tools_path())
+        .env("SRT_SIM_STARTUP_DELAY_MS", "200")
+        .env_remove("SRT_STATE_DIR")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn ok(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = srt(dir, args);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "srt {args:?}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+#[test]
+fn status_list_logs_and_json_events_on_a_live_deployment() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/local-agg.yaml");
+    let recipe = recipe.to_str().unwrap();
+    let events = ok(
+        dir.path(),
+        &[
+            "apply",
+            "-f",
+            recipe,
+            "--simulate",
+            "--auto-approve",
+            "--json",
+        ],
+    );
+    let parsed: Vec<serde_json::Value> = events
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let types: Vec<&str> = parsed.iter().map(|v| v["type"].as_str().unwrap()).collect();
+    assert!(
+        types.contains(&"planned_change")
+            && types.contains(&"apply_start")
+            && types.contains(&"apply_complete"),
+        "{types:?}"
+    );
+    let last = parsed.last().unwrap();
+    assert_eq!(last["type"], "change_summary");
+    assert_eq!(last["created"], 3);
+    assert_eq!(last["url"], "http://127.0.0.1:8000");
+
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(dir.path(), &["status", "--json"])).unwrap();
+    let states: std::collections::BTreeMap<String, String> = status["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["address"].as_str().unwrap().to_string(),
+                r["state"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(states["worker.agg[0].node[0]"], "healthy");
+    assert_eq!(states["router[0]"], "healthy");
+    assert_eq!(states["gate.router"], "passed");
+    let table = ok(dir.path(), &["status", "local-agg"]);
+    assert!(
+        table.contains("RESOURCE") && table.contains("pid "),
+        "{table}"
+    );
+
+    let list = ok(dir.path(), &["list"]);
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with("local-agg") && l.contains("running")),
+        "{list}"
+    );
+
+    let logs = ok(
+        dir.path(),
+        &["logs", "local-agg", "worker.agg[0].node[0]", "--tail", "50"],
+    );
+    assert!(
+        logs.contains("--- srt: starting worker.agg[0].node[0] ---"),
+        "{logs}"
+    );
+    let missing = srt(dir.path(), &["logs", "local-agg", "worker.nope"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("resources with logs"));
+
+    for format in ["text", "dot", "mermaid"] {
+        let g = ok(dir.path(), &["graph", "-f", recipe, "--format", format]);
+        assert!(
+            g.contains("worker.agg[0].node[0]") && g.contains("router[0]"),
+            "{g}"
+        );
+    }
+    ok(dir.path(), &["destroy", "local-agg", "--auto-approve"]);
+    let list = ok(dir.path(), &["list", "--json"]);
+    assert!(list.contains("\"state\": \"empty\""), "{list}");
+}
