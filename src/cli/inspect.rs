@@ -1,7 +1,6 @@
 //! `srt status`, `srt list`, `srt logs`: read-only views of deployments on this machine.
 
 use super::report;
-use crate::exec::local::LocalExecutor;
 use crate::exit;
 use crate::ops::status::{self, ResourceStatus};
 use crate::state::StateStore;
@@ -123,12 +122,17 @@ pub fn status(args: StatusArgs) -> i32 {
         Ok(x) => x,
         Err(c) => return c,
     };
-    let exec = LocalExecutor::new(&name, store.dir(), state.resources.len(), None);
+    // The executor that recorded the state (SLURM state is read from the scheduler).
+    let exec = crate::ops::executor_for_state(Default::default(), &name, store.dir(), &state);
+    if let Err(e) = crate::ops::restore(&*exec, &state) {
+        report(&e);
+        return e.exit_code();
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");
-    let rows: Vec<ResourceStatus> = rt.block_on(status::status(&state, &exec));
+    let rows: Vec<ResourceStatus> = rt.block_on(status::status(&state, &*exec));
     if args.json {
         println!(
             "{}",
@@ -199,14 +203,14 @@ pub fn list(args: ListArgs) -> i32 {
                     .values()
                     .filter(|r| r.status == crate::state::Status::Failed)
                     .count();
-                let exec = LocalExecutor::new(&name, store.dir(), 1, None);
+                let exec =
+                    crate::ops::executor_for_state(Default::default(), &name, store.dir(), &s);
+                let _ = crate::ops::restore(&*exec, &s);
                 let running = procs
                     .iter()
                     .filter(|r| {
                         matches!(
-                            r.runtime
-                                .as_ref()
-                                .map(|rt| crate::exec::Executor::observe(&exec, rt)),
+                            r.runtime.as_ref().map(|rt| exec.observe(rt)),
                             Some(crate::plan::Observation::Alive)
                         )
                     })
