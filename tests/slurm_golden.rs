@@ -221,3 +221,23 @@ fn the_local_executor_refuses_state_that_runs_on_slurm() {
     );
     assert!(local.restore(&State::new("slurm-disagg")).is_ok());
 }
+
+/// srtctl recipes carry `slurm:` settings and `resources.gpu_type`: they win over the
+/// profile and reach sbatch.
+#[test]
+fn recipe_slurm_settings_override_the_profile() {
+    let (_, recipe) = common::recipe("examples/srtctl-shape.yaml");
+    let profile = srt::ops::effective_profile(profile("test-cluster.yaml"), &recipe);
+    assert_eq!(profile.time_limit.as_deref(), Some("01:00:00"));
+    assert_eq!(
+        profile.partition.as_deref(),
+        Some("debug"),
+        "kept from the profile"
+    );
+    let launch = common::plan_with("examples/srtctl-shape.yaml", None, HostLayout::Distinct);
+    let text = srt::exec::slurm::render(&launch, &profile);
+    assert!(
+        text.contains("--gres gpu:h100:8") && text.contains("--time 01:00:00"),
+        "{text}"
+    );
+}

@@ -27,7 +27,7 @@ pub fn run(args: Args) -> i32 {
         Err(code) => return code,
     };
     let profile = match crate::ops::cluster_profile(args.cluster.as_deref()) {
-        Ok(p) => p,
+        Ok(p) => crate::ops::effective_profile(p, &recipe),
         Err(e) => {
             report(&e);
             return e.exit_code();

@@ -136,6 +136,7 @@ pub struct SlurmExecutor {
     dir: PathBuf,
     nodes: usize,
     gpus_per_node: u32,
+    gpu_type: Option<String>,
     simulator: Option<PathBuf>,
     adopt: Option<u64>,
     facts: RwLock<Option<Facts>>,
@@ -170,12 +171,20 @@ impl SlurmExecutor {
             dir,
             nodes: nodes.max(1),
             gpus_per_node,
+            gpu_type: None,
             simulator,
             adopt,
             facts: RwLock::new(None),
             snapshots: Mutex::new(HashMap::new()),
             listening: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Request GPUs of this model (the recipe's `resources.gpu_type`):
+    /// `--gres gpu:TYPE:G` or `--gpus-per-node TYPE:G`.
+    pub fn with_gpu_type(mut self, gpu_type: Option<String>) -> Self {
+        self.gpu_type = gpu_type;
+        self
     }
 
     /// The log file of a resource.
@@ -246,7 +255,7 @@ impl SlurmExecutor {
             &self.profile,
             &self.deployment,
             self.nodes,
-            self.gpus_per_node,
+            &gpu_count(self.gpu_type.as_deref(), self.gpus_per_node),
             &log.display().to_string(),
         );
         let out =
@@ -697,12 +706,21 @@ pub fn step_name(deployment: &str, address: &str) -> String {
     format!("{deployment}.{address}")
 }
 
-/// `sbatch` arguments for the allocation; `log` is the batch script's output file.
+/// The GPUs per node as SLURM counts them: `G`, or `TYPE:G` for a GPU model.
+pub fn gpu_count(gpu_type: Option<&str>, gpus_per_node: u32) -> String {
+    match gpu_type {
+        Some(t) => format!("{t}:{gpus_per_node}"),
+        None => gpus_per_node.to_string(),
+    }
+}
+
+/// `sbatch` arguments for the allocation; `gpus` is [`gpu_count`], `log` the batch
+/// script's output file.
 pub fn sbatch_args(
     profile: &ClusterProfile,
     deployment: &str,
     nodes: usize,
-    gpus_per_node: u32,
+    gpus: &str,
     log: &str,
 ) -> Vec<String> {
     let mut a = vec![
@@ -713,10 +731,8 @@ pub fn sbatch_args(
         nodes.to_string(),
     ];
     match profile.gpu_request {
-        GpuRequest::Gres => a.extend(["--gres".to_string(), format!("gpu:{gpus_per_node}")]),
-        GpuRequest::GpusPerNode => {
-            a.extend(["--gpus-per-node".to_string(), gpus_per_node.to_string()])
-        }
+        GpuRequest::Gres => a.extend(["--gres".to_string(), format!("gpu:{gpus}")]),
+        GpuRequest::GpusPerNode => a.extend(["--gpus-per-node".to_string(), gpus.to_string()]),
         GpuRequest::None => {}
     }
     if let Some(p) = &profile.partition {
@@ -801,14 +817,17 @@ pub fn render(plan: &LaunchPlan, profile: &ClusterProfile) -> String {
     let _ = writeln!(out, "# SLURM commands (executor slurm)");
     let _ = writeln!(out);
     let _ = writeln!(out, "## allocation");
-    let gpus = plan.nodes.first().map(|n| n.gpus).unwrap_or(0);
+    let gpus = gpu_count(
+        plan.gpu_type.as_deref(),
+        plan.nodes.first().map(|n| n.gpus).unwrap_or(0),
+    );
     let log = format!("<state-dir>/{}/logs/allocation.log", plan.deployment);
     let mut sbatch = vec!["sbatch".to_string()];
     sbatch.extend(sbatch_args(
         profile,
         &plan.deployment,
         plan.nodes.len(),
-        gpus,
+        &gpus,
         &log,
     ));
     write_lines(&mut out, &sbatch);
@@ -883,6 +902,7 @@ impl Executor for SlurmExecutor {
             "adopt_job_id": self.adopt,
             "nodes": self.nodes,
             "gpus_per_node": self.gpus_per_node,
+            "gpu_type": self.gpu_type,
             "gpu_request": gpu_request,
             "partition": self.profile.partition,
             "account": self.profile.account,
@@ -1293,7 +1313,7 @@ mod tests {
             srun_options: vec!["--cpus-per-task=4".into()],
             ..Default::default()
         };
-        let a = sbatch_args(&profile, "d", 2, 4, "/s/d/logs/allocation.log");
+        let a = sbatch_args(&profile, "d", 2, "4", "/s/d/logs/allocation.log");
         assert_eq!(
             a.join(" "),
             "--parsable --job-name srt-d --nodes 2 --gres gpu:4 --partition gpu --time 1:00:00 \
@@ -1326,11 +1346,22 @@ mod tests {
         let s = srun_args(&profile, "7", "n2", "d.router[0]", None, &argv);
         assert!(!s.iter().any(|x| x.starts_with("--container")), "{s:?}");
         profile.gpu_request = GpuRequest::GpusPerNode;
-        assert!(sbatch_args(&profile, "d", 1, 8, "l")
+        assert!(sbatch_args(&profile, "d", 1, &gpu_count(None, 8), "l")
             .join(" ")
             .contains("--gpus-per-node 8"));
+        assert!(
+            sbatch_args(&profile, "d", 1, &gpu_count(Some("h100"), 8), "l")
+                .join(" ")
+                .contains("--gpus-per-node h100:8")
+        );
+        profile.gpu_request = GpuRequest::Gres;
+        assert!(
+            sbatch_args(&profile, "d", 1, &gpu_count(Some("h100"), 8), "l")
+                .join(" ")
+                .contains("--gres gpu:h100:8")
+        );
         profile.gpu_request = GpuRequest::None;
-        assert!(!sbatch_args(&profile, "d", 1, 8, "l")
+        assert!(!sbatch_args(&profile, "d", 1, &gpu_count(None, 8), "l")
             .join(" ")
             .contains("--g"));
     }

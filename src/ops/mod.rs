@@ -108,6 +108,22 @@ pub fn cluster_profile(explicit: Option<&Path>) -> Result<ClusterProfile, OpErro
     Ok(ClusterProfile::resolve(explicit, &cwd)?)
 }
 
+/// The profile with the recipe's own scheduler settings (`slurm:` in the recipe:
+/// `time_limit`, `partition`, `account`) in place of the profile's.
+pub fn effective_profile(mut profile: ClusterProfile, recipe: &Recipe) -> ClusterProfile {
+    let s = &recipe.slurm;
+    for (from, to) in [
+        (&s.time_limit, &mut profile.time_limit),
+        (&s.partition, &mut profile.partition),
+        (&s.account, &mut profile.account),
+    ] {
+        if from.is_some() {
+            to.clone_from(from);
+        }
+    }
+    profile
+}
+
 /// The job id of the allocation `srt` runs in, if any (`SLURM_JOB_ID`).
 pub fn enclosing_job() -> Option<u64> {
     std::env::var("SLURM_JOB_ID").ok()?.trim().parse().ok()
@@ -127,7 +143,7 @@ pub fn prepare(
     } else {
         None
     };
-    let profile = cluster_profile(options.cluster.as_deref())?;
+    let profile = effective_profile(cluster_profile(options.cluster.as_deref())?, &recipe);
     let dir = deployment_dir(&options.state_dir, &recipe.name.value);
     // Node count first (the executor's bindings need it), then the plan for its host layout.
     let probe = launch::build(
@@ -150,15 +166,18 @@ pub fn prepare(
                     "the recipe places {gpus} GPUs per node but the cluster profile says nodes have {have} (`gpus_per_node`)"
                 )));
             }
-            Box::new(SlurmExecutor::new(
-                profile,
-                &recipe.name.value,
-                &dir,
-                probe.nodes.len(),
-                gpus,
-                simulator,
-                enclosing_job(),
-            ))
+            Box::new(
+                SlurmExecutor::new(
+                    profile,
+                    &recipe.name.value,
+                    &dir,
+                    probe.nodes.len(),
+                    gpus,
+                    simulator,
+                    enclosing_job(),
+                )
+                .with_gpu_type(recipe.resources.gpu_type.clone()),
+            )
         }
     };
     let launch = launch::build(
