@@ -22,3 +22,5 @@ export SRT_SLURM_REQUIRED=1
 CI=true cargo insta test --check --unreferenced=reject --all-targets
 # The getting-started page, run command by command on the built binaries.
 scripts/doc-test.sh docs/getting-started.md
+# The SLURM walkthrough, on the test cluster.
+scripts/doc-test.sh docs/slurm.md
