@@ -51,6 +51,10 @@ const SRTCTL_ONLY_RESOURCES: &[&str] = &[
     "decode_nodes",
 ];
 
+/// The largest recipe accepted, in bytes. Real recipes are a few kilobytes; a bound keeps
+/// a mistaken path (a log, a model file) from being read whole and parsed.
+pub const MAX_RECIPE_BYTES: usize = 1024 * 1024;
+
 /// A recipe file's text and display name, kept for diagnostics after loading.
 #[derive(Clone, Debug)]
 pub struct Source {
@@ -75,6 +79,9 @@ impl Source {
 /// Load a recipe from text. `default_name` names the deployment when `name:` is absent
 /// (the CLI passes the file stem).
 pub fn load_str(source: &Source, default_name: &str) -> Result<Recipe, RecipeError> {
+    if source.text.len() > MAX_RECIPE_BYTES {
+        return Err(source.error(vec![too_large()]));
+    }
     let whole = SourceSpan::new(0.into(), source.text.len().min(1));
     if source.text.trim().is_empty() {
         return Err(source.error(vec![Problem::new(
@@ -117,6 +124,17 @@ pub fn load_str(source: &Source, default_name: &str) -> Result<Recipe, RecipeErr
     }
 }
 
+/// A recipe past [`MAX_RECIPE_BYTES`], pointing at the first byte over the limit.
+fn too_large() -> Problem {
+    Problem::new(
+        "srt::recipe::too_large",
+        SourceSpan::new(MAX_RECIPE_BYTES.into(), 1),
+        format!("the recipe is larger than {MAX_RECIPE_BYTES} bytes"),
+    )
+    .label("the limit is reached here")
+    .help("is this the right file? a recipe is a short YAML document")
+}
+
 fn syntax_problem(err: &serde_saphyr::Error, text: &str) -> Problem {
     let span = err
         .location()
@@ -151,12 +169,21 @@ fn syntax_problem(err: &serde_saphyr::Error, text: &str) -> Problem {
         .label("second occurrence")
         .help("remove one of them; YAML mappings cannot repeat a key");
     }
-    Problem::new(
+    let problem = Problem::new(
         "srt::recipe::syntax",
         span,
         format!("YAML error: {message}"),
     )
-    .label("here")
+    .label("here");
+    if message.contains("limits breached") || message.contains("recursion limit") {
+        // A budget of the parser: say which bounds exist rather than leave a bare name.
+        return problem.help(format!(
+            "srt refuses recipes nested deeper than {} levels, with more than 250000 \
+             values, or whose aliases expand past the parser's budget",
+            yaml::MAX_DEPTH
+        ));
+    }
+    problem
 }
 
 struct Loader<'p> {
@@ -1059,7 +1086,24 @@ pub fn load_file(path: &std::path::Path) -> (Source, Result<Recipe, RecipeError>
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let empty = SourceSpan::new(0.into(), 0);
-    let bytes = match std::fs::read(path) {
+    // Read one byte past the limit at most: enough to tell an oversized file apart.
+    let read = std::fs::File::open(path).and_then(|f| {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(f, MAX_RECIPE_BYTES as u64 + 1),
+            &mut bytes,
+        )?;
+        Ok(bytes)
+    });
+    let bytes = match read {
+        Ok(b) if b.len() > MAX_RECIPE_BYTES => {
+            let source = Source {
+                name,
+                text: String::from_utf8_lossy(&b).into_owned(),
+            };
+            let err = source.error(vec![too_large()]);
+            return (source, Err(err));
+        }
         Ok(b) => b,
         Err(e) => {
             let source = Source {

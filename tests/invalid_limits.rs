@@ -1,0 +1,179 @@
+//! Hostile recipes too large to keep in `tests/invalid/`: generated here, each refused
+//! with a spanned diagnostic, in bounded time, without a panic or a stack overflow.
+//!
+//! The tests run on the test harness's threads (2 MiB of stack), smaller than the main
+//! thread `srt` parses on: a recursion the parser's depth bound does not stop would
+//! overflow here first.
+
+mod common;
+
+use srt::recipe::load::MAX_RECIPE_BYTES;
+use srt::recipe::{load_file, load_str, Source};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn load(text: String) -> Vec<srt::recipe::Problem> {
+    let source = Source {
+        name: "hostile.yaml".into(),
+        text,
+    };
+    match load_str(&source, "hostile") {
+        Ok(_) => Vec::new(),
+        Err(e) => {
+            // The diagnostic renders (spans inside the source) without panicking.
+            let shown = common::render_diag(&e);
+            assert!(!shown.is_empty());
+            e.problems
+        }
+    }
+}
+
+fn one(problems: &[srt::recipe::Problem], code: &str) {
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].code, code, "{problems:?}");
+}
+
+#[test]
+fn a_file_over_the_size_limit_is_refused_at_the_limit_without_reading_it_all() {
+    let dir = tempfile::tempdir().unwrap();
+    // A valid start, then far too much: 4 GiB, sparse, so it costs no disk.
+    let path = dir.path().join("huge.yaml");
+    let head = "roles:\n  agg:\n    nodes: 1\n    workers: 1\n    env:\n";
+    std::fs::write(&path, head).unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(4 << 30).unwrap();
+    drop(f);
+    let started = Instant::now();
+    let (source, result) = load_file(&path);
+    let err = result.expect_err("too large");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(
+        source.text.len() <= MAX_RECIPE_BYTES + 4,
+        "read the whole file"
+    );
+    one(&err.problems, "srt::recipe::too_large");
+    assert_eq!(err.problems[0].span.offset(), MAX_RECIPE_BYTES);
+    let out = Command::new(env!("CARGO_BIN_EXE_srt"))
+        .args(["validate", "-f"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(srt::exit::INVALID_RECIPE),
+        "{stderr}"
+    );
+    assert!(stderr.contains("srt::recipe::too_large"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn a_text_over_the_size_limit_is_refused_by_the_library_too() {
+    let mut text = String::from("roles:\n  agg:\n    nodes: 1\n    workers: 1\n    env:\n");
+    let mut i = 0;
+    while text.len() <= MAX_RECIPE_BYTES {
+        text.push_str(&format!("      V{i}: \"{}\"\n", "x".repeat(64)));
+        i += 1;
+    }
+    one(&load(text), "srt::recipe::too_large");
+}
+
+#[test]
+fn a_big_file_under_the_limit_loads_in_bounded_time() {
+    // About 1 MiB of environment: legal, just large.
+    let mut text = String::from("roles:\n  agg:\n    nodes: 1\n    workers: 1\n    env:\n");
+    let mut i = 0;
+    while text.len() < MAX_RECIPE_BYTES - 200 {
+        text.push_str(&format!("      V{i}: \"{}\"\n", "x".repeat(64)));
+        i += 1;
+    }
+    let started = Instant::now();
+    assert_eq!(load(text), Vec::new());
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn deep_nesting_is_refused_not_a_stack_overflow() {
+    for depth in [17, 100, 10_000, 100_000] {
+        let block = {
+            let mut s = String::from("roles:\n  agg:\n    nodes: 1\n    workers: 1\n    args:\n");
+            for i in 0..depth.min(2000) {
+                s.push_str(&" ".repeat(6 + 2 * i));
+                s.push_str("k:\n");
+            }
+            s
+        };
+        let flow = format!(
+            "roles: {{agg: {{nodes: 1, workers: 1, args: {{x: {}1{}}}}}}}\n",
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
+        let flow_maps = format!("a: {}1{}\n", "{a: ".repeat(depth), "}".repeat(depth));
+        for text in [block, flow, flow_maps] {
+            let problems = load(text);
+            assert_eq!(problems.len(), 1, "depth {depth}: {problems:?}");
+            assert!(
+                ["srt::recipe::syntax", "srt::recipe::too_large"].contains(&problems[0].code),
+                "depth {depth}: {problems:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn nesting_up_to_the_bound_is_accepted() {
+    // roles(1) agg(2) args(3) mapping(4) and 12 more levels: exactly the bound.
+    let mut value = String::from("1");
+    for _ in 0..(srt::recipe::yaml::MAX_DEPTH - 4) {
+        value = format!("{{k: {value}}}");
+    }
+    let text =
+        format!("roles: {{agg: {{nodes: 1, workers: 1, args: {{hf-overrides: {value}}}}}}}\n");
+    assert_eq!(load(text), Vec::new());
+}
+
+#[test]
+fn alias_bombs_are_refused_quickly() {
+    // Sequences, mappings and merge keys, each level nine times the last.
+    let mut seq = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x]\n");
+    let mut map = String::from("a0: &a0 {a: x, b: x, c: x, d: x, e: x, f: x, g: x, h: x, i: x}\n");
+    for i in 1..12 {
+        let p = i - 1;
+        seq.push_str(&format!(
+            "a{i}: &a{i} [{}]\n",
+            vec![format!("*a{p}"); 9].join(", ")
+        ));
+        map.push_str(&format!(
+            "a{i}: &a{i} {{{}}}\n",
+            (0..9)
+                .map(|k| format!("k{k}: *a{p}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let merge = {
+        let mut s = String::from("m0: &m0 {a: 1}\n");
+        for i in 1..12 {
+            s.push_str(&format!(
+                "m{i}: &m{i}\n  <<: [{}]\n",
+                vec![format!("*m{}", i - 1); 9].join(", ")
+            ));
+        }
+        s
+    };
+    for text in [seq, map, merge] {
+        let started = Instant::now();
+        let problems = load(text.clone() + "roles: {agg: {nodes: 1, workers: 1}}\n");
+        assert!(!problems.is_empty(), "{text}");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+}
