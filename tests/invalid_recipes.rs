@@ -233,6 +233,24 @@ const CASES: &[Case] = &[
         "`foo` in one place and `bar` in another",
     ),
     case(
+        "alias-bomb.yaml",
+        "srt::recipe::syntax",
+        "*e",
+        "limits breached: Nodes",
+    ),
+    case(
+        "deeply-nested.yaml",
+        "srt::recipe::syntax",
+        "k",
+        "limits breached: Depth",
+    ),
+    case(
+        "ports-exhausted.yaml",
+        "srt::recipe::ports",
+        "agg",
+        "port range exhausted for kind `vllm_scan`",
+    ),
+    case(
         "duplicate-key.yaml",
         "srt::recipe::duplicate_key",
         "gpus_per_node",
