@@ -251,6 +251,18 @@ const CASES: &[Case] = &[
         "port range exhausted for kind `vllm_scan`",
     ),
     case(
+        "secret-arg-role.yaml",
+        "srt::recipe::secret_arg",
+        "hf-token",
+        "pass the secret in `roles.agg.env`",
+    ),
+    case(
+        "secret-arg-frontend.yaml",
+        "srt::recipe::secret_arg",
+        "api_key",
+        "pass the secret in `frontend.env`",
+    ),
+    case(
         "duplicate-key.yaml",
         "srt::recipe::duplicate_key",
         "gpus_per_node",
