@@ -173,6 +173,21 @@ impl Env {
     }
 }
 
+impl Drop for Env {
+    /// A failed scenario must not leave processes holding the ports the next one needs:
+    /// destroy every deployment this directory holds state for.
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let root = self.dir.path().join(".srt");
+        for entry in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let _ = self.srt(&["destroy", &name, "--auto-approve"]);
+        }
+    }
+}
+
 /// stdout then stderr, lossily.
 pub fn text(out: &Output) -> String {
     format!(
