@@ -263,6 +263,12 @@ const CASES: &[Case] = &[
         "pass the secret in `frontend.env`",
     ),
     case(
+        "nul-byte.yaml",
+        "srt::recipe::nul_byte",
+        "\"main\\0; rm -rf /\"",
+        "cannot contain NUL",
+    ),
+    case(
         "duplicate-key.yaml",
         "srt::recipe::duplicate_key",
         "gpus_per_node",

@@ -104,6 +104,10 @@ pub fn load_str(source: &Source, default_name: &str) -> Result<Recipe, RecipeErr
         )
         .help("a recipe needs at least `roles:`; see docs/recipe-reference.md")]));
     }
+    let nul = nul_bytes(&root);
+    if !nul.is_empty() {
+        return Err(source.error(nul));
+    }
     let mut problems = Problems::default();
     let recipe = Loader {
         problems: &mut problems,
@@ -122,6 +126,39 @@ pub fn load_str(source: &Source, default_name: &str) -> Result<Recipe, RecipeErr
             Err(source.error(problems.0))
         }
     }
+}
+
+/// Strings holding a NUL byte (written as `"\0"` in YAML): no argv token or
+/// environment value can carry one, so such a recipe could only be rendered wrong and
+/// fail at launch. Every occurrence is reported, in keys and values.
+fn nul_bytes(root: &Node) -> Vec<Problem> {
+    fn walk(node: &Node, out: &mut Vec<Problem>) {
+        let problem = |span| {
+            Problem::new(
+                "srt::recipe::nul_byte",
+                span,
+                "a string in the recipe contains a NUL byte",
+            )
+            .label("NUL byte in here")
+            .help("command-line arguments and environment values cannot contain NUL (`\\0`); remove it")
+        };
+        match &node.value {
+            Value::Str(s) if s.contains('\0') => out.push(problem(node.span)),
+            Value::Seq(items) => items.iter().for_each(|n| walk(n, out)),
+            Value::Map(entries) => {
+                for (k, v) in entries {
+                    if k.name.contains('\0') {
+                        out.push(problem(k.span));
+                    }
+                    walk(v, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, &mut out);
+    out
 }
 
 /// A recipe past [`MAX_RECIPE_BYTES`], pointing at the first byte over the limit.
