@@ -65,7 +65,7 @@ pub struct Env {
     pub dir: tempfile::TempDir,
     path: String,
     /// Simulator startup delay for workers started by this environment.
-    pub startup_delay_ms: u64,
+    pub startup_delay_ms: std::cell::Cell<u64>,
 }
 
 impl Default for Env {
@@ -79,7 +79,7 @@ impl Env {
         Env {
             dir: tempfile::tempdir().unwrap(),
             path: tools_path(),
-            startup_delay_ms: 200,
+            startup_delay_ms: std::cell::Cell::new(200),
         }
     }
 
@@ -90,7 +90,7 @@ impl Env {
             .env("PATH", &self.path)
             .env(
                 "SRT_SIM_STARTUP_DELAY_MS",
-                self.startup_delay_ms.to_string(),
+                self.startup_delay_ms.get().to_string(),
             )
             .env_remove("SRT_STATE_DIR")
             .env_remove("SRT_SIMULATE")
@@ -232,6 +232,25 @@ pub fn live_processes(deployment: &str) -> Vec<u32> {
         .into_iter()
         .filter(|&pid| alive(pid))
         .collect()
+}
+
+/// Every live process of the deployment is in the process group of a process the
+/// state records (whatever its status): nothing runs that srt lost track of.
+pub fn assert_all_recorded(env: &Env, deployment: &str) {
+    let recorded: BTreeSet<u32> = env.state(deployment)["resources"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(|r| r["runtime"]["pid"].as_u64())
+        .map(|p| p as u32)
+        .collect();
+    for pid in live_processes(deployment) {
+        let (_, pgrp, _) = stat(pid).unwrap_or(('X', 0, 0));
+        assert!(
+            recorded.contains(&pgrp) || !alive(pid),
+            "orphan: pid {pid} (group {pgrp}) of {deployment} is not recorded in state; recorded: {recorded:?}"
+        );
+    }
 }
 
 /// No orphan: every live process of the deployment is in the process group of a
