@@ -19,11 +19,14 @@ const HF: &str = "hf_s3cr3tValue0001";
 const HF_NEW: &str = "hf_s3cr3tValue0002";
 const VLLM_KEY: &str = "sk-vllm-s3cr3t-0003";
 const ROUTER: &str = "router-s3cr3t-0004";
+/// Marked sensitive by the recipe (`sensitive_env`), not by its name.
+const DB: &str = "postgres://srt:pw-s3cr3t-0005@db/x";
 
 fn secrets_recipe(hf: &str) -> String {
     format!(
         "\
 name: hard-secrets
+sensitive_env: [DATABASE_URL]
 model:
   path: /models/tiny
   served_name: tiny
@@ -40,6 +43,7 @@ roles:
     env:
       HF_TOKEN: \"{hf}\"
       VLLM_API_KEY: \"{VLLM_KEY}\"
+      DATABASE_URL: \"{DB}\"
       PYTHONUNBUFFERED: \"1\"
 health_check:
   timeout_seconds: 60
@@ -94,12 +98,15 @@ fn assert_private(env: &Env, deployment: &str) {
 fn secrets_stay_out_of_output_state_logs_and_command_lines() {
     let _g = serial();
     let env = Env::new();
-    let all = [HF, HF_NEW, VLLM_KEY, ROUTER];
+    let all = [HF, HF_NEW, VLLM_KEY, ROUTER, DB];
     let recipe = env.recipe("secrets.yaml", &secrets_recipe(HF));
 
     let render = env.ok(&["render", "-f", &recipe]);
     assert_hidden("srt render", &render, &all);
-    assert!(render.contains("HF_TOKEN=(sensitive)"), "{render}");
+    assert!(
+        render.contains("HF_TOKEN=(sensitive)") && render.contains("DATABASE_URL=(sensitive)"),
+        "{render}"
+    );
     let render_json = env.ok(&["render", "-f", &recipe, "--json"]);
     assert_hidden("srt render --json", &render_json, &all);
     let plan = env.ok(&["plan", "-f", &recipe, "--simulate"]);
@@ -115,7 +122,8 @@ fn secrets_stay_out_of_output_state_logs_and_command_lines() {
     assert_hidden("srt apply", &out, &all);
     let state_text = std::fs::read_to_string(env.state_path("hard-secrets")).unwrap();
     assert!(
-        state_text.contains("\"HF_TOKEN\": \"blake3:"),
+        state_text.contains("\"HF_TOKEN\": \"blake3:")
+            && state_text.contains("\"DATABASE_URL\": \"blake3:"),
         "{state_text}"
     );
     for f in files_under(&env.dir.path().join(".srt")) {
@@ -153,7 +161,11 @@ fn secrets_stay_out_of_output_state_logs_and_command_lines() {
         );
         assert_hidden(&format!("{address} command line"), &cmdline.join(" "), &all);
         let environ = proc_strings(pid, "environ");
-        for e in [format!("HF_TOKEN={HF}"), format!("VLLM_API_KEY={VLLM_KEY}")] {
+        for e in [
+            format!("HF_TOKEN={HF}"),
+            format!("VLLM_API_KEY={VLLM_KEY}"),
+            format!("DATABASE_URL={DB}"),
+        ] {
             assert!(
                 environ.contains(&e),
                 "{address}: {e} not in its environment"

@@ -280,6 +280,7 @@ pub fn build(recipe: &Recipe, options: &BuildOptions) -> Result<LaunchPlan, Vec<
         gates,
         public_url: parts.public_url,
         leases: ctx.alloc.leases().to_vec(),
+        sensitive_env: recipe.sensitive_env.clone(),
     })
 }
 

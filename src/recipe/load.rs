@@ -527,6 +527,7 @@ impl Loader<'_> {
             "roles",
             "frontend",
             "health_check",
+            "sensitive_env",
         ];
         let f = self.fields(root, "", TOP, SRTCTL_ONLY_TOP)?;
         if let Some(node) = f.get("schema") {
@@ -580,6 +581,7 @@ impl Loader<'_> {
         };
         let frontend = self.frontend(f.get("frontend"), f.key_span("frontend"));
         let health_check = self.health_check(f.get("health_check"));
+        let sensitive_env = self.sensitive_env(f.get("sensitive_env"));
         let mut model = model?;
         let explicit_name = f.get("model").is_some_and(|m| match &m.value {
             Value::Map(entries) => entries.iter().any(|(k, _)| k.name == "served_name"),
@@ -594,7 +596,47 @@ impl Loader<'_> {
             roles,
             frontend: frontend?,
             health_check: health_check?,
+            sensitive_env,
         })
+    }
+
+    /// `sensitive_env`: a list of variable names whose values are secrets.
+    fn sensitive_env(&mut self, node: Option<&Node>) -> Vec<String> {
+        let Some(node) = node else {
+            return Vec::new();
+        };
+        let items = match &node.value {
+            Value::Null => return Vec::new(),
+            Value::Seq(items) => items,
+            _ => {
+                self.type_error(node, "sensitive_env", "a list of variable names");
+                return Vec::new();
+            }
+        };
+        let mut names = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let Some(name) = self.string(item, &format!("sensitive_env[{i}]")) else {
+                continue;
+            };
+            if !valid_env_name(&name) {
+                self.problem(
+                    Problem::new(
+                        "srt::recipe::env_name",
+                        item.span,
+                        format!(
+                            "`{name}` in `sensitive_env` is not a valid environment variable name"
+                        ),
+                    )
+                    .label("invalid name")
+                    .help("names are letters, digits and `_`, not starting with a digit"),
+                );
+                continue;
+            }
+            names.push(name);
+        }
+        names.sort();
+        names.dedup();
+        names
     }
 
     /// srtctl recipes often name the served model in role args. The Router, the smoke

@@ -40,6 +40,9 @@ pub struct Recipe {
     pub frontend: Frontend,
     /// Readiness budget.
     pub health_check: HealthCheck,
+    /// `sensitive_env`: variables to treat as secrets besides the default list of
+    /// [`crate::secrets`], sorted and deduplicated.
+    pub sensitive_env: Vec<String>,
 }
 
 /// `model:`.
