@@ -177,3 +177,34 @@ fn alias_bombs_are_refused_quickly() {
         );
     }
 }
+
+/// Found by the fuzzer (`scripts/fuzz.sh`): an error at the very end of the input got a
+/// span past the text, so the diagnostic showed no pointer. Every span now lies inside
+/// the text and its label is drawn.
+#[test]
+fn fuzz_regression_errors_at_the_end_point_inside_the_text() {
+    for text in [
+        "%",
+        "roles: [",
+        "roles: [\n",
+        "a: \"open",
+        "roles:\n  agg: {",
+        "é: [",
+    ] {
+        let problems = load(text.to_string());
+        assert_eq!(problems.len(), 1, "{text:?}: {problems:?}");
+        let p = &problems[0];
+        let end = p.span.offset() + p.span.len();
+        assert!(end <= text.len(), "{text:?}: span {:?}", p.span);
+        assert!(text.is_char_boundary(p.span.offset()) && text.is_char_boundary(end));
+        let source = Source {
+            name: "end.yaml".into(),
+            text: text.to_string(),
+        };
+        let shown = common::render_diag(&source.error(problems.clone()));
+        assert!(
+            shown.contains(&p.label),
+            "{text:?}: no label drawn\n{shown}"
+        );
+    }
+}

@@ -178,10 +178,17 @@ fn syntax_problem(err: &serde_saphyr::Error, text: &str) -> Problem {
         .map(|loc| {
             let s = loc.span();
             let offset = (s.byte_offset().unwrap_or(s.offset()) as usize).min(text.len());
-            SourceSpan::new(
-                offset.into(),
-                (s.byte_len().unwrap_or(s.len()) as usize).max(1),
-            )
+            let len = (s.byte_len().unwrap_or(s.len()) as usize).max(1);
+            if offset + len <= text.len() {
+                return SourceSpan::new(offset.into(), len);
+            }
+            // An error at the end of the input (an unterminated `[`, a lone `%`) would
+            // point past the text, where no label can be drawn: point at the last
+            // character instead, whole (never inside a multi-byte character).
+            match text.char_indices().next_back() {
+                Some((i, c)) => SourceSpan::new(i.into(), c.len_utf8()),
+                None => SourceSpan::new(0.into(), 0),
+            }
         })
         .unwrap_or_else(|| SourceSpan::new(0.into(), 0));
     // The plain, user-facing message: serde-saphyr's default rendering embeds its own
