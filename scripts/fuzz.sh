@@ -43,7 +43,9 @@ cargo fuzz run --sanitizer none recipe "$corpus" -- \
     -max_total_time="$SECONDS_BUDGET" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 >"$out" 2>&1 || status=$?
 if ((status != 0)); then
-    tail -n 60 "$out" >&2
+    # The panic message, then libFuzzer's report (the backtrace between them is long).
+    grep -A3 'panicked at' "$out" >&2 || true
+    grep -A12 -E '^==[0-9]+== ERROR|^SUMMARY' "$out" >&2 || tail -n 40 "$out" >&2
     die "the fuzzer found a crash (exit $status); the input is in fuzz/artifacts/recipe/"
 fi
 runs="$(grep -o 'Done [0-9]* runs in [0-9]* second' "$out" | tail -n1)"
