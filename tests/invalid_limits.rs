@@ -36,9 +36,14 @@ fn one(problems: &[srt::recipe::Problem], code: &str) {
 #[test]
 fn a_file_over_the_size_limit_is_refused_at_the_limit_without_reading_it_all() {
     let dir = tempfile::tempdir().unwrap();
-    // A valid start, then far too much: 4 GiB, sparse, so it costs no disk.
+    // Short lines past the limit, then far too much: 4 GiB, sparse, so it costs no disk.
     let path = dir.path().join("huge.yaml");
-    let head = "roles:\n  agg:\n    nodes: 1\n    workers: 1\n    env:\n";
+    let mut head = String::from("roles:\n  agg:\n    nodes: 1\n    workers: 1\n    env:\n");
+    let mut i = 0;
+    while head.len() <= MAX_RECIPE_BYTES + 100 {
+        head.push_str(&format!("      V{i}: \"{}\"\n", "x".repeat(64)));
+        i += 1;
+    }
     std::fs::write(&path, head).unwrap();
     let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
     f.set_len(4 << 30).unwrap();
@@ -53,6 +58,7 @@ fn a_file_over_the_size_limit_is_refused_at_the_limit_without_reading_it_all() {
     );
     one(&err.problems, "srt::recipe::too_large");
     assert_eq!(err.problems[0].span.offset(), MAX_RECIPE_BYTES);
+    assert_eq!(err.problems[0].span.len(), 1);
     let out = Command::new(env!("CARGO_BIN_EXE_srt"))
         .args(["validate", "-f"])
         .arg(&path)
@@ -77,6 +83,35 @@ fn a_text_over_the_size_limit_is_refused_by_the_library_too() {
         i += 1;
     }
     one(&load(text), "srt::recipe::too_large");
+}
+
+#[test]
+fn the_limit_inside_a_multibyte_character_is_still_a_drawable_span() {
+    // 3-byte characters: the limit falls inside one; a file cut there is not UTF-8.
+    let line = format!("# {}\n", "é€".repeat(20));
+    let text = format!(
+        "roles: {{agg: {{nodes: 1, workers: 1}}}}\n{}",
+        line.repeat(MAX_RECIPE_BYTES / line.len() + 10)
+    );
+    let problems = load(text.clone());
+    one(&problems, "srt::recipe::too_large");
+    let p = &problems[0];
+    let end = p.span.offset() + p.span.len();
+    assert!(text.is_char_boundary(p.span.offset()) && text.is_char_boundary(end));
+    assert!(p.span.offset() <= MAX_RECIPE_BYTES && MAX_RECIPE_BYTES < end);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wide.yaml");
+    std::fs::write(&path, &text).unwrap();
+    let (source, result) = load_file(&path);
+    let err = result.expect_err("too large");
+    one(&err.problems, "srt::recipe::too_large");
+    let shown = common::render_diag(&err);
+    assert!(
+        shown.contains("the limit is reached here"),
+        "{}",
+        &shown[..500.min(shown.len())]
+    );
+    assert!(source.text.is_char_boundary(err.problems[0].span.offset()));
 }
 
 #[test]
@@ -118,7 +153,12 @@ fn deep_nesting_is_refused_not_a_stack_overflow() {
             let problems = load(text);
             assert_eq!(problems.len(), 1, "depth {depth}: {problems:?}");
             assert!(
-                ["srt::recipe::syntax", "srt::recipe::too_large"].contains(&problems[0].code),
+                [
+                    "srt::recipe::syntax",
+                    "srt::recipe::long_line",
+                    "srt::recipe::too_large"
+                ]
+                .contains(&problems[0].code),
                 "depth {depth}: {problems:?}"
             );
         }
@@ -205,6 +245,57 @@ fn fuzz_regression_errors_at_the_end_point_inside_the_text() {
         assert!(
             shown.contains(&p.label),
             "{text:?}: no label drawn\n{shown}"
+        );
+    }
+}
+
+/// The diagnostic renderer panics on a label past column 65535, which a recipe with an
+/// error at the end of a very long line reached (exit 101). Lines are bounded at 8 KiB,
+/// and any span further right than that is drawn at the start of its line.
+#[test]
+fn a_very_long_line_is_refused_not_a_crash() {
+    use srt::recipe::load::MAX_LINE_BYTES;
+    let text = format!(
+        "{{roles: {{agg: {{nodes: 1, workers: 1, env: {{X: \"{}\"}}}}}}, bogus: 1}}\n",
+        "a".repeat(70_000)
+    );
+    let problems = load(text.clone());
+    one(&problems, "srt::recipe::long_line");
+    assert_eq!(problems[0].span.offset(), MAX_LINE_BYTES);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("long.yaml");
+    std::fs::write(&path, &text).unwrap();
+    // Not UTF-8 far right on a long line: the encoding error is drawn, not a panic.
+    let bad = dir.path().join("bad.yaml");
+    let mut bytes = format!(
+        "roles: {{agg: {{nodes: 1, workers: 1}}}}\n# {}",
+        "a".repeat(70_000)
+    )
+    .into_bytes();
+    bytes.extend_from_slice(b"\xff\n");
+    std::fs::write(&bad, &bytes).unwrap();
+    let (_, result) = load_file(&bad);
+    let err = result.expect_err("not UTF-8");
+    one(&err.problems, "srt::recipe::encoding");
+    assert!(common::render_diag(&err).contains("column 70003"));
+    for (file, code) in [
+        (&path, "srt::recipe::long_line"),
+        (&bad, "srt::recipe::encoding"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_srt"))
+            .args(["validate", "-f"])
+            .arg(file)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(srt::exit::INVALID_RECIPE),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains(code) && !stderr.contains("panicked"),
+            "{stderr}"
         );
     }
 }

@@ -55,6 +55,11 @@ const SRTCTL_ONLY_RESOURCES: &[&str] = &[
 /// a mistaken path (a log, a model file) from being read whole and parsed.
 pub const MAX_RECIPE_BYTES: usize = 1024 * 1024;
 
+/// The longest line accepted, in bytes. Diagnostics draw the line they point into, and
+/// the renderer cannot place a label past column 65535 (it panics): with lines bounded
+/// at 8 KiB every label lands well before that, even with tabs or wide characters.
+pub const MAX_LINE_BYTES: usize = 8 * 1024;
+
 /// A recipe file's text and display name, kept for diagnostics after loading.
 #[derive(Clone, Debug)]
 pub struct Source {
@@ -68,6 +73,9 @@ impl Source {
     /// Wrap problems found in this source into a renderable error.
     pub fn error(&self, problems: Vec<Problem>) -> RecipeError {
         let mut problems = problems;
+        for p in &mut problems {
+            keep_drawable(&self.text, p);
+        }
         problems.sort_by_key(|p| p.span.offset());
         RecipeError {
             source_code: NamedSource::new(&self.name, self.text.clone()),
@@ -76,11 +84,37 @@ impl Source {
     }
 }
 
+/// Keeps a problem's span where the renderer can draw it: on a character boundary, and
+/// no further than [`MAX_LINE_BYTES`] into its line (the renderer panics on a label past
+/// column 65535). A span further right moves to the start of its line, and the label
+/// says the column.
+fn keep_drawable(text: &str, p: &mut Problem) {
+    let offset = p.span.offset().min(text.len());
+    let mut at = offset;
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let column = at - line_start;
+    if column > MAX_LINE_BYTES {
+        p.label = format!("{} (column {})", p.label, column + 1);
+        at = line_start;
+    } else if at == offset {
+        return;
+    }
+    let len = text[at..]
+        .chars()
+        .next()
+        .filter(|&c| c != '\n')
+        .map_or(0, char::len_utf8);
+    p.span = SourceSpan::new(at.into(), len);
+}
+
 /// Load a recipe from text. `default_name` names the deployment when `name:` is absent
 /// (the CLI passes the file stem).
 pub fn load_str(source: &Source, default_name: &str) -> Result<Recipe, RecipeError> {
-    if source.text.len() > MAX_RECIPE_BYTES {
-        return Err(source.error(vec![too_large()]));
+    if let Some(err) = oversized(source) {
+        return Err(err);
     }
     let whole = SourceSpan::new(0.into(), source.text.len().min(1));
     if source.text.trim().is_empty() {
@@ -161,15 +195,60 @@ fn nul_bytes(root: &Node) -> Vec<Problem> {
     out
 }
 
-/// A recipe past [`MAX_RECIPE_BYTES`], pointing at the first byte over the limit.
-fn too_large() -> Problem {
-    Problem::new(
-        "srt::recipe::too_large",
-        SourceSpan::new(MAX_RECIPE_BYTES.into(), 1),
-        format!("the recipe is larger than {MAX_RECIPE_BYTES} bytes"),
-    )
-    .label("the limit is reached here")
-    .help("is this the right file? a recipe is a short YAML document")
+/// A recipe with a line longer than [`MAX_LINE_BYTES`] (checked first, within the
+/// size limit) or longer than [`MAX_RECIPE_BYTES`]. The diagnostic shows the text up to
+/// the character past the limit and points at that character, so it never draws an
+/// overlong line.
+fn oversized(source: &Source) -> Option<RecipeError> {
+    let text = &source.text;
+    let scanned = &text.as_bytes()[..text.len().min(MAX_RECIPE_BYTES + 1)];
+    let mut line_start = 0;
+    for line in scanned.split(|&b| b == b'\n') {
+        if line.len() > MAX_LINE_BYTES {
+            return Some(cut_error(
+                source,
+                line_start + MAX_LINE_BYTES,
+                Problem::new(
+                    "srt::recipe::long_line",
+                    SourceSpan::new(0.into(), 0),
+                    format!("a line of the recipe is longer than {MAX_LINE_BYTES} bytes"),
+                )
+                .label("the line goes on past the limit")
+                .help("split the value over several lines (a block scalar `|`, or a flow mapping over several lines)"),
+            ));
+        }
+        line_start += line.len() + 1;
+    }
+    (text.len() > MAX_RECIPE_BYTES).then(|| {
+        cut_error(
+            source,
+            MAX_RECIPE_BYTES,
+            Problem::new(
+                "srt::recipe::too_large",
+                SourceSpan::new(0.into(), 0),
+                format!("the recipe is larger than {MAX_RECIPE_BYTES} bytes"),
+            )
+            .label("the limit is reached here")
+            .help("is this the right file? a recipe is a short YAML document"),
+        )
+    })
+}
+
+/// `problem` pointing at the character at byte `at` of the source (or the one it is
+/// inside of), rendered against the source cut just after that character.
+fn cut_error(source: &Source, at: usize, mut problem: Problem) -> RecipeError {
+    let text = &source.text;
+    let mut start = at.min(text.len());
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
+    let len = text[start..].chars().next().map_or(0, char::len_utf8);
+    problem.span = SourceSpan::new(start.into(), len);
+    Source {
+        name: source.name.clone(),
+        text: text[..start + len].to_string(),
+    }
+    .error(vec![problem])
 }
 
 fn syntax_problem(err: &serde_saphyr::Error, text: &str) -> Problem {
@@ -1187,7 +1266,7 @@ pub fn load_file(path: &std::path::Path) -> (Source, Result<Recipe, RecipeError>
                 name,
                 text: String::from_utf8_lossy(&b).into_owned(),
             };
-            let err = source.error(vec![too_large()]);
+            let err = oversized(&source).expect("longer than the limit");
             return (source, Err(err));
         }
         Ok(b) => b,
