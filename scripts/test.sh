@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what the tests need (the pinned
 # vllm-router in .tools/, nginx, cargo-insta, SLURM), then runs formatting, lints, and
-# every test with golden files checked (stale or unreferenced snapshots fail).
+# every test with golden files checked (stale or unreferenced snapshots fail), then
+# runs the documented walkthroughs and fuzzes the recipe loader for a bounded time
+# ($SRT_FUZZ_SECONDS, default 60; 0 skips it).
 #
 # The SLURM tests (tests/e2e_slurm.rs) run on a real two-node cluster on this machine
 # (scripts/slurm-cluster.sh, needs root): started before the tests (a healthy one is
@@ -11,6 +13,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 scripts/install-deps.sh router nginx insta slurm
 export SRT_TOOLS_DIR="${SRT_TOOLS_DIR:-$PWD/.tools}"
 cargo fmt --all -- --check
+cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 cargo clippy --all-targets -- -D warnings
 if [[ -z "${SRT_SLURM_KEEP:-}" ]]; then
     trap 'scripts/slurm-cluster.sh stop' EXIT
@@ -24,3 +27,6 @@ CI=true cargo insta test --check --unreferenced=reject --all-targets
 scripts/doc-test.sh docs/getting-started.md
 # The SLURM walkthrough, on the test cluster.
 scripts/doc-test.sh docs/slurm.md
+if [[ "${SRT_FUZZ_SECONDS:-60}" != 0 ]]; then
+    scripts/fuzz.sh "${SRT_FUZZ_SECONDS:-60}"
+fi

@@ -239,6 +239,42 @@ const CASES: &[Case] = &[
         "`foo` in one place and `bar` in another",
     ),
     case(
+        "alias-bomb.yaml",
+        "srt::recipe::syntax",
+        "*e",
+        "limits breached: Nodes",
+    ),
+    case(
+        "deeply-nested.yaml",
+        "srt::recipe::syntax",
+        "k",
+        "limits breached: Depth",
+    ),
+    case(
+        "ports-exhausted.yaml",
+        "srt::recipe::ports",
+        "agg",
+        "port range exhausted for kind `vllm_scan`",
+    ),
+    case(
+        "secret-arg-role.yaml",
+        "srt::recipe::secret_arg",
+        "hf-token",
+        "pass the secret in `roles.agg.env`",
+    ),
+    case(
+        "secret-arg-frontend.yaml",
+        "srt::recipe::secret_arg",
+        "api_key",
+        "pass the secret in `frontend.env`",
+    ),
+    case(
+        "nul-byte.yaml",
+        "srt::recipe::nul_byte",
+        "\"main\\0; rm -rf /\"",
+        "cannot contain NUL",
+    ),
+    case(
         "duplicate-key.yaml",
         "srt::recipe::duplicate_key",
         "gpus_per_node",

@@ -143,11 +143,11 @@ pub fn ports_address(process: &str) -> String {
     format!("ports.{process}")
 }
 
-fn env_spec(env: &BTreeMap<String, String>) -> Value {
+fn env_spec(plan: &LaunchPlan, env: &BTreeMap<String, String>) -> Value {
     let map: serde_json::Map<String, Value> = env
         .iter()
         .map(|(k, v)| {
-            let v = if secrets::is_sensitive(k) {
+            let v = if plan.is_sensitive(k) {
                 secrets::digest(v)
             } else {
                 v.clone()
@@ -160,12 +160,12 @@ fn env_spec(env: &BTreeMap<String, String>) -> Value {
 
 /// The canonical spec of a process. `execution` carries how the executor runs it (e.g.
 /// simulated), so switching execution modes replaces the process.
-fn process_spec(p: &LaunchProcess, execution: &Value) -> Value {
+fn process_spec(plan: &LaunchPlan, p: &LaunchProcess, execution: &Value) -> Value {
     json!({
         "argv": p.argv,
         "container_image": p.container_image,
         "devices": p.devices,
-        "env": env_spec(&p.env),
+        "env": env_spec(plan, &p.env),
         "env_unset": p.env_unset,
         "execution": execution,
         "files": p.files,
@@ -246,7 +246,7 @@ pub fn lower_with(
         pending.push(Resource {
             address: p.address.clone(),
             kind,
-            spec: process_spec(p, execution),
+            spec: process_spec(plan, p, execution),
             deps,
             hash: String::new(),
             node: Some(p.node),

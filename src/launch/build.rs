@@ -6,6 +6,7 @@ use crate::frontend::{self, RoleConnector};
 use crate::ports::{PortAllocator, PortBlock, DISCOVERY, DISCOVERY_PORT, PUBLIC};
 use crate::recipe::diag::{did_you_mean, Problem};
 use crate::recipe::{Nodes, Recipe, RoleKind};
+use crate::secrets;
 use crate::topology;
 
 /// How hosts map to nodes when allocating per-node ports.
@@ -84,6 +85,7 @@ pub fn build(recipe: &Recipe, options: &BuildOptions) -> Result<LaunchPlan, Vec<
         return Err(problems);
     }
     check_roles(recipe, &mut problems);
+    check_secret_args(recipe, &mut problems);
     let mut connectors = Vec::new();
     for role in &recipe.roles {
         match connector::for_role(recipe, role) {
@@ -298,6 +300,7 @@ pub fn build(recipe: &Recipe, options: &BuildOptions) -> Result<LaunchPlan, Vec<
         gates,
         public_url: parts.public_url,
         leases: ctx.alloc.leases().to_vec(),
+        sensitive_env: recipe.sensitive_env.clone(),
     })
 }
 
@@ -367,6 +370,40 @@ fn check_roles(recipe: &Recipe, problems: &mut Vec<Problem>) {
                         .help("set `gpus` per worker on both prefill and decode"),
                     );
                 }
+            }
+        }
+    }
+}
+
+/// A flag named like a secret (`api-key`, `hf-token`, anything matching the sensitive
+/// patterns of [`secrets`]) would put its value on a command line, where `ps` and a
+/// scheduler's job records show it to every user: refused, the value belongs in `env`.
+fn check_secret_args(recipe: &Recipe, problems: &mut Vec<Problem>) {
+    let roles = recipe
+        .roles
+        .iter()
+        .map(|r| (format!("roles.{}", r.kind.name()), &r.args));
+    let frontend = std::iter::once(("frontend".to_string(), &recipe.frontend.args));
+    for (path, args) in roles.chain(frontend) {
+        for arg in &args.0 {
+            let as_env = arg.key.replace('-', "_");
+            if secrets::is_sensitive(&as_env) {
+                problems.push(
+                    Problem::new(
+                        "srt::recipe::secret_arg",
+                        arg.key_span,
+                        format!(
+                            "`{path}.args.{}` would put a secret on the command line",
+                            arg.key
+                        ),
+                    )
+                    .label("secret as a flag")
+                    .help(format!(
+                        "command lines are visible to every user (`ps`, scheduler job records); \
+                         pass the secret in `{path}.env` instead (vLLM reads `VLLM_API_KEY` for \
+                         `--api-key`, Hugging Face tools read `HF_TOKEN`)"
+                    )),
+                );
             }
         }
     }

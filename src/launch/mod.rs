@@ -87,6 +87,18 @@ pub struct LaunchPlan {
     pub public_url: String,
     /// Every port lease, for invariant checks and display.
     pub leases: Vec<crate::ports::Lease>,
+    /// Variables the recipe marks sensitive (`sensitive_env`), on top of the default
+    /// list of [`crate::secrets`]; absent from the JSON when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sensitive_env: Vec<String>,
+}
+
+impl LaunchPlan {
+    /// Whether the value of variable `name` is a secret in this plan: a default
+    /// sensitive name, or one the recipe marks.
+    pub fn is_sensitive(&self, name: &str) -> bool {
+        crate::secrets::is_sensitive(name) || self.sensitive_env.iter().any(|n| n == name)
+    }
 }
 
 /// A node of the deployment.

@@ -73,7 +73,7 @@ fn write_process(out: &mut String, plan: &LaunchPlan, p: &LaunchProcess) {
     if !p.env.is_empty() {
         let _ = writeln!(out, "env:");
         for (k, v) in &p.env {
-            let shown = if secrets::is_sensitive(k) {
+            let shown = if plan.is_sensitive(k) {
                 secrets::MASK.to_string()
             } else {
                 quote(v)
@@ -162,7 +162,7 @@ pub fn json(plan: &LaunchPlan) -> String {
     let mut masked = plan.clone();
     for p in &mut masked.processes {
         for (k, v) in p.env.iter_mut() {
-            if secrets::is_sensitive(k) {
+            if plan.is_sensitive(k) {
                 *v = secrets::MASK.to_string();
             }
         }

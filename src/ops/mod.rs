@@ -307,6 +307,7 @@ pub fn empty(deployment: &str) -> (LaunchPlan, ResourceGraph) {
         gates: Vec::new(),
         public_url: String::new(),
         leases: Vec::new(),
+        sensitive_env: Vec::new(),
     };
     let graph = graph::lower(&launch, &serde_json::Value::Null).expect("empty graph");
     (launch, graph)

@@ -62,6 +62,11 @@ pub const TOP: &[Key] = &[
         "Readiness budget.",
     ),
     k(
+        "sensitive_env",
+        r#"{"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}}"#,
+        "Variables whose values are secrets, besides the default list (`*_TOKEN`, `*_KEY`, `HF_TOKEN`, ...).",
+    ),
+    k(
         "slurm",
         r##"{"$ref": "#/$defs/slurm"}"##,
         "Scheduler settings for the SLURM executor (override the cluster profile).",

@@ -49,6 +49,15 @@ const SRTCTL_ONLY_RESOURCES: &[&str] = &[
     "decode_nodes",
 ];
 
+/// The largest recipe accepted, in bytes. Real recipes are a few kilobytes; a bound keeps
+/// a mistaken path (a log, a model file) from being read whole and parsed.
+pub const MAX_RECIPE_BYTES: usize = 1024 * 1024;
+
+/// The longest line accepted, in bytes. Diagnostics draw the line they point into, and
+/// the renderer cannot place a label past column 65535 (it panics): with lines bounded
+/// at 8 KiB every label lands well before that, even with tabs or wide characters.
+pub const MAX_LINE_BYTES: usize = 8 * 1024;
+
 /// A recipe file's text and display name, kept for diagnostics after loading.
 #[derive(Clone, Debug)]
 pub struct Source {
@@ -62,6 +71,9 @@ impl Source {
     /// Wrap problems found in this source into a renderable error.
     pub fn error(&self, problems: Vec<Problem>) -> RecipeError {
         let mut problems = problems;
+        for p in &mut problems {
+            keep_drawable(&self.text, p);
+        }
         problems.sort_by_key(|p| p.span.offset());
         RecipeError {
             source_code: NamedSource::new(&self.name, self.text.clone()),
@@ -70,9 +82,38 @@ impl Source {
     }
 }
 
+/// Keeps a problem's span where the renderer can draw it: on a character boundary, and
+/// no further than [`MAX_LINE_BYTES`] into its line (the renderer panics on a label past
+/// column 65535). A span further right moves to the start of its line, and the label
+/// says the column.
+fn keep_drawable(text: &str, p: &mut Problem) {
+    let offset = p.span.offset().min(text.len());
+    let mut at = offset;
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let column = at - line_start;
+    if column > MAX_LINE_BYTES {
+        p.label = format!("{} (column {})", p.label, column + 1);
+        at = line_start;
+    } else if at == offset {
+        return;
+    }
+    let len = text[at..]
+        .chars()
+        .next()
+        .filter(|&c| c != '\n')
+        .map_or(0, char::len_utf8);
+    p.span = SourceSpan::new(at.into(), len);
+}
+
 /// Load a recipe from text. `default_name` names the deployment when `name:` is absent
 /// (the CLI passes the file stem).
 pub fn load_str(source: &Source, default_name: &str) -> Result<Recipe, RecipeError> {
+    if let Some(err) = oversized(source) {
+        return Err(err);
+    }
     let whole = SourceSpan::new(0.into(), source.text.len().min(1));
     if source.text.trim().is_empty() {
         return Err(source.error(vec![Problem::new(
@@ -95,6 +136,10 @@ pub fn load_str(source: &Source, default_name: &str) -> Result<Recipe, RecipeErr
         )
         .help("a recipe needs at least `roles:`; see docs/recipe-reference.md")]));
     }
+    let nul = nul_bytes(&root);
+    if !nul.is_empty() {
+        return Err(source.error(nul));
+    }
     let mut problems = Problems::default();
     let recipe = Loader {
         problems: &mut problems,
@@ -115,16 +160,112 @@ pub fn load_str(source: &Source, default_name: &str) -> Result<Recipe, RecipeErr
     }
 }
 
+/// Strings holding a NUL byte (written as `"\0"` in YAML): no argv token or
+/// environment value can carry one, so such a recipe could only be rendered wrong and
+/// fail at launch. Every occurrence is reported, in keys and values.
+fn nul_bytes(root: &Node) -> Vec<Problem> {
+    fn walk(node: &Node, out: &mut Vec<Problem>) {
+        let problem = |span| {
+            Problem::new(
+                "srt::recipe::nul_byte",
+                span,
+                "a string in the recipe contains a NUL byte",
+            )
+            .label("NUL byte in here")
+            .help("command-line arguments and environment values cannot contain NUL (`\\0`); remove it")
+        };
+        match &node.value {
+            Value::Str(s) if s.contains('\0') => out.push(problem(node.span)),
+            Value::Seq(items) => items.iter().for_each(|n| walk(n, out)),
+            Value::Map(entries) => {
+                for (k, v) in entries {
+                    if k.name.contains('\0') {
+                        out.push(problem(k.span));
+                    }
+                    walk(v, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, &mut out);
+    out
+}
+
+/// A recipe with a line longer than [`MAX_LINE_BYTES`] (checked first, within the
+/// size limit) or longer than [`MAX_RECIPE_BYTES`]. The diagnostic shows the text up to
+/// the character past the limit and points at that character, so it never draws an
+/// overlong line.
+fn oversized(source: &Source) -> Option<RecipeError> {
+    let text = &source.text;
+    let scanned = &text.as_bytes()[..text.len().min(MAX_RECIPE_BYTES + 1)];
+    let mut line_start = 0;
+    for line in scanned.split(|&b| b == b'\n') {
+        if line.len() > MAX_LINE_BYTES {
+            return Some(cut_error(
+                source,
+                line_start + MAX_LINE_BYTES,
+                Problem::new(
+                    "srt::recipe::long_line",
+                    SourceSpan::new(0.into(), 0),
+                    format!("a line of the recipe is longer than {MAX_LINE_BYTES} bytes"),
+                )
+                .label("the line goes on past the limit")
+                .help("split the value over several lines (a block scalar `|`, or a flow mapping over several lines)"),
+            ));
+        }
+        line_start += line.len() + 1;
+    }
+    (text.len() > MAX_RECIPE_BYTES).then(|| {
+        cut_error(
+            source,
+            MAX_RECIPE_BYTES,
+            Problem::new(
+                "srt::recipe::too_large",
+                SourceSpan::new(0.into(), 0),
+                format!("the recipe is larger than {MAX_RECIPE_BYTES} bytes"),
+            )
+            .label("the limit is reached here")
+            .help("is this the right file? a recipe is a short YAML document"),
+        )
+    })
+}
+
+/// `problem` pointing at the character at byte `at` of the source (or the one it is
+/// inside of), rendered against the source cut just after that character.
+fn cut_error(source: &Source, at: usize, mut problem: Problem) -> RecipeError {
+    let text = &source.text;
+    let mut start = at.min(text.len());
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
+    let len = text[start..].chars().next().map_or(0, char::len_utf8);
+    problem.span = SourceSpan::new(start.into(), len);
+    Source {
+        name: source.name.clone(),
+        text: text[..start + len].to_string(),
+    }
+    .error(vec![problem])
+}
+
 fn syntax_problem(err: &serde_saphyr::Error, text: &str) -> Problem {
     let span = err
         .location()
         .map(|loc| {
             let s = loc.span();
             let offset = (s.byte_offset().unwrap_or(s.offset()) as usize).min(text.len());
-            SourceSpan::new(
-                offset.into(),
-                (s.byte_len().unwrap_or(s.len()) as usize).max(1),
-            )
+            let len = (s.byte_len().unwrap_or(s.len()) as usize).max(1);
+            if offset + len <= text.len() {
+                return SourceSpan::new(offset.into(), len);
+            }
+            // An error at the end of the input (an unterminated `[`, a lone `%`) would
+            // point past the text, where no label can be drawn: point at the last
+            // character instead, whole (never inside a multi-byte character).
+            match text.char_indices().next_back() {
+                Some((i, c)) => SourceSpan::new(i.into(), c.len_utf8()),
+                None => SourceSpan::new(0.into(), 0),
+            }
         })
         .unwrap_or_else(|| SourceSpan::new(0.into(), 0));
     // The plain, user-facing message: serde-saphyr's default rendering embeds its own
@@ -149,12 +290,21 @@ fn syntax_problem(err: &serde_saphyr::Error, text: &str) -> Problem {
         .label("second occurrence")
         .help("remove one of them; YAML mappings cannot repeat a key");
     }
-    Problem::new(
+    let problem = Problem::new(
         "srt::recipe::syntax",
         span,
         format!("YAML error: {message}"),
     )
-    .label("here")
+    .label("here");
+    if message.contains("limits breached") || message.contains("recursion limit") {
+        // A budget of the parser: say which bounds exist rather than leave a bare name.
+        return problem.help(format!(
+            "srt refuses recipes nested deeper than {} levels, with more than 250000 \
+             values, or whose aliases expand past the parser's budget",
+            yaml::MAX_DEPTH
+        ));
+    }
+    problem
 }
 
 struct Loader<'p> {
@@ -506,6 +656,7 @@ impl Loader<'_> {
         let health_check = self.health_check(f.get("health_check"));
         let slurm = self.slurm(f.get("slurm"));
         let benchmark = self.benchmark(f.get("benchmark"), f.key_span("benchmark"));
+        let sensitive_env = self.sensitive_env(f.get("sensitive_env"));
         let mut model = model?;
         let explicit_name = f.get("model").is_some_and(|m| match &m.value {
             Value::Map(entries) => entries.iter().any(|(k, _)| k.name == "served_name"),
@@ -520,6 +671,7 @@ impl Loader<'_> {
             roles,
             frontend: frontend?,
             health_check: health_check?,
+            sensitive_env,
             slurm,
             benchmark,
         })
@@ -643,6 +795,45 @@ impl Loader<'_> {
             concurrencies,
             requests_per_concurrency,
         })
+    }
+
+    /// `sensitive_env`: a list of variable names whose values are secrets.
+    fn sensitive_env(&mut self, node: Option<&Node>) -> Vec<String> {
+        let Some(node) = node else {
+            return Vec::new();
+        };
+        let items = match &node.value {
+            Value::Null => return Vec::new(),
+            Value::Seq(items) => items,
+            _ => {
+                self.type_error(node, "sensitive_env", "a list of variable names");
+                return Vec::new();
+            }
+        };
+        let mut names = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let Some(name) = self.string(item, &format!("sensitive_env[{i}]")) else {
+                continue;
+            };
+            if !valid_env_name(&name) {
+                self.problem(
+                    Problem::new(
+                        "srt::recipe::env_name",
+                        item.span,
+                        format!(
+                            "`{name}` in `sensitive_env` is not a valid environment variable name"
+                        ),
+                    )
+                    .label("invalid name")
+                    .help("names are letters, digits and `_`, not starting with a digit"),
+                );
+                continue;
+            }
+            names.push(name);
+        }
+        names.sort();
+        names.dedup();
+        names
     }
 
     /// srtctl recipes often name the served model in role args. The Router, the smoke
@@ -1153,7 +1344,24 @@ pub fn load_file(path: &std::path::Path) -> (Source, Result<Recipe, RecipeError>
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let empty = SourceSpan::new(0.into(), 0);
-    let bytes = match std::fs::read(path) {
+    // Read one byte past the limit at most: enough to tell an oversized file apart.
+    let read = std::fs::File::open(path).and_then(|f| {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(f, MAX_RECIPE_BYTES as u64 + 1),
+            &mut bytes,
+        )?;
+        Ok(bytes)
+    });
+    let bytes = match read {
+        Ok(b) if b.len() > MAX_RECIPE_BYTES => {
+            let source = Source {
+                name,
+                text: String::from_utf8_lossy(&b).into_owned(),
+            };
+            let err = oversized(&source).expect("longer than the limit");
+            return (source, Err(err));
+        }
         Ok(b) => b,
         Err(e) => {
             let source = Source {

@@ -44,6 +44,9 @@ pub struct Recipe {
     pub slurm: SlurmSettings,
     /// The load benchmark run after the gates, if any.
     pub benchmark: Option<Benchmark>,
+    /// `sensitive_env`: variables to treat as secrets besides the default list of
+    /// [`crate::secrets`], sorted and deduplicated.
+    pub sensitive_env: Vec<String>,
 }
 
 /// `slurm:`: per-recipe scheduler settings; they override the cluster profile.

@@ -185,9 +185,23 @@ impl<'de> Deserialize<'de> for Value {
     }
 }
 
+/// Deepest nesting of mappings and sequences accepted. A recipe needs fewer than ten
+/// levels (`roles.<role>.args.<flag>.<json>`); the tree is built recursively, so the
+/// bound is what keeps a hostile document from overflowing the stack (a debug build
+/// spends tens of kilobytes of stack per level, and test threads have 2 MiB).
+pub const MAX_DEPTH: usize = 16;
+
 /// Parse YAML text into a spanned tree. Errors carry serde-saphyr's own location.
+/// serde-saphyr's default budget bounds nodes, events and alias expansion; nesting is
+/// bounded by [`MAX_DEPTH`], for block and flow collections alike.
 pub fn parse(text: &str) -> Result<Node, serde_saphyr::Error> {
-    serde_saphyr::from_str::<Node>(text)
+    let options = serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_depth: MAX_DEPTH,
+            flow_nesting_limit: MAX_DEPTH,
+        },
+    };
+    serde_saphyr::from_str_with_options::<Node>(text, options)
 }
 
 #[cfg(test)]

@@ -206,7 +206,12 @@ fn startup_banner(cfg: &SimConfig) {
         log::info(&format!(
             "environment: {}",
             env.iter()
-                .map(|(k, v)| format!("{k}={v}"))
+                .map(|(k, v)| if crate::secrets::is_sensitive(k) {
+                    // `VLLM_API_KEY` and the like: the log must not hold the secret.
+                    format!("{k}={}", crate::secrets::MASK)
+                } else {
+                    format!("{k}={v}")
+                })
                 .collect::<Vec<_>>()
                 .join(" ")
         ));
