@@ -377,7 +377,8 @@ fn measured<T>(f: impl FnOnce() -> T) -> T {
 }
 
 /// One operation once, for an instruction count: `--count NODES WHAT` with WHAT one of
-/// `plan`, `replan`, `role`, `save`, `load`. The setup (state on disk) is not counted.
+/// `plan`, `replan`, `role`, `save`, `load` (or `hash`: print digests of the outputs).
+/// The setup (state on disk) is not counted.
 fn count_one(nodes: usize, what: &str) {
     let text = recipe_text(nodes, 32768);
     let dir = tempfile::tempdir().expect("temp dir");
@@ -406,7 +407,20 @@ fn count_one(nodes: usize, what: &str) {
             measured(|| store.save(&lock, &mut state).expect("save"));
         }
         "load" => drop(measured(|| store.load().expect("load"))),
-        other => panic!("--count NODES plan|replan|role|save|load, not {other}"),
+        // The desired-graph hash and the plan text's digest: equal before and after an
+        // optimisation, or the optimisation changed the output.
+        "hash" => {
+            let (_, p, plan) = plan_once(&text, None, &deployment, &exec);
+            let rendered = plan::render::render(&plan);
+            let launch = launch::render::json(&p.launch);
+            println!(
+                "nodes={nodes} graph={} plan_text={} launch_json={}",
+                p.recipe_hash,
+                blake3::hash(rendered.as_bytes()).to_hex(),
+                blake3::hash(launch.as_bytes()).to_hex()
+            );
+        }
+        other => panic!("--count NODES plan|replan|role|save|load|hash, not {other}"),
     }
 }
 
