@@ -222,10 +222,7 @@ pub struct PlanOptions {
 
 fn command_of(spec: &serde_json::Value) -> Option<String> {
     let argv = spec.get("argv")?.as_array()?;
-    let argv: Vec<String> = argv
-        .iter()
-        .filter_map(|v| v.as_str().map(str::to_string))
-        .collect();
+    let argv: Vec<&str> = argv.iter().filter_map(|v| v.as_str()).collect();
     Some(crate::launch::render::command_line(&argv))
 }
 
