@@ -413,11 +413,19 @@ fn count_one(nodes: usize, what: &str) {
             let (_, p, plan) = plan_once(&text, None, &deployment, &exec);
             let rendered = plan::render::render(&plan);
             let launch = launch::render::json(&p.launch);
+            let changed = recipe_text(nodes, 16384);
+            let (_, _, role) = plan_once(&changed, Some(&store), &deployment, &exec);
+            let (_, _, noop) = plan_once(&text, Some(&store), &deployment, &exec);
+            let digest = |text: &str| blake3::hash(text.as_bytes()).to_hex();
             println!(
-                "nodes={nodes} graph={} plan_text={} launch_json={}",
+                "nodes={nodes} graph={} plan_text={} launch_json={} role_text={} role_json={} noop_text={}",
                 p.recipe_hash,
-                blake3::hash(rendered.as_bytes()).to_hex(),
-                blake3::hash(launch.as_bytes()).to_hex()
+                digest(&rendered),
+                digest(&launch),
+                digest(&plan::render::render(&role)),
+                // Without the state's lineage, a fresh UUID every run.
+                digest(&plan::render::json(&role).replace(&role.lineage, "")),
+                digest(&plan::render::render(&noop)),
             );
         }
         other => panic!("--count NODES plan|replan|role|save|load|hash, not {other}"),
