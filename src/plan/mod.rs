@@ -123,9 +123,9 @@ pub struct Change {
     pub before_hash: Option<String>,
     /// Hash after (desired).
     pub after_hash: Option<String>,
-    /// Command line before, for a word diff (processes only).
+    /// Command line before, for a word diff (processes replaced or destroyed only).
     pub before_command: Option<String>,
-    /// Command line after.
+    /// Command line after (processes created or replaced only).
     pub after_command: Option<String>,
 }
 
@@ -276,11 +276,8 @@ pub fn diff(
     if !options.destroy {
         for r in &graph.resources {
             let prior: Option<&ResourceState> = state.resources.get(&r.address);
-            let after_command = if r.kind.is_process() {
-                command_of(&r.spec)
-            } else {
-                None
-            };
+            // Command lines are rendered only for what is created or replaced (a plan
+            // shows them, a no-op does not), so only those carry them.
             let mut change = Change {
                 address: r.address.clone(),
                 kind: r.kind.name().to_string(),
@@ -288,14 +285,8 @@ pub fn diff(
                 reasons: Vec::new(),
                 before_hash: prior.map(|p| p.hash.clone()),
                 after_hash: Some(r.hash.clone()),
-                before_command: prior.and_then(|p| {
-                    if r.kind.is_process() {
-                        command_of(&p.spec)
-                    } else {
-                        None
-                    }
-                }),
-                after_command,
+                before_command: None,
+                after_command: None,
             };
             let Some(prior) = prior else {
                 change.action = if r.kind.is_check() {
@@ -303,6 +294,9 @@ pub fn diff(
                 } else {
                     Action::Create
                 };
+                if r.kind.is_process() {
+                    change.after_command = command_of(&r.spec);
+                }
                 changes.push(change);
                 continue;
             };
@@ -354,6 +348,10 @@ pub fn diff(
             if !reasons.is_empty() {
                 change.action = Action::Replace;
                 change.reasons = reasons;
+                if r.kind.is_process() {
+                    change.before_command = command_of(&prior.spec);
+                    change.after_command = command_of(&r.spec);
+                }
             }
             changes.push(change);
         }
