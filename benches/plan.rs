@@ -377,7 +377,7 @@ fn measured<T>(f: impl FnOnce() -> T) -> T {
 }
 
 /// One operation once, for an instruction count: `--count NODES WHAT` with WHAT one of
-/// `plan`, `replan`, `role`, `save`, `load` (or `hash`: print digests of the outputs).
+/// `plan`, `replan`, `role`, `save`, `load`, `resolve` (or `hash`: print digests of the outputs).
 /// The setup (state on disk) is not counted.
 fn count_one(nodes: usize, what: &str) {
     let text = recipe_text(nodes, 32768);
@@ -407,6 +407,27 @@ fn count_one(nodes: usize, what: &str) {
             measured(|| store.save(&lock, &mut state).expect("save"));
         }
         "load" => drop(measured(|| store.load().expect("load"))),
+        // What an executor does when it starts every process: resolve each argv token
+        // and env value against the node IPs.
+        "resolve" => {
+            let prepared = prepare(&text, &mut Phases::default());
+            let bindings = launch::Bindings {
+                node_ips: (0..prepared.launch.nodes.len())
+                    .map(|i| format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255))
+                    .collect(),
+                run_dir: "/run/bench".into(),
+            };
+            let bytes = measured(|| {
+                let mut bytes = 0;
+                for p in &prepared.launch.processes {
+                    for a in p.argv.iter().chain(p.env.values()) {
+                        bytes += bindings.resolve(a).len();
+                    }
+                }
+                bytes
+            });
+            println!("resolved {bytes} bytes");
+        }
         // The desired-graph hash and the plan text's digest: equal before and after an
         // optimisation, or the optimisation changed the output.
         "hash" => {
@@ -428,7 +449,7 @@ fn count_one(nodes: usize, what: &str) {
                 digest(&plan::render::render(&noop)),
             );
         }
-        other => panic!("--count NODES plan|replan|role|save|load|hash, not {other}"),
+        other => panic!("--count NODES plan|replan|role|save|load|resolve|hash, not {other}"),
     }
 }
 
