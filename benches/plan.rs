@@ -377,7 +377,7 @@ fn measured<T>(f: impl FnOnce() -> T) -> T {
 }
 
 /// One operation once, for an instruction count: `--count NODES WHAT` with WHAT one of
-/// `plan`, `replan`, `role`, `save`, `load`, `resolve` (or `hash`: print digests of the outputs).
+/// `plan`, `replan`, `role`, `save`, `load`, `destroy`, `resolve` (or `hash`: print digests of the outputs).
 /// The setup (state on disk) is not counted.
 fn count_one(nodes: usize, what: &str) {
     let text = recipe_text(nodes, 32768);
@@ -407,6 +407,20 @@ fn count_one(nodes: usize, what: &str) {
             measured(|| store.save(&lock, &mut state).expect("save"));
         }
         "load" => drop(measured(|| store.load().expect("load"))),
+        // `srt destroy`'s plan: every recorded resource, dependents first.
+        "destroy" => {
+            let state = store.load().expect("load").expect("state exists");
+            let (_, graph) = srt::ops::empty(&deployment);
+            let plan = measured(|| {
+                let observed = srt::ops::refresh(&state, &exec);
+                let options = PlanOptions {
+                    destroy: true,
+                    ..Default::default()
+                };
+                plan::diff(&graph, &state, &observed, "", &options)
+            });
+            assert_eq!(plan.summary().destroy, state.resources.len());
+        }
         // What an executor does when it starts every process: resolve each argv token
         // and env value against the node IPs.
         "resolve" => {
@@ -449,7 +463,9 @@ fn count_one(nodes: usize, what: &str) {
                 digest(&plan::render::render(&noop)),
             );
         }
-        other => panic!("--count NODES plan|replan|role|save|load|resolve|hash, not {other}"),
+        other => {
+            panic!("--count NODES plan|replan|role|save|load|destroy|resolve|hash, not {other}")
+        }
     }
 }
 
