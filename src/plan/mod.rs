@@ -431,10 +431,14 @@ pub fn destroy_order(state: &State, addresses: &[&String]) -> Vec<String> {
         }
     }
     // Anything left is in a recorded cycle (should not happen); append it deterministically.
-    for a in wanted {
-        if !order.iter().any(|o| o == a) {
-            order.push(a.to_string());
-        }
+    if order.len() < wanted.len() {
+        let placed: BTreeSet<&str> = order.iter().map(String::as_str).collect();
+        let left: Vec<String> = wanted
+            .iter()
+            .filter(|a| !placed.contains(*a))
+            .map(|a| a.to_string())
+            .collect();
+        order.extend(left);
     }
     order.reverse();
     order
