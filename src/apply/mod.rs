@@ -17,7 +17,7 @@ use crate::plan::{Action, Plan};
 use crate::recipe::HealthCheck;
 use crate::state::{ResourceState, State, StateLock, StateStore, Status};
 use futures::stream::{FuturesUnordered, StreamExt};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -196,6 +196,17 @@ impl Apply<'_> {
         }
     }
 
+    /// The plan's action per address, looked up once (a scan of the plan per resource
+    /// would be quadratic).
+    fn actions(&self) -> HashMap<&str, Action> {
+        let mut map = HashMap::with_capacity(self.plan.changes.len());
+        for c in &self.plan.changes {
+            // The first change of an address wins, as `Plan::change` finds it.
+            map.entry(c.address.as_str()).or_insert(c.action);
+        }
+        map
+    }
+
     /// Run the plan. `state` is updated and saved as resources complete.
     pub async fn run(&self, state: &Shared) -> Outcome {
         let mut outcome = Outcome::default();
@@ -223,14 +234,14 @@ impl Apply<'_> {
                 .collect();
             crate::plan::destroy_order(&s, &recorded)
         };
+        let actions = self.actions();
         for address in order {
             if self.cancel.is_cancelled() {
                 break;
             }
-            let action = self
-                .plan
-                .change(&address)
-                .map(|c| c.action)
+            let action = actions
+                .get(address.as_str())
+                .copied()
                 .unwrap_or(Action::Destroy);
             let runtime = state
                 .lock()
@@ -289,14 +300,15 @@ impl Apply<'_> {
                 children[self.graph.index[d]].push(i);
             }
         }
+        let by_address = self.actions();
         let actions: Vec<Action> = self
             .graph
             .resources
             .iter()
             .map(|r| {
-                self.plan
-                    .change(&r.address)
-                    .map(|c| c.action)
+                by_address
+                    .get(r.address.as_str())
+                    .copied()
                     .unwrap_or(Action::NoOp)
             })
             .collect();
