@@ -17,6 +17,7 @@ use crate::plan::{Action, Plan};
 use crate::recipe::HealthCheck;
 use crate::state::{ResourceState, State, StateLock, StateStore, Status};
 use futures::stream::{FuturesUnordered, StreamExt};
+use futures::FutureExt;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -213,6 +214,12 @@ impl Apply<'_> {
         self.stop_phase(state, &mut outcome).await;
         if !self.cancel.is_cancelled() {
             self.create_phase(state, &mut outcome).await;
+            // Check results are saved with the next launch; whatever came after the
+            // last one is saved here.
+            let mut s = state.lock().expect("state mutex");
+            if let Err(e) = save(self.store, self.lock, &mut s) {
+                outcome.failed.push(("state".into(), e));
+            }
         }
         outcome.interrupted = self.cancel.is_cancelled();
         outcome
@@ -316,9 +323,15 @@ impl Apply<'_> {
         let mut ready: std::collections::VecDeque<usize> =
             (0..n).filter(|&i| indegree[i] == 0).collect();
         let mut running = FuturesUnordered::new();
+        // Process launches ready in the same round are started as one batch (one intent
+        // save, the launches, one identity save); results of everything else arrive
+        // through `running`.
+        let mut launches: Vec<(usize, Action)> = Vec::new();
+        let mut done: std::collections::VecDeque<(usize, Result<String, String>)> =
+            Default::default();
         let parallelism = self.parallelism.max(1);
         loop {
-            while running.len() < parallelism {
+            while running.len() + launches.len() < parallelism {
                 let Some(i) = ready.pop_front() else { break };
                 let address = self.graph.resources[i].address.clone();
                 if let Some(because) = blocked[i].clone().or_else(|| {
@@ -350,48 +363,134 @@ impl Apply<'_> {
                     continue;
                 }
                 let action = actions[i];
+                if self.graph.resources[i].kind.is_process() {
+                    launches.push((i, action));
+                    continue;
+                }
                 running.push(async move { (i, self.run_one(state, i, action).await) });
             }
-            let Some((i, result)) = running.next().await else {
-                break;
-            };
-            let address = self.graph.resources[i].address.clone();
-            match result {
-                Ok(detail) => {
-                    match actions[i] {
-                        Action::Create if self.graph.resources[i].kind.is_process() => {
-                            outcome.created += 1
-                        }
-                        Action::Replace if self.graph.resources[i].kind.is_process() => {
-                            outcome.replaced += 1
-                        }
-                        Action::Check => outcome.checked += 1,
-                        _ => {}
-                    }
-                    (self.events)(Event::Done {
-                        address: address.clone(),
-                        action: verb(actions[i], self.graph.resources[i].kind),
-                        detail,
-                    });
-                }
-                Err(error) => {
-                    (self.events)(Event::Failed {
-                        address: address.clone(),
-                        error: error.clone(),
-                    });
-                    outcome.failed.push((address.clone(), error));
-                    for &c in &children[i] {
-                        blocked[c].get_or_insert_with(|| format!("`{address}` failed"));
-                    }
+            if !launches.is_empty() {
+                done.extend(self.launch_batch(state, &launches));
+                launches.clear();
+            }
+            if done.is_empty() {
+                let Some(first) = running.next().await else {
+                    break;
+                };
+                done.push_back(first);
+                // Take every other result already there, so that what they unblock
+                // starts together.
+                while let Some(Some(more)) = running.next().now_or_never() {
+                    done.push_back(more);
                 }
             }
-            for &c in &children[i] {
-                indegree[c] -= 1;
-                if indegree[c] == 0 {
-                    ready.push_back(c);
+            while let Some((i, result)) = done.pop_front() {
+                let address = self.graph.resources[i].address.clone();
+                match result {
+                    Ok(detail) => {
+                        match actions[i] {
+                            Action::Create if self.graph.resources[i].kind.is_process() => {
+                                outcome.created += 1
+                            }
+                            Action::Replace if self.graph.resources[i].kind.is_process() => {
+                                outcome.replaced += 1
+                            }
+                            Action::Check => outcome.checked += 1,
+                            _ => {}
+                        }
+                        (self.events)(Event::Done {
+                            address: address.clone(),
+                            action: verb(actions[i], self.graph.resources[i].kind),
+                            detail,
+                        });
+                    }
+                    Err(error) => {
+                        (self.events)(Event::Failed {
+                            address: address.clone(),
+                            error: error.clone(),
+                        });
+                        outcome.failed.push((address.clone(), error));
+                        for &c in &children[i] {
+                            blocked[c].get_or_insert_with(|| format!("`{address}` failed"));
+                        }
+                    }
+                }
+                for &c in &children[i] {
+                    indegree[c] -= 1;
+                    if indegree[c] == 0 {
+                        ready.push_back(c);
+                    }
                 }
             }
         }
+    }
+
+    /// Start processes together. Their intent (`pending`) records are saved once before
+    /// the first starts, and their identities once after the last started, all under
+    /// one hold of the state mutex: an interrupt never sees a started process without
+    /// its identity, and a crash leaves at worst `pending` records (replaced by the next
+    /// plan). A batch is at most `parallelism` launches.
+    fn launch_batch(
+        &self,
+        state: &Shared,
+        batch: &[(usize, Action)],
+    ) -> Vec<(usize, Result<String, String>)> {
+        for &(i, action) in batch {
+            let r = &self.graph.resources[i];
+            (self.events)(Event::Started {
+                address: r.address.clone(),
+                action: verb_ing(action, r.kind),
+            });
+        }
+        let mut s = state.lock().expect("state mutex");
+        for &(i, _) in batch {
+            let address = self.graph.resources[i].address.clone();
+            s.resources
+                .insert(address, self.new_record(i, Status::Pending));
+        }
+        if let Err(e) = save(self.store, self.lock, &mut s) {
+            return batch.iter().map(|&(i, _)| (i, Err(e.clone()))).collect();
+        }
+        let mut results = Vec::with_capacity(batch.len());
+        for &(i, _) in batch {
+            let r = &self.graph.resources[i];
+            let Target::Process(p) = r.target else {
+                results.push((i, Err("unsupported resource".into())));
+                continue;
+            };
+            let started = self.exec.start(&self.launch.processes[p]);
+            let rec = s.resources.get_mut(&r.address).expect("just inserted");
+            let result = match started {
+                Ok(st) => {
+                    let pid = match &st.runtime {
+                        crate::state::Runtime::Local { pid, .. } => format!("pid {pid}"),
+                        crate::state::Runtime::Slurm {
+                            job_id, step_id, ..
+                        } => format!(
+                            "job {job_id} step {}",
+                            step_id.map(|s| s.to_string()).unwrap_or_default()
+                        ),
+                    };
+                    rec.status = Status::Running;
+                    rec.runtime = Some(st.runtime);
+                    rec.log_path = Some(st.log_path);
+                    Ok(pid)
+                }
+                Err(e) => {
+                    rec.status = Status::Failed;
+                    rec.error = Some(e.clone());
+                    Err(e)
+                }
+            };
+            results.push((i, result));
+        }
+        if let Err(e) = save(self.store, self.lock, &mut s) {
+            return results
+                .into_iter()
+                .map(|(i, _)| (i, Err(e.clone())))
+                .collect();
+        }
+        results
     }
 
     async fn run_one(&self, state: &Shared, i: usize, action: Action) -> Result<String, String> {
@@ -414,45 +513,14 @@ impl Apply<'_> {
                     },
                 );
                 rec.error = result.as_ref().err().cloned();
-                self.record(state, &r.address, |s| {
-                    s.resources.insert(r.address.clone(), rec);
-                })?;
+                // Saved with its process's launch (or at the end): a lost port check
+                // only costs a re-check.
+                state
+                    .lock()
+                    .expect("state mutex")
+                    .resources
+                    .insert(r.address.clone(), rec);
                 result.map(|_| "free".to_string())
-            }
-            (kind, Target::Process(p)) if kind.is_process() => {
-                let process = &self.launch.processes[p];
-                // Intent, launch and identity are recorded under one lock hold: an
-                // interrupt can never see a started process without its identity.
-                let mut s = state.lock().expect("state mutex");
-                s.resources
-                    .insert(r.address.clone(), self.new_record(i, Status::Pending));
-                save(self.store, self.lock, &mut s)?;
-                let started = self.exec.start(process);
-                let rec = s.resources.get_mut(&r.address).expect("just inserted");
-                let result = match started {
-                    Ok(st) => {
-                        let pid = match &st.runtime {
-                            crate::state::Runtime::Local { pid, .. } => format!("pid {pid}"),
-                            crate::state::Runtime::Slurm {
-                                job_id, step_id, ..
-                            } => format!(
-                                "job {job_id} step {}",
-                                step_id.map(|s| s.to_string()).unwrap_or_default()
-                            ),
-                        };
-                        rec.status = Status::Running;
-                        rec.runtime = Some(st.runtime);
-                        rec.log_path = Some(st.log_path);
-                        Ok(pid)
-                    }
-                    Err(e) => {
-                        rec.status = Status::Failed;
-                        rec.error = Some(e.clone());
-                        Err(e)
-                    }
-                };
-                save(self.store, self.lock, &mut s)?;
-                result
             }
             (_, Target::Gate(g)) => {
                 let gate = &self.launch.gates[g];
@@ -467,9 +535,13 @@ impl Apply<'_> {
                 );
                 rec.error = result.as_ref().err().cloned();
                 if !(self.cancel.is_cancelled() && result.is_err()) {
-                    self.record(state, &r.address, |s| {
-                        s.resources.insert(r.address.clone(), rec);
-                    })?;
+                    // Saved with the next launch or at the end: gates are re-checked by
+                    // every apply.
+                    state
+                        .lock()
+                        .expect("state mutex")
+                        .resources
+                        .insert(r.address.clone(), rec);
                 }
                 result.map(|d| format!("{d} in {:.2}s", t.elapsed().as_secs_f64()))
             }
