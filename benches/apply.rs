@@ -20,7 +20,8 @@
 //!
 //! Needs `vllm-router` (`scripts/install-router.sh`): looked up in `$SRT_TOOLS_DIR/bin`,
 //! `.tools/bin`, then `PATH`; without it the benchmark says so and exits. Options (after
-//! `--`): `--smoke` (2 workers, one run), `--workers 2,16`, `--reps N`.
+//! `--`): `--smoke` (2 workers, one run; the default without `--bench`, i.e. under
+//! `cargo test --all-targets`), `--workers 2,16`, `--reps N`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -360,7 +361,9 @@ fn main() {
             .and_then(|i| args.get(i + 1))
             .cloned()
     };
-    let smoke = args.iter().any(|a| a == "--smoke");
+    // `cargo bench` passes `--bench`; without it (`cargo test --all-targets`, the test
+    // suite) the benchmark only checks that it still runs.
+    let smoke = args.iter().any(|a| a == "--smoke") || !args.iter().any(|a| a == "--bench");
     let Some(router) = router_dir() else {
         println!("apply benchmark skipped: vllm-router not found (run scripts/install-router.sh or set SRT_TOOLS_DIR)");
         return;

@@ -16,8 +16,9 @@
 //! - **peak**: the peak resident memory of the plan phase (VmHWM, each size measured in
 //!   its own child process, reset before the plan phase), and of the whole run.
 //!
-//! Options (after `--`): `--smoke` (8 and 64 nodes, one run each: the CI check that the
-//! benchmark still runs), `--sizes 8,64`, `--reps N`, and `--phases` (median time of each
+//! Options (after `--`): `--smoke` (8 and 64 nodes, one run each: a check that the
+//! benchmark still runs; the default when run without `--bench`, i.e. by `cargo test
+//! --all-targets`), `--sizes 8,64`, `--reps N`, and `--phases` (median time of each
 //! phase: recipe, launch plan, graph, state read, refresh, diff, render).
 
 use srt::exec::local::LocalExecutor;
@@ -507,7 +508,9 @@ fn main() {
             .and_then(|i| args.get(i + 1))
             .cloned()
     };
-    let smoke = args.iter().any(|a| a == "--smoke");
+    // `cargo bench` passes `--bench`; without it (`cargo test --all-targets`, the test
+    // suite) the benchmark only checks that it still runs.
+    let smoke = args.iter().any(|a| a == "--smoke") || !args.iter().any(|a| a == "--bench");
     if let Some(n) = arg("--count") {
         let i = args.iter().position(|a| a == "--count").expect("present");
         let what = args.get(i + 2).map(String::as_str).unwrap_or("plan");

@@ -9,4 +9,6 @@ export SRT_TOOLS_DIR="${SRT_TOOLS_DIR:-$PWD/.tools}"
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
 # CI=true makes insta refuse to write snapshots; --check fails on any mismatch.
+# --all-targets also runs benches/ once as a smoke check (small sizes, no timed
+# assertions): run without `--bench`, a benchmark only checks that it still works.
 CI=true cargo insta test --check --unreferenced=reject --all-targets
