@@ -279,24 +279,23 @@ fn order_and_hash(pending: Vec<Resource>) -> Result<ResourceGraph, GraphError> {
     let mut resources: Vec<Resource> = Vec::with_capacity(slots.len());
     let mut index: HashMap<String, usize> = HashMap::with_capacity(slots.len());
     let mut position = vec![0usize; slots.len()];
-    let mut spec_json = Vec::new();
+    // The hashed bytes of one resource, built in one reused buffer and hashed at once.
+    let mut preimage = Vec::new();
     for n in order {
         let orig = dag[n];
         let mut r = slots[orig].take().expect("each node once");
-        let mut hasher = blake3::Hasher::new();
-        hasher.update(r.kind.name().as_bytes());
-        hasher.update(b"\0");
-        spec_json.clear();
-        write_canonical(&mut spec_json, &r.spec);
-        hasher.update(&spec_json);
+        preimage.clear();
+        preimage.extend_from_slice(r.kind.name().as_bytes());
+        preimage.push(0);
+        write_canonical(&mut preimage, &r.spec);
         for d in &r.deps {
             let dep = &resources[index[d]];
-            hasher.update(b"\0");
-            hasher.update(d.as_bytes());
-            hasher.update(b"=");
-            hasher.update(dep.hash.as_bytes());
+            preimage.push(0);
+            preimage.extend_from_slice(d.as_bytes());
+            preimage.push(b'=');
+            preimage.extend_from_slice(dep.hash.as_bytes());
         }
-        r.hash = hasher.finalize().to_hex().to_string();
+        r.hash = blake3::hash(&preimage).to_hex().to_string();
         position[orig] = resources.len();
         index.insert(r.address.clone(), resources.len());
         resources.push(r);
