@@ -1,4 +1,4 @@
-//! Apply: execute a plan against the world, saving state after every resource.
+//! Apply: execute a plan against the world, saving state before and after every launch.
 //!
 //! Phase 1 stops what is destroyed or replaced, dependents first (destroy-before-create:
 //! a replaced process reuses its ports). Phase 2 walks the graph in topological order,
@@ -6,7 +6,9 @@
 //! are checked free, processes started detached, gates polled. A failure skips only its
 //! descendants; independent branches finish. Every launch is recorded as `pending`
 //! before it starts and `running` (with its runtime identity) right after, under the
-//! state mutex, so an interrupted apply never loses a process.
+//! state mutex, so an interrupted apply never loses a process. Processes ready together
+//! share those two saves; check results (port blocks, gates) are saved with the next
+//! launch and at the end.
 
 pub mod gate;
 
