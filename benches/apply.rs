@@ -21,7 +21,8 @@
 //! Needs `vllm-router` (`scripts/install-router.sh`): looked up in `$SRT_TOOLS_DIR/bin`,
 //! `.tools/bin`, then `PATH`; without it the benchmark says so and exits. Options (after
 //! `--`): `--smoke` (2 workers, one run; the default without `--bench`, i.e. under
-//! `cargo test --all-targets`), `--workers 2,16`, `--reps N`.
+//! `cargo test --all-targets`), `--workers 2,16`, `--reps N`. `SRT_BENCH_SRT=/path/srt`
+//! measures another build of srt (with its `srt-vllm-sim` next to it).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -149,7 +150,10 @@ struct Env {
 
 impl Env {
     fn srt(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_srt"));
+        // SRT_BENCH_SRT: another build to compare (its srt-vllm-sim next to it).
+        let srt =
+            std::env::var_os("SRT_BENCH_SRT").unwrap_or_else(|| env!("CARGO_BIN_EXE_srt").into());
+        let mut c = Command::new(srt);
         c.args(args)
             .current_dir(self.dir.path())
             .env("PATH", &self.path)
