@@ -22,6 +22,8 @@ slurm_env="$(scripts/slurm-cluster.sh start)"
 eval "$slurm_env"
 export SRT_SLURM_REQUIRED=1
 # CI=true makes insta refuse to write snapshots; --check fails on any mismatch.
+# --all-targets also runs benches/ once as a smoke check (small sizes, no timed
+# assertions): run without `--bench`, a benchmark only checks that it still works.
 CI=true cargo insta test --check --unreferenced=reject --all-targets
 # The getting-started page, run command by command on the built binaries.
 scripts/doc-test.sh docs/getting-started.md

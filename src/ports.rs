@@ -227,6 +227,32 @@ pub struct PortAllocator {
     leases: Vec<Lease>,
     /// Job-wide kinds must also avoid every host's leases: they are checked against all hosts.
     hosts: Vec<String>,
+    /// Ports leased on any host of `hosts`, one bit per port: a job-wide block is checked
+    /// against every host with one lookup instead of one per host.
+    any_host: PortSet,
+}
+
+/// A set of ports (one bit each).
+#[derive(Debug)]
+struct PortSet(Vec<u64>);
+
+impl Default for PortSet {
+    fn default() -> Self {
+        PortSet(vec![0; 1 << 10])
+    }
+}
+
+impl PortSet {
+    fn insert(&mut self, block: PortBlock) {
+        for port in block.base..=block.last() {
+            self.0[usize::from(port) >> 6] |= 1 << (port & 63);
+        }
+    }
+
+    /// Whether any port of `start..=end` is in the set.
+    fn any(&self, start: u16, end: u16) -> bool {
+        (start..=end).any(|port| self.0[usize::from(port) >> 6] & (1 << (port & 63)) != 0)
+    }
 }
 
 impl PortAllocator {
@@ -263,6 +289,13 @@ impl PortAllocator {
             .entry(host.to_string())
             .or_default()
             .insert(block.base, (block.last(), idx));
+        if self
+            .hosts
+            .binary_search_by(|h| h.as_str().cmp(host))
+            .is_ok()
+        {
+            self.any_host.insert(block);
+        }
     }
 
     /// Reserve a fixed port (or block) on `host`.
@@ -318,10 +351,7 @@ impl PortAllocator {
             let (s, e) = (start as u16, end as u16);
             let clash = match kind.scope {
                 Scope::PerNode => self.overlap(host, s, e).is_some(),
-                Scope::Job => {
-                    self.hosts.iter().any(|h| self.overlap(h, s, e).is_some())
-                        || self.overlap(host, s, e).is_some()
-                }
+                Scope::Job => self.any_host.any(s, e) || self.overlap(host, s, e).is_some(),
             };
             if clash {
                 ordinal += 1;
@@ -371,12 +401,8 @@ impl PortAllocator {
                 });
             }
             let (s, e) = (start as u16, end as u16);
-            let clash = self
-                .hosts
-                .iter()
-                .map(String::as_str)
-                .chain(parts.iter().map(|p| p.0))
-                .any(|h| self.overlap(h, s, e).is_some());
+            let clash =
+                self.any_host.any(s, e) || parts.iter().any(|p| self.overlap(p.0, s, e).is_some());
             if clash {
                 ordinal += 1;
                 continue;
@@ -425,6 +451,35 @@ mod tests {
         let s0 = a.allocate(&VLLM_SCAN, "h0", 1, "w0").unwrap();
         let s1 = a.allocate(&VLLM_SCAN, "h1", 1, "w1").unwrap();
         assert_eq!((s0.base, s0.count, s1.base), (20000, 50, 20050));
+    }
+
+    #[test]
+    fn job_kinds_avoid_ports_taken_on_any_host() {
+        let mut a = PortAllocator::new(["h0".to_string(), "h1".to_string(), "h2".to_string()]);
+        let taken = PortBlock {
+            base: 5401,
+            count: 1,
+        };
+        a.reserve("h2", PUBLIC, taken, "nginx").unwrap();
+        // 5400 is free everywhere, but a block of two would cover h2's 5401.
+        assert_eq!(a.allocate(&NIXL, "h0", 2, "w0").unwrap().base, 5402);
+        let split = a
+            .allocate_split(&NIXL, &[("h0", 1, "w1.node[0]"), ("h1", 1, "w1.node[1]")])
+            .unwrap();
+        assert_eq!((split[0].base, split[1].base), (5404, 5405));
+        // A host the allocator was not built with is checked on its own.
+        a.reserve(
+            "elsewhere",
+            PUBLIC,
+            PortBlock {
+                base: 5406,
+                count: 1,
+            },
+            "x",
+        )
+        .unwrap();
+        assert_eq!(a.allocate(&NIXL, "h0", 1, "w2").unwrap().base, 5406);
+        assert_eq!(a.allocate(&NIXL, "elsewhere", 1, "w3").unwrap().base, 5407);
     }
 
     #[test]

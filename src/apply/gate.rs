@@ -6,13 +6,18 @@ use super::{Apply, Event, Shared};
 use crate::launch::{Gate, Probe};
 use crate::plan::Observation;
 use crate::state::Status;
+use futures::StreamExt;
 use std::time::{Duration, Instant};
 
-/// First poll interval; doubles (x1.5) up to the cap.
+/// First poll interval; grows x1.5 up to the cap.
 const FIRST_INTERVAL: Duration = Duration::from_millis(20);
 /// Longest wait between polls, whatever the recipe's interval: readiness is noticed
-/// within half a second.
-const MAX_INTERVAL: Duration = Duration::from_millis(500);
+/// within 50 ms. A poll of something not listening yet is a refused connection, and a
+/// poll that answers is one cheap GET; a round (probe and liveness checks) that takes
+/// longer than the interval is followed by a pause as long as itself.
+const MAX_INTERVAL: Duration = Duration::from_millis(50);
+/// Health checks in flight at once within one probe.
+const HEALTH_CONCURRENCY: usize = 16;
 /// Per-request timeout.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -61,18 +66,27 @@ pub async fn probe_once(
             Ok(format!("{} Router(s) list all workers", urls.len()))
         }
         Probe::Health { urls } => {
-            for url in urls {
+            // A few at a time, results in URL order: the first unhealthy URL is the one
+            // reported, and nothing more is sent once it is known.
+            let mut checks = futures::stream::iter(urls.iter().map(|url| {
                 let url = format!("{}/health", resolve(url));
-                let resp = client
-                    .get(&url)
-                    .send()
-                    .await
-                    .map_err(|e| format!("{url}: {}", short(&e)))?;
-                if !resp.status().is_success() {
-                    let status = resp.status();
-                    let text = resp.text().await.unwrap_or_default();
-                    return Err(format!("{url}: {status} {}", text.trim()));
+                async move {
+                    let resp = client
+                        .get(&url)
+                        .send()
+                        .await
+                        .map_err(|e| format!("{url}: {}", short(&e)))?;
+                    if !resp.status().is_success() {
+                        let status = resp.status();
+                        let text = resp.text().await.unwrap_or_default();
+                        return Err(format!("{url}: {status} {}", text.trim()));
+                    }
+                    Ok(())
                 }
+            }))
+            .buffered(HEALTH_CONCURRENCY);
+            while let Some(check) = checks.next().await {
+                check?;
             }
             Ok(format!("{} endpoint(s) healthy", urls.len()))
         }
@@ -210,6 +224,7 @@ pub(super) async fn run(apply: &Apply<'_>, state: &Shared, gate: &Gate) -> Resul
     let mut interval = FIRST_INTERVAL;
     let mut last_report = Instant::now();
     loop {
+        let started = Instant::now();
         let attempt = probe_once(&client, &gate.probe, &resolve).await;
         let waiting = match attempt {
             Ok(detail) => return Ok(detail),
@@ -218,6 +233,9 @@ pub(super) async fn run(apply: &Apply<'_>, state: &Shared, gate: &Gate) -> Resul
         if let Some(dead) = dead_process(apply, state) {
             return Err(dead);
         }
+        // The probe and the liveness check of every process, paced to at most half of
+        // the time however large the deployment.
+        let took = started.elapsed();
         if Instant::now() >= deadline {
             return Err(format!(
                 "timed out after {}s waiting for {waiting}",
@@ -232,7 +250,7 @@ pub(super) async fn run(apply: &Apply<'_>, state: &Shared, gate: &Gate) -> Resul
             last_report = Instant::now();
         }
         tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
+            _ = tokio::time::sleep(interval.max(took)) => {}
             _ = apply.cancel.cancelled() => return Err("interrupted".into()),
         }
         interval = (interval.mul_f32(1.5)).min(cap);

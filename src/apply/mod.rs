@@ -1,4 +1,4 @@
-//! Apply: execute a plan against the world, saving state after every resource.
+//! Apply: execute a plan against the world, saving state before and after every launch.
 //!
 //! Phase 1 stops what is destroyed or replaced, dependents first (destroy-before-create:
 //! a replaced process reuses its ports). Phase 2 walks the graph in topological order,
@@ -6,7 +6,9 @@
 //! are checked free, processes started detached, gates polled. A failure skips only its
 //! descendants; independent branches finish. Every launch is recorded as `pending`
 //! before it starts and `running` (with its runtime identity) right after, under the
-//! state mutex, so an interrupted apply never loses a process.
+//! state mutex, so an interrupted apply never loses a process. Processes ready together
+//! share those two saves; check results (port blocks, gates) are saved with the next
+//! launch and at the end.
 
 pub mod gate;
 
@@ -17,7 +19,8 @@ use crate::plan::{Action, Plan};
 use crate::recipe::HealthCheck;
 use crate::state::{ResourceState, State, StateLock, StateStore, Status};
 use futures::stream::{FuturesUnordered, StreamExt};
-use std::collections::BTreeMap;
+use futures::FutureExt;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -196,12 +199,29 @@ impl Apply<'_> {
         }
     }
 
+    /// The plan's action per address, looked up once (a scan of the plan per resource
+    /// would be quadratic).
+    fn actions(&self) -> HashMap<&str, Action> {
+        let mut map = HashMap::with_capacity(self.plan.changes.len());
+        for c in &self.plan.changes {
+            // The first change of an address wins, as `Plan::change` finds it.
+            map.entry(c.address.as_str()).or_insert(c.action);
+        }
+        map
+    }
+
     /// Run the plan. `state` is updated and saved as resources complete.
     pub async fn run(&self, state: &Shared) -> Outcome {
         let mut outcome = Outcome::default();
         self.stop_phase(state, &mut outcome).await;
         if !self.cancel.is_cancelled() {
             self.create_phase(state, &mut outcome).await;
+            // Check results are saved with the next launch; whatever came after the
+            // last one is saved here.
+            let mut s = state.lock().expect("state mutex");
+            if let Err(e) = save(self.store, self.lock, &mut s) {
+                outcome.failed.push(("state".into(), e));
+            }
         }
         outcome.interrupted = self.cancel.is_cancelled();
         outcome
@@ -223,14 +243,14 @@ impl Apply<'_> {
                 .collect();
             crate::plan::destroy_order(&s, &recorded)
         };
+        let actions = self.actions();
         for address in order {
             if self.cancel.is_cancelled() {
                 break;
             }
-            let action = self
-                .plan
-                .change(&address)
-                .map(|c| c.action)
+            let action = actions
+                .get(address.as_str())
+                .copied()
                 .unwrap_or(Action::Destroy);
             let runtime = state
                 .lock()
@@ -289,24 +309,33 @@ impl Apply<'_> {
                 children[self.graph.index[d]].push(i);
             }
         }
+        let by_address = self.actions();
         let actions: Vec<Action> = self
             .graph
             .resources
             .iter()
             .map(|r| {
-                self.plan
-                    .change(&r.address)
-                    .map(|c| c.action)
+                by_address
+                    .get(r.address.as_str())
+                    .copied()
                     .unwrap_or(Action::NoOp)
             })
             .collect();
         let mut blocked: Vec<Option<String>> = vec![None; n];
         let mut ready: std::collections::VecDeque<usize> =
             (0..n).filter(|&i| indegree[i] == 0).collect();
-        let mut running = FuturesUnordered::new();
+        let mut running: FuturesUnordered<
+            futures::future::LocalBoxFuture<'_, (usize, Result<String, String>)>,
+        > = FuturesUnordered::new();
+        // Process launches ready in the same round are started as one batch (one intent
+        // save, the launches, one identity save); results of everything else arrive
+        // through `running`.
+        let mut launches: Vec<(usize, Action)> = Vec::new();
+        let mut done: std::collections::VecDeque<(usize, Result<String, String>)> =
+            Default::default();
         let parallelism = self.parallelism.max(1);
         loop {
-            while running.len() < parallelism {
+            while running.len() + launches.len() < parallelism {
                 let Some(i) = ready.pop_front() else { break };
                 let address = self.graph.resources[i].address.clone();
                 if let Some(because) = blocked[i].clone().or_else(|| {
@@ -338,46 +367,168 @@ impl Apply<'_> {
                     continue;
                 }
                 let action = actions[i];
-                running.push(async move { (i, self.run_one(state, i, action).await) });
+                if self.graph.resources[i].kind.is_process() {
+                    launches.push((i, action));
+                    continue;
+                }
+                running.push(Box::pin(async move {
+                    (i, self.run_one(state, i, action).await)
+                }));
             }
-            let Some((i, result)) = running.next().await else {
-                break;
-            };
+            if !launches.is_empty() {
+                for (i, started) in self.launch_batch(state, &launches) {
+                    match started {
+                        Err(e) => done.push_back((i, Err(e))),
+                        // Identity recorded: wait (without the state mutex) until the
+                        // executor confirms the process runs, e.g. its SLURM step id.
+                        Ok(st) => running.push(Box::pin(async move {
+                            (i, self.confirm_launch(state, i, st).await)
+                        })),
+                    }
+                }
+                launches.clear();
+            }
+            if done.is_empty() {
+                let Some(first) = running.next().await else {
+                    break;
+                };
+                done.push_back(first);
+                // Take every other result already there, so that what they unblock
+                // starts together.
+                while let Some(Some(more)) = running.next().now_or_never() {
+                    done.push_back(more);
+                }
+            }
+            while let Some((i, result)) = done.pop_front() {
+                let address = self.graph.resources[i].address.clone();
+                match result {
+                    Ok(detail) => {
+                        match actions[i] {
+                            Action::Create if self.graph.resources[i].kind.is_process() => {
+                                outcome.created += 1
+                            }
+                            Action::Replace if self.graph.resources[i].kind.is_process() => {
+                                outcome.replaced += 1
+                            }
+                            Action::Check => outcome.checked += 1,
+                            _ => {}
+                        }
+                        (self.events)(Event::Done {
+                            address: address.clone(),
+                            action: verb(actions[i], self.graph.resources[i].kind),
+                            detail,
+                        });
+                    }
+                    Err(error) => {
+                        (self.events)(Event::Failed {
+                            address: address.clone(),
+                            error: error.clone(),
+                        });
+                        outcome.failed.push((address.clone(), error));
+                        for &c in &children[i] {
+                            blocked[c].get_or_insert_with(|| format!("`{address}` failed"));
+                        }
+                    }
+                }
+                for &c in &children[i] {
+                    indegree[c] -= 1;
+                    if indegree[c] == 0 {
+                        ready.push_back(c);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Start processes together. Their intent (`pending`) records are saved once before
+    /// the first starts, and their identities once after the last started, all under
+    /// one hold of the state mutex: an interrupt never sees a started process without
+    /// its identity, and a crash leaves at worst `pending` records (replaced by the next
+    /// plan). A batch is at most `parallelism` launches.
+    fn launch_batch(
+        &self,
+        state: &Shared,
+        batch: &[(usize, Action)],
+    ) -> Vec<(usize, Result<crate::exec::Started, String>)> {
+        for &(i, action) in batch {
+            let r = &self.graph.resources[i];
+            (self.events)(Event::Started {
+                address: r.address.clone(),
+                action: verb_ing(action, r.kind),
+            });
+        }
+        let mut s = state.lock().expect("state mutex");
+        for &(i, _) in batch {
             let address = self.graph.resources[i].address.clone();
-            match result {
-                Ok(detail) => {
-                    match actions[i] {
-                        Action::Create if self.graph.resources[i].kind.is_process() => {
-                            outcome.created += 1
-                        }
-                        Action::Replace if self.graph.resources[i].kind.is_process() => {
-                            outcome.replaced += 1
-                        }
-                        Action::Check => outcome.checked += 1,
-                        _ => {}
-                    }
-                    (self.events)(Event::Done {
-                        address: address.clone(),
-                        action: verb(actions[i], self.graph.resources[i].kind),
-                        detail,
-                    });
+            s.resources
+                .insert(address, self.new_record(i, Status::Pending));
+        }
+        if let Err(e) = save(self.store, self.lock, &mut s) {
+            return batch.iter().map(|&(i, _)| (i, Err(e.clone()))).collect();
+        }
+        let mut results = Vec::with_capacity(batch.len());
+        for &(i, _) in batch {
+            let r = &self.graph.resources[i];
+            let Target::Process(p) = r.target else {
+                results.push((i, Err("unsupported resource".into())));
+                continue;
+            };
+            let started = self.exec.start(&self.launch.processes[p]);
+            let rec = s.resources.get_mut(&r.address).expect("just inserted");
+            let result = match started {
+                Ok(st) => {
+                    rec.status = Status::Running;
+                    rec.runtime = Some(st.runtime.clone());
+                    rec.log_path = Some(st.log_path.clone());
+                    Ok(st)
                 }
-                Err(error) => {
-                    (self.events)(Event::Failed {
-                        address: address.clone(),
-                        error: error.clone(),
-                    });
-                    outcome.failed.push((address.clone(), error));
-                    for &c in &children[i] {
-                        blocked[c].get_or_insert_with(|| format!("`{address}` failed"));
-                    }
+                Err(e) => {
+                    rec.status = Status::Failed;
+                    rec.error = Some(e.clone());
+                    Err(e)
                 }
+            };
+            results.push((i, result));
+        }
+        if let Err(e) = save(self.store, self.lock, &mut s) {
+            return results
+                .into_iter()
+                .map(|(i, _)| (i, Err(e.clone())))
+                .collect();
+        }
+        results
+    }
+
+    /// Wait for the executor to confirm a started process; record the completed runtime
+    /// (saved only when it changed, so local launches keep their batched saves) or the
+    /// failure (the runtime stays recorded so the next apply stops what may still run).
+    async fn confirm_launch(
+        &self,
+        state: &Shared,
+        i: usize,
+        started: crate::exec::Started,
+    ) -> Result<String, String> {
+        let address = &self.graph.resources[i].address;
+        let confirmed = self.exec.confirm(&started).await;
+        let mut s = state.lock().expect("state mutex");
+        match confirmed {
+            Ok(runtime) => {
+                let detail = describe(&runtime);
+                if runtime != started.runtime {
+                    if let Some(rec) = s.resources.get_mut(address) {
+                        rec.runtime = Some(runtime);
+                    }
+                    save(self.store, self.lock, &mut s)?;
+                }
+                Ok(detail)
             }
-            for &c in &children[i] {
-                indegree[c] -= 1;
-                if indegree[c] == 0 {
-                    ready.push_back(c);
+            Err(e) => {
+                if let Some(rec) = s.resources.get_mut(address) {
+                    rec.status = Status::Failed;
+                    rec.error = Some(e.clone());
                 }
+                save(self.store, self.lock, &mut s)?;
+                Err(e)
             }
         }
     }
@@ -402,62 +553,14 @@ impl Apply<'_> {
                     },
                 );
                 rec.error = result.as_ref().err().cloned();
-                self.record(state, &r.address, |s| {
-                    s.resources.insert(r.address.clone(), rec);
-                })?;
+                // Saved with its process's launch (or at the end): a lost port check
+                // only costs a re-check.
+                state
+                    .lock()
+                    .expect("state mutex")
+                    .resources
+                    .insert(r.address.clone(), rec);
                 result.map(|_| "free".to_string())
-            }
-            (kind, Target::Process(p)) if kind.is_process() => {
-                let process = &self.launch.processes[p];
-                // Intent, launch and identity are recorded under one lock hold: an
-                // interrupt can never see a started process without its identity.
-                let started = {
-                    let mut s = state.lock().expect("state mutex");
-                    s.resources
-                        .insert(r.address.clone(), self.new_record(i, Status::Pending));
-                    save(self.store, self.lock, &mut s)?;
-                    let started = self.exec.start(process);
-                    let rec = s.resources.get_mut(&r.address).expect("just inserted");
-                    match started {
-                        Ok(st) => {
-                            rec.status = Status::Running;
-                            rec.runtime = Some(st.runtime.clone());
-                            rec.log_path = Some(st.log_path.clone());
-                            save(self.store, self.lock, &mut s)?;
-                            st
-                        }
-                        Err(e) => {
-                            rec.status = Status::Failed;
-                            rec.error = Some(e.clone());
-                            save(self.store, self.lock, &mut s)?;
-                            return Err(e);
-                        }
-                    }
-                };
-                // The identity is recorded; now wait (without the state mutex) until the
-                // executor confirms the process runs, e.g. its SLURM step id.
-                let confirmed = self.exec.confirm(&started).await;
-                let mut s = state.lock().expect("state mutex");
-                let result = match confirmed {
-                    Ok(runtime) => {
-                        let detail = describe(&runtime);
-                        if let Some(rec) = s.resources.get_mut(&r.address) {
-                            rec.runtime = Some(runtime);
-                        }
-                        Ok(detail)
-                    }
-                    Err(e) => {
-                        // The runtime stays recorded: the next apply stops whatever of
-                        // it may still run before replacing it.
-                        if let Some(rec) = s.resources.get_mut(&r.address) {
-                            rec.status = Status::Failed;
-                            rec.error = Some(e.clone());
-                        }
-                        Err(e)
-                    }
-                };
-                save(self.store, self.lock, &mut s)?;
-                result
             }
             (Kind::Allocation, _) => self.allocate(state, i).await,
             (_, Target::Gate(g)) => {
@@ -473,9 +576,13 @@ impl Apply<'_> {
                 );
                 rec.error = result.as_ref().err().cloned();
                 if !(self.cancel.is_cancelled() && result.is_err()) {
-                    self.record(state, &r.address, |s| {
-                        s.resources.insert(r.address.clone(), rec);
-                    })?;
+                    // Saved with the next launch or at the end: gates are re-checked by
+                    // every apply.
+                    state
+                        .lock()
+                        .expect("state mutex")
+                        .resources
+                        .insert(r.address.clone(), rec);
                 }
                 result.map(|d| format!("{d} in {:.2}s", t.elapsed().as_secs_f64()))
             }

@@ -236,9 +236,10 @@ fn install_signals(
                 eprintln!("\nInterrupt received: starting nothing new, waiting for steps in flight, then saving state. Signal again to exit at once.");
                 cancel.trigger();
             } else {
-                // Taking the state mutex waits for a launch being recorded; state on disk
-                // is already current (saved after every resource), and the lock is an
-                // flock the kernel releases on exit.
+                // Taking the state mutex waits for a launch batch being recorded; every
+                // launched process is on disk with its identity (at most the latest
+                // port-check and gate results are not: they are re-checked by the next
+                // apply), and the lock is an flock the kernel releases on exit.
                 let _guard = state.lock();
                 let _ = &store;
                 eprintln!("Second interrupt: state is saved; exiting.");

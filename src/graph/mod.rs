@@ -178,18 +178,43 @@ fn process_spec(plan: &LaunchPlan, p: &LaunchProcess, execution: &Value) -> Valu
 /// Canonical JSON: object keys sorted (serde_json's default map is ordered by insertion
 /// with `preserve_order`, so sort explicitly).
 pub fn canonical(v: &Value) -> String {
-    fn sort(v: &Value) -> Value {
-        match v {
-            Value::Object(m) => {
-                let sorted: BTreeMap<&String, Value> =
-                    m.iter().map(|(k, v)| (k, sort(v))).collect();
-                Value::Object(sorted.into_iter().map(|(k, v)| (k.clone(), v)).collect())
+    let mut out = Vec::new();
+    write_canonical(&mut out, v);
+    String::from_utf8(out).expect("JSON is UTF-8")
+}
+
+/// Append the canonical JSON of `v` to `out`, serializing in place (no sorted copy of
+/// the value is built: specs of Routers list every worker, and this runs per resource).
+fn write_canonical(out: &mut Vec<u8>, v: &Value) {
+    serde_json::to_writer(out, &Sorted(v)).expect("a JSON value serializes");
+}
+
+/// A view of a JSON value that serializes objects with their keys sorted.
+struct Sorted<'a>(&'a Value);
+
+impl Serialize for Sorted<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self.0 {
+            Value::Object(map) => {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                let mut m = s.serialize_map(Some(entries.len()))?;
+                for (k, v) in entries {
+                    m.serialize_entry(k, &Sorted(v))?;
+                }
+                m.end()
             }
-            Value::Array(a) => Value::Array(a.iter().map(sort).collect()),
-            other => other.clone(),
+            Value::Array(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for v in items {
+                    seq.serialize_element(&Sorted(v))?;
+                }
+                seq.end()
+            }
+            scalar => scalar.serialize(s),
         }
     }
-    sort(v).to_string()
 }
 
 /// Lower a launch plan to the resource graph.
@@ -302,21 +327,23 @@ fn order_and_hash(pending: Vec<Resource>) -> Result<ResourceGraph, GraphError> {
     let mut resources: Vec<Resource> = Vec::with_capacity(slots.len());
     let mut index: HashMap<String, usize> = HashMap::with_capacity(slots.len());
     let mut position = vec![0usize; slots.len()];
+    // The hashed bytes of one resource, built in one reused buffer and hashed at once.
+    let mut preimage = Vec::new();
     for n in order {
         let orig = dag[n];
         let mut r = slots[orig].take().expect("each node once");
-        let mut hasher = blake3::Hasher::new();
-        hasher.update(r.kind.name().as_bytes());
-        hasher.update(b"\0");
-        hasher.update(canonical(&r.spec).as_bytes());
+        preimage.clear();
+        preimage.extend_from_slice(r.kind.name().as_bytes());
+        preimage.push(0);
+        write_canonical(&mut preimage, &r.spec);
         for d in &r.deps {
             let dep = &resources[index[d]];
-            hasher.update(b"\0");
-            hasher.update(d.as_bytes());
-            hasher.update(b"=");
-            hasher.update(dep.hash.as_bytes());
+            preimage.push(0);
+            preimage.extend_from_slice(d.as_bytes());
+            preimage.push(b'=');
+            preimage.extend_from_slice(dep.hash.as_bytes());
         }
-        r.hash = hasher.finalize().to_hex().to_string();
+        r.hash = blake3::hash(&preimage).to_hex().to_string();
         position[orig] = resources.len();
         index.insert(r.address.clone(), resources.len());
         resources.push(r);
@@ -335,5 +362,20 @@ impl ResourceGraph {
     /// A resource by address.
     pub fn get(&self, address: &str) -> Option<&Resource> {
         self.index.get(address).map(|&i| &self.resources[i])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_sorts_keys_at_every_depth() {
+        // Built in reverse order: serde_json keeps insertion order (preserve_order).
+        let v = json!({"b": 1, "a": {"d": [{"z": 1, "y": "\"q\""}], "c": null}});
+        assert_eq!(
+            canonical(&v),
+            r#"{"a":{"c":null,"d":[{"y":"\"q\"","z":1}]},"b":1}"#
+        );
     }
 }

@@ -43,19 +43,40 @@ pub struct Bindings {
 
 impl Bindings {
     /// Replace every placeholder in `text`.
+    ///
+    /// One pass over the text: each `<nodeN-ip>` (N as [`node_ip`] writes it) with N
+    /// bound is replaced, anything else is kept. Trying every node's placeholder in turn
+    /// cost O(nodes) per string, and a Router's argv has a URL per worker.
     pub fn resolve(&self, text: &str) -> String {
         if !text.contains('<') {
             return text.to_string();
         }
-        let mut out = text.replace(RUN_DIR, &self.run_dir);
-        // Highest index first so `<node1-ip>` is not a prefix problem for `<node10-ip>`
-        // (the closing `>` already prevents it; the order only keeps the work bounded).
-        for (i, ip) in self.node_ips.iter().enumerate().rev() {
-            let ph = node_ip(i);
-            if out.contains(&ph) {
-                out = out.replace(&ph, ip);
+        let text = text.replace(RUN_DIR, &self.run_dir);
+        const OPEN: &str = "<node";
+        const CLOSE: &str = "-ip>";
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find(OPEN) {
+            out.push_str(&rest[..at]);
+            let after = &rest[at + OPEN.len()..];
+            let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+            let canonical = digits == 1 || (digits > 1 && !after.starts_with('0'));
+            let ip = (canonical && after[digits..].starts_with(CLOSE))
+                .then(|| after[..digits].parse::<usize>().ok())
+                .flatten()
+                .and_then(|i| self.node_ips.get(i));
+            match ip {
+                Some(ip) => {
+                    out.push_str(ip);
+                    rest = &after[digits + CLOSE.len()..];
+                }
+                None => {
+                    out.push_str(OPEN);
+                    rest = after;
+                }
             }
         }
+        out.push_str(rest);
         out
     }
 }
@@ -245,4 +266,42 @@ pub struct Gate {
     pub probe: Probe,
     /// Resources it probes (processes or earlier gates).
     pub depends_on: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The former implementation: every bound placeholder replaced in turn.
+    fn resolve_each(b: &Bindings, text: &str) -> String {
+        let mut out = text.replace(RUN_DIR, &b.run_dir);
+        for (i, ip) in b.node_ips.iter().enumerate().rev() {
+            out = out.replace(&node_ip(i), ip);
+        }
+        out
+    }
+
+    #[test]
+    fn resolve_replaces_bound_placeholders_only() {
+        let b = Bindings {
+            node_ips: (0..12).map(|i| format!("10.0.0.{i}")).collect(),
+            run_dir: "/run/x".into(),
+        };
+        for text in [
+            "",
+            "plain",
+            "http://<node0-ip>:6100",
+            "<node11-ip>,<node1-ip>,<node10-ip>",
+            "<run-dir>/nginx.conf with <node3-ip>",
+            "<node12-ip> is not bound, <node-ip> <node01-ip> <node1-ip",
+            "<node<node2-ip>-ip> <<node5-ip>> <node99999999999999999999999-ip>",
+            "<nod <node7-ip><node7-ip>",
+        ] {
+            assert_eq!(b.resolve(text), resolve_each(&b, text), "{text}");
+        }
+        assert_eq!(
+            b.resolve("--prefill http://<node11-ip>:6100 5400"),
+            "--prefill http://10.0.0.11:6100 5400"
+        );
+    }
 }

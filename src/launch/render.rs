@@ -10,14 +10,35 @@ use std::fmt::Write;
 
 /// Quote one argv token for a POSIX shell.
 pub fn quote(token: &str) -> String {
-    shlex::try_quote(token)
-        .map(|c| c.into_owned())
-        .unwrap_or_else(|_| format!("'{}'", token.replace('\0', "")))
+    let mut out = String::new();
+    push_quoted(&mut out, token);
+    out
 }
 
-/// The command as one shell line.
-pub fn command_line(argv: &[String]) -> String {
-    argv.iter().map(|t| quote(t)).collect::<Vec<_>>().join(" ")
+/// Append `token` quoted for a POSIX shell (what [`quote`] returns) to `out`.
+fn push_quoted(out: &mut String, token: &str) {
+    match shlex::try_quote(token) {
+        Ok(quoted) => out.push_str(&quoted),
+        Err(_) => {
+            out.push('\'');
+            out.push_str(&token.replace('\0', ""));
+            out.push('\'');
+        }
+    }
+}
+
+/// The command as one shell line. Written into one buffer: plans render the command of
+/// every changed process, and a Router's lists every worker.
+pub fn command_line<S: AsRef<str>>(argv: &[S]) -> String {
+    let len: usize = argv.iter().map(|t| t.as_ref().len() + 3).sum();
+    let mut out = String::with_capacity(len);
+    for (i, token) in argv.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        push_quoted(&mut out, token.as_ref());
+    }
+    out
 }
 
 /// The command broken into lines: the program and positionals first, then one flag (with
@@ -32,7 +53,7 @@ pub fn command_lines(argv: &[String]) -> Vec<String> {
         if !current.is_empty() {
             current.push(' ');
         }
-        current.push_str(&quote(token));
+        push_quoted(&mut current, token);
     }
     if !current.is_empty() {
         lines.push(current);
@@ -200,5 +221,11 @@ mod tests {
         );
         assert_eq!(quote("daemon off;"), "'daemon off;'");
         assert_eq!(quote("<node0-ip>"), "'<node0-ip>'");
+        assert_eq!(quote("a\0b c"), "'ab c'");
+        assert_eq!(
+            command_line(&argv),
+            r#"vllm serve /model --port 6100 --kv-transfer-config '{"a":"b"}' --x"#
+        );
+        assert_eq!(command_line(&["a\0b", "", "x"]), "'ab' '' x");
     }
 }

@@ -123,9 +123,9 @@ pub struct Change {
     pub before_hash: Option<String>,
     /// Hash after (desired).
     pub after_hash: Option<String>,
-    /// Command line before, for a word diff (processes only).
+    /// Command line before, for a word diff (processes replaced or destroyed only).
     pub before_command: Option<String>,
-    /// Command line after.
+    /// Command line after (processes created or replaced only).
     pub after_command: Option<String>,
 }
 
@@ -222,10 +222,7 @@ pub struct PlanOptions {
 
 fn command_of(spec: &serde_json::Value) -> Option<String> {
     let argv = spec.get("argv")?.as_array()?;
-    let argv: Vec<String> = argv
-        .iter()
-        .filter_map(|v| v.as_str().map(str::to_string))
-        .collect();
+    let argv: Vec<&str> = argv.iter().filter_map(|v| v.as_str()).collect();
     Some(crate::launch::render::command_line(&argv))
 }
 
@@ -281,11 +278,8 @@ pub fn diff(
         let mut replaced_hosts: BTreeSet<&str> = BTreeSet::new();
         for r in &graph.resources {
             let prior: Option<&ResourceState> = state.resources.get(&r.address);
-            let after_command = if r.kind.is_process() {
-                command_of(&r.spec)
-            } else {
-                None
-            };
+            // Command lines are rendered only for what is created or replaced (a plan
+            // shows them, a no-op does not), so only those carry them.
             let mut change = Change {
                 address: r.address.clone(),
                 kind: r.kind.name().to_string(),
@@ -293,14 +287,8 @@ pub fn diff(
                 reasons: Vec::new(),
                 before_hash: prior.map(|p| p.hash.clone()),
                 after_hash: Some(r.hash.clone()),
-                before_command: prior.and_then(|p| {
-                    if r.kind.is_process() {
-                        command_of(&p.spec)
-                    } else {
-                        None
-                    }
-                }),
-                after_command,
+                before_command: None,
+                after_command: None,
             };
             let Some(prior) = prior else {
                 change.action = if r.kind.is_check() {
@@ -308,6 +296,9 @@ pub fn diff(
                 } else {
                     Action::Create
                 };
+                if r.kind.is_process() {
+                    change.after_command = command_of(&r.spec);
+                }
                 changes.push(change);
                 continue;
             };
@@ -378,6 +369,10 @@ pub fn diff(
             if !reasons.is_empty() {
                 change.action = Action::Replace;
                 change.reasons = reasons;
+                if r.kind.is_process() {
+                    change.before_command = command_of(&prior.spec);
+                    change.after_command = command_of(&r.spec);
+                }
             }
             changes.push(change);
         }
@@ -457,10 +452,14 @@ pub fn destroy_order(state: &State, addresses: &[&String]) -> Vec<String> {
         }
     }
     // Anything left is in a recorded cycle (should not happen); append it deterministically.
-    for a in wanted {
-        if !order.iter().any(|o| o == a) {
-            order.push(a.to_string());
-        }
+    if order.len() < wanted.len() {
+        let placed: BTreeSet<&str> = order.iter().map(String::as_str).collect();
+        let left: Vec<String> = wanted
+            .iter()
+            .filter(|a| !placed.contains(*a))
+            .map(|a| a.to_string())
+            .collect();
+        order.extend(left);
     }
     order.reverse();
     order

@@ -1,0 +1,427 @@
+//! Apply overhead on the local executor: `cargo bench --bench apply` (or
+//! `scripts/bench.sh`, which runs both benchmarks).
+//!
+//! For 2, 16 and 64 simulated workers (the vLLM simulator with `SRT_SIM_STARTUP_DELAY_MS=0`)
+//! behind the real `vllm-router`, it runs `srt apply` and records, from the start of the
+//! command (median of repeated runs):
+//!
+//! - **healthy**: when the last worker first answers `/health` (polled by this benchmark
+//!   every millisecond);
+//! - **Router ready**: when the Router's `/workers` first lists every worker (polled
+//!   likewise): the Router's own startup check adds up to
+//!   `--worker-startup-check-interval` (1 s) after the workers are healthy;
+//! - **gates**: when srt reports the last gate passed, and **ready**: the smoke
+//!   completion passed; **exit**: when `srt apply` returns;
+//! - **gate latency**: gates passed minus last worker healthy, split into the Router's part
+//!   (Router ready minus healthy) and srt's (gates passed minus Router ready);
+//! - **no-op apply**: `srt apply` again on the healthy deployment, and one round of the
+//!   same health probes done by this benchmark, for comparison;
+//! - **destroy**: `srt destroy` of the deployment.
+//!
+//! Needs `vllm-router` (`scripts/install-router.sh`): looked up in `$SRT_TOOLS_DIR/bin`,
+//! `.tools/bin`, then `PATH`; without it the benchmark says so and exits. Options (after
+//! `--`): `--smoke` (2 workers, one run; the default without `--bench`, i.e. under
+//! `cargo test --all-targets`), `--workers 2,16`, `--reps N`. `SRT_BENCH_SRT=/path/srt`
+//! measures another build of srt (with its `srt-vllm-sim` next to it).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The Router's public port in these recipes (away from the examples' 8000).
+const PUBLIC_PORT: u16 = 18000;
+
+fn recipe_text(workers: usize) -> String {
+    format!(
+        "schema: 2
+name: bench-apply-{workers}
+model:
+  path: /models/tiny
+  served_name: tiny
+resources:
+  gpus_per_node: {workers}
+frontend:
+  enable_multiple_frontends: false
+  port: {PUBLIC_PORT}
+roles:
+  agg:
+    nodes: 1
+    workers: {workers}
+    gpus: 1
+health_check:
+  timeout_seconds: 120
+  interval_seconds: 10
+"
+    )
+}
+
+fn router_dir() -> Option<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Some(d) = std::env::var_os("SRT_TOOLS_DIR") {
+        dirs.push(PathBuf::from(d).join("bin"));
+    }
+    dirs.push(root.join(".tools/bin"));
+    if let Some(path) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&path));
+    }
+    dirs.into_iter().find(|d| d.join("vllm-router").is_file())
+}
+
+/// One HTTP/1.1 GET; the status and body, or `None` when nothing answers.
+fn get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut s =
+        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).ok()?;
+    let status = buf.split_whitespace().nth(1)?.parse().ok()?;
+    let body = buf.split_once("\r\n\r\n").map(|b| b.1).unwrap_or("");
+    Some((status, body.to_string()))
+}
+
+/// Workers and `regular + decode` entries the Router lists.
+fn router_lists(port: u16, workers: usize) -> bool {
+    let Some((200, body)) = get(port, "/workers") else {
+        return false;
+    };
+    // A chunked body still contains the JSON object whole.
+    let json = body
+        .find('{')
+        .and_then(|s| body.rfind('}').map(|e| &body[s..=e]))
+        .unwrap_or("");
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(json) else {
+        return false;
+    };
+    let n = |k: &str| v["stats"][k].as_u64().unwrap_or(0);
+    (n("regular_count") + n("decode_count")) as usize >= workers
+}
+
+/// Worker HTTP ports of the recipe on the local executor.
+fn worker_ports(text: &str) -> Vec<u16> {
+    let source = srt::recipe::Source {
+        name: "bench.yaml".into(),
+        text: text.to_string(),
+    };
+    let recipe = srt::recipe::load_str(&source, "bench").expect("recipe loads");
+    let plan = srt::launch::build(
+        &recipe,
+        &srt::launch::BuildOptions {
+            nodes: None,
+            hosts: srt::launch::build::HostLayout::Shared,
+        },
+    )
+    .unwrap_or_else(|p| panic!("recipe builds: {:?}", source.error(p)));
+    plan.processes
+        .iter()
+        .filter(|p| {
+            p.worker
+                .as_ref()
+                .is_some_and(|w| w.advertised_url.is_some())
+        })
+        .filter_map(|p| p.ports.get("http").map(|b| b.base))
+        .collect()
+}
+
+#[derive(Default, Clone)]
+struct Timeline {
+    healthy: Option<Duration>,
+    router_ready: Option<Duration>,
+    gates: Option<Duration>,
+    ready: Option<Duration>,
+    exit: Duration,
+}
+
+struct Env {
+    dir: tempfile::TempDir,
+    recipe: PathBuf,
+    path: String,
+    deployment: String,
+}
+
+impl Env {
+    fn srt(&self, args: &[&str]) -> Command {
+        // SRT_BENCH_SRT: another build to compare (its srt-vllm-sim next to it).
+        let srt =
+            std::env::var_os("SRT_BENCH_SRT").unwrap_or_else(|| env!("CARGO_BIN_EXE_srt").into());
+        let mut c = Command::new(srt);
+        c.args(args)
+            .current_dir(self.dir.path())
+            .env("PATH", &self.path)
+            .env("SRT_SIM_STARTUP_DELAY_MS", "0")
+            .env_remove("SRT_STATE_DIR")
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// `srt apply` of the recipe; `quiet` drops the progress lines.
+    fn apply_args(&self, quiet: bool) -> Vec<&str> {
+        let mut args = vec![
+            "apply",
+            "-f",
+            self.recipe.to_str().expect("utf-8 path"),
+            "--simulate",
+            "--auto-approve",
+        ];
+        if quiet {
+            args.push("--quiet");
+        }
+        args
+    }
+
+    fn destroy(&self) -> Duration {
+        let t = Instant::now();
+        let out = self
+            .srt(&["destroy", &self.deployment, "--auto-approve"])
+            .output()
+            .expect("run srt destroy");
+        if !out.status.success() {
+            eprintln!(
+                "srt destroy failed:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        t.elapsed()
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if self.dir.path().join(".srt").join(&self.deployment).exists() {
+            self.destroy();
+        }
+    }
+}
+
+/// `srt apply` from nothing, with the benchmark's own pollers running alongside.
+fn first_apply(env: &Env, workers: usize, ports: &[u16]) -> Result<Timeline, String> {
+    let done = Arc::new(AtomicBool::new(false));
+    let t0 = Instant::now();
+    // Progress lines are timestamped as they arrive (Rust's stdout is line-buffered).
+    let mut child = env
+        .srt(&env.apply_args(false))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run srt: {e}"))?;
+    let timeline = Arc::new(Mutex::new(Timeline::default()));
+    let poller = {
+        let (done, timeline, ports) = (done.clone(), timeline.clone(), ports.to_vec());
+        std::thread::spawn(move || {
+            let mut pending = ports;
+            while !pending.is_empty() && !done.load(Ordering::Relaxed) {
+                pending.retain(|&p| !matches!(get(p, "/health"), Some((200, _))));
+                if pending.is_empty() {
+                    timeline.lock().unwrap().healthy = Some(t0.elapsed());
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            while !done.load(Ordering::Relaxed) {
+                if router_lists(PUBLIC_PORT, workers) {
+                    timeline.lock().unwrap().router_ready = Some(t0.elapsed());
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+    };
+    let stdout = child.stdout.take().expect("piped");
+    let mut lines = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let Ok(line) = line else { break };
+        let at = t0.elapsed();
+        let mut t = timeline.lock().unwrap();
+        if line.starts_with("gate.") && line.contains(": passed") {
+            t.gates = Some(at);
+        }
+        if line.starts_with("smoke: passed") {
+            t.ready = Some(at);
+        }
+        drop(t);
+        lines.push(line);
+    }
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut stderr);
+    }
+    let status = child.wait().map_err(|e| e.to_string())?;
+    let exit = t0.elapsed();
+    done.store(true, Ordering::Relaxed);
+    let _ = poller.join();
+    if !status.success() {
+        return Err(format!(
+            "srt apply failed ({status}):\n{}\n{stderr}",
+            lines.join("\n")
+        ));
+    }
+    let mut t = timeline.lock().unwrap().clone();
+    t.exit = exit;
+    Ok(t)
+}
+
+/// One round of the probes the gates make: Router `/workers`, every worker `/health`.
+fn probe_round(workers: usize, ports: &[u16]) -> Duration {
+    let t = Instant::now();
+    assert!(
+        router_lists(PUBLIC_PORT, workers),
+        "the Router lists every worker"
+    );
+    for &p in ports {
+        assert!(
+            matches!(get(p, "/health"), Some((200, _))),
+            "worker {p} healthy"
+        );
+    }
+    t.elapsed()
+}
+
+struct Run {
+    timeline: Timeline,
+    noop: Duration,
+    probes: Duration,
+    destroy: Duration,
+}
+
+fn one_run(router: &Path, workers: usize) -> Result<Run, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let text = recipe_text(workers);
+    let recipe = dir.path().join("bench.yaml");
+    std::fs::write(&recipe, &text).map_err(|e| e.to_string())?;
+    let env = Env {
+        path: format!(
+            "{}:{}",
+            router.display(),
+            std::env::var("PATH").unwrap_or_default()
+        ),
+        dir,
+        recipe,
+        deployment: format!("bench-apply-{workers}"),
+    };
+    let ports = worker_ports(&text);
+    assert_eq!(ports.len(), workers);
+    let timeline = first_apply(&env, workers, &ports)?;
+    // No-op applies on the healthy deployment (median of three), then the probes alone.
+    let mut noops = Vec::new();
+    let mut probes = Vec::new();
+    for _ in 0..3 {
+        let t = Instant::now();
+        let out = env
+            .srt(&env.apply_args(true))
+            .output()
+            .map_err(|e| e.to_string())?;
+        noops.push(t.elapsed());
+        let text = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() || !text.contains("nothing to change") {
+            return Err(format!(
+                "no-op apply did something:\n{text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        probes.push(probe_round(workers, &ports));
+    }
+    let destroy = env.destroy();
+    Ok(Run {
+        timeline,
+        noop: median(noops),
+        probes: median(probes),
+        destroy,
+    })
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.0}", d.as_secs_f64() * 1000.0)
+}
+
+fn opt_median(v: Vec<Option<Duration>>) -> String {
+    let v: Vec<Duration> = v.into_iter().flatten().collect();
+    if v.is_empty() {
+        "n/a".into()
+    } else {
+        ms(median(v))
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    // `cargo bench` passes `--bench`; without it (`cargo test --all-targets`, the test
+    // suite) the benchmark only checks that it still runs.
+    let smoke = args.iter().any(|a| a == "--smoke") || !args.iter().any(|a| a == "--bench");
+    let Some(router) = router_dir() else {
+        println!("apply benchmark skipped: vllm-router not found (run scripts/install-router.sh or set SRT_TOOLS_DIR)");
+        return;
+    };
+    let sizes: Vec<usize> = match arg("--workers") {
+        Some(s) => s
+            .split(',')
+            .map(|n| n.trim().parse().expect("--workers 2,16"))
+            .collect(),
+        None if smoke => vec![2],
+        None => vec![2, 16, 64],
+    };
+    let reps: usize = arg("--reps")
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(if smoke { 1 } else { 5 });
+    println!("srt apply benchmark: local executor, simulated workers (no startup delay), real vllm-router; median of {reps} run(s), ms from the start of `srt apply`\n");
+    println!("| workers | last worker healthy | Router lists all | gates passed | smoke passed | apply exits | gate latency (Router + srt) | no-op apply | one probe round | destroy |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for &w in &sizes {
+        let mut runs = Vec::new();
+        let mut failures = 0;
+        while runs.len() < reps {
+            match one_run(&router, w) {
+                Ok(r) => runs.push(r),
+                Err(e) => {
+                    // Other programs on this machine may hold a port for a while.
+                    failures += 1;
+                    eprintln!("run with {w} workers failed (attempt {failures}): {e}");
+                    assert!(failures <= 3, "apply benchmark keeps failing");
+                    std::thread::sleep(Duration::from_secs(2));
+                }
+            }
+        }
+        let tl = |f: fn(&Timeline) -> Option<Duration>| {
+            runs.iter().map(|r| f(&r.timeline)).collect::<Vec<_>>()
+        };
+        let diff = |a: fn(&Timeline) -> Option<Duration>, b: fn(&Timeline) -> Option<Duration>| {
+            runs.iter()
+                .map(|r| Some(a(&r.timeline)?.saturating_sub(b(&r.timeline)?)))
+                .collect::<Vec<_>>()
+        };
+        println!(
+            "| {w} | {} | {} | {} | {} | {} | {} ({} + {}) | {} | {} | {} |",
+            opt_median(tl(|t| t.healthy)),
+            opt_median(tl(|t| t.router_ready)),
+            opt_median(tl(|t| t.gates)),
+            opt_median(tl(|t| t.ready)),
+            ms(median(runs.iter().map(|r| r.timeline.exit).collect())),
+            opt_median(diff(|t| t.gates, |t| t.healthy)),
+            opt_median(diff(|t| t.router_ready, |t| t.healthy)),
+            opt_median(diff(|t| t.gates, |t| t.router_ready)),
+            ms(median(runs.iter().map(|r| r.noop).collect())),
+            ms(median(runs.iter().map(|r| r.probes).collect())),
+            ms(median(runs.iter().map(|r| r.destroy).collect())),
+        );
+    }
+}

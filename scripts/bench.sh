@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The benchmarks (docs/performance.md): plan and state at 8 to 4096 nodes, then apply
+# overhead with 2, 16 and 64 simulated workers behind the real vllm-router.
+#
+# Usage: scripts/bench.sh [--smoke] [benchmark options]
+#
+#   --smoke   small sizes, one run each: checks that the benchmarks still run (CI);
+#             its figures mean nothing
+#
+# Other options go to both benchmarks (see benches/plan.rs and benches/apply.rs), e.g.
+# `--reps 9`. The apply benchmark starts processes on this machine's ports (6100+,
+# 18000, 29000); run it when no other deployment uses them.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+scripts/install-deps.sh router
+export SRT_TOOLS_DIR="${SRT_TOOLS_DIR:-$PWD/.tools}"
+cargo bench --bench plan -- "$@"
+echo
+cargo bench --bench apply -- "$@"
