@@ -45,10 +45,28 @@ fn recipe(dir: &std::path::Path) -> String {
     p.display().to_string()
 }
 
+/// Destroys the deployments of a scratch dir when dropped, so a failed test leaves no
+/// process holding the shared ports for the tests after it.
+struct Cleanup<'a>(&'a std::path::Path);
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        for e in std::fs::read_dir(self.0.join(".srt"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let _ = srt(self.0, &["destroy", &name, "--auto-approve"], "0").output();
+        }
+    }
+}
+
 #[test]
 fn concurrent_apply_is_refused_with_the_holder() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
+    let _cleanup = Cleanup(dir.path());
     let r = recipe(dir.path());
     let store = srt::state::StateStore::new(dir.path().join(".srt/local-agg"));
     let held = store.lock("apply", None).unwrap();
@@ -72,6 +90,7 @@ fn concurrent_apply_is_refused_with_the_holder() {
 fn interrupted_apply_saves_state_and_converges() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
+    let _cleanup = Cleanup(dir.path());
     let r = recipe(dir.path());
     // Workers take 3 s to become healthy: interrupt while the gate waits.
     let child = srt(

@@ -5,7 +5,7 @@
 //! one at a time under a mutex.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -31,6 +31,32 @@ fn router_bin_dir() -> PathBuf {
 struct Env {
     dir: tempfile::TempDir,
     path: String,
+}
+
+/// A failed test must not leave processes behind that hold the shared ports (8000,
+/// 6100, ...) for the tests after it: destroy every deployment of this scratch dir.
+impl Drop for Env {
+    fn drop(&mut self) {
+        destroy_all(self.dir.path(), &self.path);
+    }
+}
+
+fn destroy_all(dir: &std::path::Path, path: &str) {
+    let Ok(entries) = std::fs::read_dir(dir.join(".srt")) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let _ = Command::new(env!("CARGO_BIN_EXE_srt"))
+            .args(["destroy", &name, "--auto-approve"])
+            .current_dir(dir)
+            .env("PATH", path)
+            .env_remove("SRT_STATE_DIR")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
 }
 
 impl Env {

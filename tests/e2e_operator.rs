@@ -43,9 +43,27 @@ fn ok(dir: &std::path::Path, args: &[&str]) -> String {
     text
 }
 
+/// Destroys the deployments of a scratch dir when dropped, so a failed test leaves no
+/// process holding the shared ports for the tests after it.
+struct Cleanup<'a>(&'a std::path::Path);
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        for e in std::fs::read_dir(self.0.join(".srt"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let _ = srt(self.0, &["destroy", &name, "--auto-approve"]);
+        }
+    }
+}
+
 #[test]
 fn status_list_logs_and_json_events_on_a_live_deployment() {
     let dir = tempfile::tempdir().unwrap();
+    let _cleanup = Cleanup(dir.path());
     let recipe = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/local-agg.yaml");
     let recipe = recipe.to_str().unwrap();
     let events = ok(
