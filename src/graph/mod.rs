@@ -189,8 +189,9 @@ fn write_canonical(out: &mut Vec<u8>, v: &Value) {
     serde_json::to_writer(out, &Sorted(v)).expect("a JSON value serializes");
 }
 
-/// A view of a JSON value that serializes objects with their keys sorted.
-struct Sorted<'a>(&'a Value);
+/// A view of a JSON value that serializes every object's keys in sorted order: the one
+/// canonical form, for hashes here and for specs recorded in state.
+pub struct Sorted<'a>(pub &'a Value);
 
 impl Serialize for Sorted<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

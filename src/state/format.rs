@@ -177,39 +177,10 @@ pub struct Client {
     pub host: String,
 }
 
-/// Serializes a JSON value with every object's keys in sorted order, so that the bytes
-/// do not depend on the order in which the caller built the value.
+/// Serializes a JSON value with every object's keys in sorted order (the canonical form
+/// the graph hashes), so the bytes do not depend on how the caller built the value.
 fn serialize_sorted<S: Serializer>(value: &serde_json::Value, s: S) -> Result<S::Ok, S::Error> {
-    Sorted(value).serialize(s)
-}
-
-/// A view of a JSON value that serializes objects with sorted keys.
-struct Sorted<'a>(&'a serde_json::Value);
-
-impl Serialize for Sorted<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::{SerializeMap, SerializeSeq};
-        use serde_json::Value;
-        match self.0 {
-            Value::Object(map) => {
-                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-                let mut m = s.serialize_map(Some(entries.len()))?;
-                for (k, v) in entries {
-                    m.serialize_entry(k, &Sorted(v))?;
-                }
-                m.end()
-            }
-            Value::Array(items) => {
-                let mut seq = s.serialize_seq(Some(items.len()))?;
-                for v in items {
-                    seq.serialize_element(&Sorted(v))?;
-                }
-                seq.end()
-            }
-            scalar => scalar.serialize(s),
-        }
-    }
+    crate::graph::Sorted(value).serialize(s)
 }
 
 #[cfg(test)]
