@@ -756,7 +756,16 @@ pub fn sbatch_args(
 
 /// `srun` arguments for a short probe step on one node.
 fn probe_args(job: u64, node: &str, name: &str, argv: &[String]) -> Vec<String> {
-    let mut a = vec![
+    let mut a = step_placement(&job.to_string(), node, name);
+    a.push("--".into());
+    a.extend(argv.iter().cloned());
+    a
+}
+
+/// The `srun` arguments every step shares: one task of `job` on `node`, named `name`,
+/// beside the allocation's other steps.
+fn step_placement(job: &str, node: &str, name: &str) -> Vec<String> {
+    vec![
         "--jobid".into(),
         job.to_string(),
         "--overlap".into(),
@@ -768,10 +777,7 @@ fn probe_args(job: u64, node: &str, name: &str, argv: &[String]) -> Vec<String> 
         node.to_string(),
         "--job-name".into(),
         name.to_string(),
-        "--".into(),
-    ];
-    a.extend(argv.iter().cloned());
-    a
+    ]
 }
 
 /// `srun` arguments that run `argv` as step `name` of `job` on `node`; `image` is the
@@ -784,21 +790,8 @@ pub fn srun_args(
     image: Option<&str>,
     argv: &[String],
 ) -> Vec<String> {
-    let mut a = vec![
-        "--jobid".into(),
-        job.to_string(),
-        "--overlap".into(),
-        "--nodes".into(),
-        "1".into(),
-        "--ntasks".into(),
-        "1".into(),
-        "--nodelist".into(),
-        node.to_string(),
-        "--job-name".into(),
-        name.to_string(),
-        "--export".into(),
-        "ALL".into(),
-    ];
+    let mut a = step_placement(job, node, name);
+    a.extend(["--export".to_string(), "ALL".to_string()]);
     if let (ContainerRuntime::Pyxis, Some(image)) = (profile.container.runtime, image) {
         a.extend(["--container-image".to_string(), image.to_string()]);
         a.extend(profile.container.flags.iter().cloned());
