@@ -1,28 +1,15 @@
 //! Faults on the local executor: a concurrent apply is refused naming the lock holder;
 //! an interrupted apply saves state, releases the lock, and the next apply converges.
 
+mod e2e_support;
+use e2e_support::tools_path;
+
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn tools_path() -> String {
-    let dir = std::env::var_os("SRT_TOOLS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools"))
-        .join("bin");
-    assert!(
-        dir.join("vllm-router").exists(),
-        "run scripts/install-router.sh first"
-    );
-    format!(
-        "{}:{}",
-        dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    )
-}
 
 fn srt(dir: &std::path::Path, args: &[&str], delay_ms: &str) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_srt"));
@@ -150,22 +137,6 @@ fn interrupted_apply_saves_state_and_converges() {
         .unwrap();
     assert!(out.status.success());
     std::thread::sleep(Duration::from_millis(200));
-    let left: Vec<u32> = srt::exec::process::processes_with_env_marker(
-        srt::exec::local::DEPLOYMENT_MARKER,
-        "local-agg",
-    )
-    .into_iter()
-    .filter(|pid| {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| {
-                !s.rsplit(')')
-                    .next()
-                    .unwrap_or("")
-                    .trim_start()
-                    .starts_with('Z')
-            })
-            .unwrap_or(false)
-    })
-    .collect();
+    let left = e2e_support::live_processes("local-agg");
     assert!(left.is_empty(), "orphans: {left:?}");
 }

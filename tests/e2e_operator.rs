@@ -1,24 +1,11 @@
 //! Operator commands against a live local deployment (real vllm-router, simulated
 //! workers): `apply --json` events, `status`, `list`, `logs`, and `graph`.
 
+mod e2e_support;
+use e2e_support::tools_path;
+
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
-
-fn tools_path() -> String {
-    let dir = std::env::var_os("SRT_TOOLS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools"))
-        .join("bin");
-    assert!(
-        dir.join("vllm-router").exists(),
-        "run scripts/install-router.sh first"
-    );
-    format!(
-        "{}:{}",
-        dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    )
-}
 
 fn srt(dir: &std::path::Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_srt"))

@@ -25,7 +25,8 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn tools_path() -> String {
+/// `PATH` with the project's pinned `vllm-router` first.
+pub fn tools_path() -> String {
     let dir = std::env::var_os("SRT_TOOLS_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo().join(".tools"))
