@@ -75,6 +75,20 @@ fn status_list_logs_and_json_events_on_a_live_deployment() {
             && types.contains(&"apply_complete"),
         "{types:?}"
     );
+    // The Router starts alongside its workers: it is launched before any worker has
+    // finished starting (it waits for them itself), not after them.
+    let position = |ty: &str, prefix: &str| {
+        parsed
+            .iter()
+            .position(|v| {
+                v["type"] == ty && v["address"].as_str().is_some_and(|a| a.starts_with(prefix))
+            })
+            .unwrap_or_else(|| panic!("no {ty} for {prefix}: {types:?}"))
+    };
+    assert!(
+        position("apply_start", "router[0]") < position("apply_complete", "worker."),
+        "{events}"
+    );
     let last = parsed.last().unwrap();
     assert_eq!(last["type"], "change_summary");
     assert_eq!(last["created"], 3);

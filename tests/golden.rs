@@ -181,6 +181,7 @@ fn json_format_1_fields() {
                     "argv",
                     "files",
                     "depends_on",
+                    "watches",
                     "worker",
                     "container_image"
                 ]

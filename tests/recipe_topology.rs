@@ -551,8 +551,14 @@ fn multi_frontend_nginx_and_identical_routers() {
         occurrences(&rs[0].argv, "--worker-urls"),
         vec![advertised(&plan)]
     );
-    // nginx starts after the Routers; smoke goes through nginx.
-    assert_eq!(ng.depends_on, ["router[0]", "router[1]"]);
+    // nginx watches the Routers (starts alongside them); smoke goes through nginx.
+    assert!(ng.depends_on.is_empty());
+    assert_eq!(ng.watches, ["router[0]", "router[1]"]);
+    // Every Router watches every advertised worker and waits for none of them.
+    for r in &rs {
+        assert!(r.depends_on.is_empty());
+        assert_eq!(r.watches.len(), 6);
+    }
     assert!(plan.gates[2].depends_on.contains(&"nginx".to_string()));
     assert_static_gates(&plan, 0, 6);
 

@@ -2,7 +2,9 @@
 //!
 //! Phase 1 stops what is destroyed or replaced, dependents first (destroy-before-create:
 //! a replaced process reuses its ports). Phase 2 walks the graph in topological order,
-//! running independent resources in parallel (bounded by `parallelism`): port blocks
+//! running independent resources in parallel (bounded by `parallelism`); a resource
+//! waits for its dependencies except the ones it watches (a Router starts alongside its
+//! workers, see `graph::Resource::watches`): port blocks
 //! are checked free, processes started detached, gates polled. A failure skips only its
 //! descendants; independent branches finish. Every launch is recorded as `pending`
 //! before it starts and `running` (with its runtime identity) right after, under the
@@ -302,10 +304,13 @@ impl Apply<'_> {
 
     async fn create_phase(&self, state: &Shared, outcome: &mut Outcome) {
         let n = self.graph.resources.len();
-        let mut indegree: Vec<usize> = self.graph.resources.iter().map(|r| r.deps.len()).collect();
+        // Start order: what each resource waits for (a Router does not wait for the
+        // workers it watches; it starts alongside them).
+        let mut indegree: Vec<usize> = vec![0; n];
         let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
         for (i, r) in self.graph.resources.iter().enumerate() {
-            for d in &r.deps {
+            for d in r.waits_for() {
+                indegree[i] += 1;
                 children[self.graph.index[d]].push(i);
             }
         }

@@ -475,6 +475,7 @@ impl Engine for Vllm {
                 argv,
                 files: BTreeMap::new(),
                 depends_on,
+                watches: Vec::new(),
                 worker: Some(WorkerInfo {
                     role: role.kind,
                     endpoint: endpoint.index,

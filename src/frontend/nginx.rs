@@ -50,12 +50,14 @@ http {{
     )
 }
 
-/// The nginx process on `node`.
+/// The nginx process on `node`, proxying to the Routers at `upstreams`. It watches the
+/// Routers (`routers`) rather than waiting for them: nginx answers 502 for an upstream
+/// that is not up yet, and the readiness gates probe the Routers directly.
 pub fn process(
     node: usize,
     port: u16,
     upstreams: &[String],
-    depends_on: Vec<String>,
+    routers: Vec<String>,
 ) -> LaunchProcess {
     let conf_path = format!("{RUN_DIR}/nginx.conf");
     let mut files = BTreeMap::new();
@@ -86,7 +88,8 @@ pub fn process(
             "daemon off;".into(),
         ],
         files,
-        depends_on,
+        depends_on: Vec::new(),
+        watches: routers,
         worker: None,
         container_image: None,
     }

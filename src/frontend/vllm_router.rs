@@ -372,7 +372,11 @@ impl Frontend for VllmRouter {
                 env_unset: Vec::new(),
                 argv,
                 files: BTreeMap::new(),
-                depends_on: worker_deps.clone(),
+                // The Router waits for its workers itself (static mode binds once every
+                // listed worker answers /health; discovery mode waits for registrations),
+                // so it starts alongside them and its start-up overlaps theirs.
+                depends_on: Vec::new(),
+                watches: worker_deps.clone(),
                 worker: None,
                 container_image: fe
                     .container_image

@@ -92,8 +92,12 @@ pub struct Resource {
     pub kind: Kind,
     /// Canonical spec (secrets as digests).
     pub spec: Value,
-    /// Direct dependencies, sorted.
+    /// Direct dependencies, sorted: the hash covers all of them.
     pub deps: Vec<String>,
+    /// The dependencies (a sorted subset of `deps`) this resource does not wait for:
+    /// it starts alongside them (see [`LaunchProcess::watches`]). The others order
+    /// apply: a resource starts once they are done.
+    pub watches: Vec<String>,
     /// Merkle hash, hex.
     pub hash: String,
     /// Node index, when placed.
@@ -240,6 +244,7 @@ pub fn lower_with(
                 kind: Kind::Allocation,
                 spec: spec.clone(),
                 deps: Vec::new(),
+                watches: Vec::new(),
                 hash: String::new(),
                 node: None,
                 target: Target::Allocation,
@@ -255,6 +260,7 @@ pub fn lower_with(
             kind: Kind::Ports,
             spec: json!({ "node": p.node, "ports": p.ports }),
             deps: base_deps.clone(),
+            watches: Vec::new(),
             hash: String::new(),
             node: Some(p.node),
             target: Target::Process(i),
@@ -265,15 +271,25 @@ pub fn lower_with(
             crate::launch::ProcessKind::Nginx => Kind::Nginx,
         };
         let mut deps = p.depends_on.clone();
+        deps.extend(p.watches.iter().cloned());
         deps.push(ports_addr);
         deps.extend(base_deps.iter().cloned());
         deps.sort();
         deps.dedup();
+        let mut watches: Vec<String> = p
+            .watches
+            .iter()
+            .filter(|w| !p.depends_on.contains(w))
+            .cloned()
+            .collect();
+        watches.sort();
+        watches.dedup();
         pending.push(Resource {
             address: p.address.clone(),
             kind,
             spec: process_spec(plan, p, execution),
             deps,
+            watches,
             hash: String::new(),
             node: Some(p.node),
             target: Target::Process(i),
@@ -292,6 +308,7 @@ pub fn lower_with(
             },
             spec: serde_json::to_value(&g.probe).expect("probe serializes"),
             deps,
+            watches: Vec::new(),
             hash: String::new(),
             node: None,
             target: Target::Gate(i),
@@ -357,6 +374,16 @@ fn order_and_hash(pending: Vec<Resource>) -> Result<ResourceGraph, GraphError> {
         index,
         dag,
     })
+}
+
+impl Resource {
+    /// The dependencies apply waits for before starting this resource: `deps` without
+    /// `watches`.
+    pub fn waits_for(&self) -> impl Iterator<Item = &String> {
+        self.deps
+            .iter()
+            .filter(|d| self.watches.binary_search(d).is_err())
+    }
 }
 
 impl ResourceGraph {

@@ -1,6 +1,7 @@
 //! The resource DAG as Graphviz dot, Mermaid, or indented text, grouped by node.
+//! Watched dependencies (hashed, not waited for) are dashed edges.
 
-use super::{Kind, ResourceGraph};
+use super::{Kind, Resource, ResourceGraph};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -37,6 +38,24 @@ fn shape(kind: Kind) -> &'static str {
     }
 }
 
+/// Whether `r` watches `d` (starts alongside it) rather than waiting for it.
+fn watched(r: &Resource, d: &String) -> bool {
+    r.watches.binary_search(d).is_ok()
+}
+
+/// Text format: one line per dependency; a watched one is marked, since apply does not
+/// wait for it.
+fn dep_lines(out: &mut String, r: &Resource) {
+    for d in &r.deps {
+        let mark = if watched(r, d) {
+            " (watched: starts alongside)"
+        } else {
+            ""
+        };
+        let _ = writeln!(out, "    <- {d}{mark}");
+    }
+}
+
 /// Render the graph. `node_names` labels the per-node clusters.
 pub fn render(g: &ResourceGraph, node_names: &[String], format: Format) -> String {
     let (nodes, free) = by_node(g, node_names);
@@ -64,7 +83,8 @@ pub fn render(g: &ResourceGraph, node_names: &[String], format: Format) -> Strin
             }
             for r in &g.resources {
                 for d in &r.deps {
-                    let _ = writeln!(out, "  \"{d}\" -> \"{}\";", r.address);
+                    let style = if watched(r, d) { " [style=dashed]" } else { "" };
+                    let _ = writeln!(out, "  \"{d}\" -> \"{}\"{style};", r.address);
                 }
             }
             out.push_str("}\n");
@@ -84,7 +104,8 @@ pub fn render(g: &ResourceGraph, node_names: &[String], format: Format) -> Strin
             }
             for (i, r) in g.resources.iter().enumerate() {
                 for d in &r.deps {
-                    let _ = writeln!(out, "  {} --> {}", id(g.index[d]), id(i));
+                    let arrow = if watched(r, d) { "-.->" } else { "-->" };
+                    let _ = writeln!(out, "  {} {arrow} {}", id(g.index[d]), id(i));
                 }
             }
         }
@@ -94,9 +115,7 @@ pub fn render(g: &ResourceGraph, node_names: &[String], format: Format) -> Strin
                 for &i in members {
                     let r = &g.resources[i];
                     let _ = writeln!(out, "  {} ({})", r.address, r.kind.name());
-                    for d in &r.deps {
-                        let _ = writeln!(out, "    <- {d}");
-                    }
+                    dep_lines(&mut out, r);
                 }
             }
             if !free.is_empty() {
@@ -104,9 +123,7 @@ pub fn render(g: &ResourceGraph, node_names: &[String], format: Format) -> Strin
                 for &i in &free {
                     let r = &g.resources[i];
                     let _ = writeln!(out, "  {} ({})", r.address, r.kind.name());
-                    for d in &r.deps {
-                        let _ = writeln!(out, "    <- {d}");
-                    }
+                    dep_lines(&mut out, r);
                 }
             }
         }

@@ -204,6 +204,10 @@ pub struct LaunchProcess {
     pub files: BTreeMap<String, String>,
     /// Processes that must run before this one (their replacement replaces this one).
     pub depends_on: Vec<String>,
+    /// Processes this one watches without waiting for them: their replacement replaces
+    /// this one (its hash covers theirs), but it starts alongside them because it waits
+    /// for them itself (a Router polls the workers it lists; nginx proxies to Routers).
+    pub watches: Vec<String>,
     /// Worker facts, for workers.
     pub worker: Option<WorkerInfo>,
     /// Container image, when the executor runs containers.

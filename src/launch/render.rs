@@ -108,6 +108,9 @@ fn write_process(out: &mut String, plan: &LaunchPlan, p: &LaunchProcess) {
     if !p.depends_on.is_empty() {
         let _ = writeln!(out, "depends_on: {}", p.depends_on.join(" "));
     }
+    if !p.watches.is_empty() {
+        let _ = writeln!(out, "watches: {}", p.watches.join(" "));
+    }
     let _ = writeln!(out, "command:");
     write_command(out, &p.argv);
     for (path, content) in &p.files {
