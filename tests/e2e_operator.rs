@@ -142,7 +142,31 @@ fn status_list_logs_and_json_events_on_a_live_deployment() {
             "{g}"
         );
     }
-    ok(dir.path(), &["destroy", "local-agg", "--auto-approve"]);
+    // Destroy stops the Router first (it depends on the workers), then both workers
+    // together: each is asked to stop before either has finished stopping.
+    let out = ok(dir.path(), &["destroy", "local-agg", "--auto-approve"]);
+    let line = |text: &str| {
+        out.lines()
+            .position(|l| l == text)
+            .unwrap_or_else(|| panic!("no `{text}` in:\n{out}"))
+    };
+    let router_done = out
+        .lines()
+        .position(|l| l.starts_with("router[0]: destroyed"))
+        .unwrap_or_else(|| panic!("{out}"));
+    let workers_started = [0, 1].map(|w| line(&format!("worker.agg[{w}].node[0]: stopping...")));
+    let first_worker_done = out
+        .lines()
+        .position(|l| l.starts_with("worker.agg[") && l.contains(": destroyed"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        router_done < workers_started[0].min(workers_started[1]),
+        "{out}"
+    );
+    assert!(
+        workers_started[0].max(workers_started[1]) < first_worker_done,
+        "{out}"
+    );
     let list = ok(dir.path(), &["list", "--json"]);
     assert!(list.contains("\"state\": \"empty\""), "{list}");
 }

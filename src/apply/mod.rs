@@ -1,7 +1,7 @@
 //! Apply: execute a plan against the world, saving state before and after every launch.
 //!
-//! Phase 1 stops what is destroyed or replaced, dependents first (destroy-before-create:
-//! a replaced process reuses its ports). Phase 2 walks the graph in topological order,
+//! Phase 1 stops what is destroyed or replaced, dependents first and independent ones in
+//! parallel (destroy-before-create: a replaced process reuses its ports). Phase 2 walks the graph in topological order,
 //! running independent resources in parallel (bounded by `parallelism`); a resource
 //! waits for its dependencies except the ones it watches (a Router starts alongside its
 //! workers, see `graph::Resource::watches`): port blocks
@@ -143,6 +143,9 @@ pub struct Apply<'a> {
     pub events: &'a (dyn Fn(Event) + Sync),
 }
 
+/// A finished stop: the target's position, when it started, and the result.
+type StopResult = (usize, Instant, Result<(), String>);
+
 /// State shared between apply and a signal handler that must save it before exiting.
 pub type Shared = Arc<Mutex<State>>;
 
@@ -229,6 +232,11 @@ impl Apply<'_> {
         outcome
     }
 
+    /// Stop what is destroyed or replaced, in parallel (bounded by `parallelism`): a
+    /// resource is stopped once every recorded resource that depends on it and is being
+    /// stopped has stopped (a Router before its workers). Stops that finish together are
+    /// recorded with one state save; a crash before it leaves them recorded as running,
+    /// which the next refresh reports as drift.
     async fn stop_phase(&self, state: &Shared, outcome: &mut Outcome) {
         let targets: Vec<&String> = self
             .plan
@@ -237,68 +245,124 @@ impl Apply<'_> {
             .filter(|c| matches!(c.action, Action::Destroy | Action::Replace))
             .map(|c| &c.address)
             .collect();
-        let order = {
+        // Per target (in a dependents-first order): its runtime, the targets it depends
+        // on, and how many targets depend on it and are not stopped yet.
+        let (order, runtimes, dependencies, mut waiting) = {
             let s = state.lock().expect("state mutex");
             let recorded: Vec<&String> = targets
                 .into_iter()
                 .filter(|a| s.resources.contains_key(*a))
                 .collect();
-            crate::plan::destroy_order(&s, &recorded)
+            let order = crate::plan::destroy_order(&s, &recorded);
+            let position: HashMap<&str, usize> = order
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (a.as_str(), i))
+                .collect();
+            let mut dependencies: Vec<Vec<usize>> = vec![Vec::new(); order.len()];
+            let mut waiting = vec![0usize; order.len()];
+            for (i, a) in order.iter().enumerate() {
+                for d in &s.resources[a].dependencies {
+                    if let Some(&j) = position.get(d.as_str()) {
+                        dependencies[i].push(j);
+                        waiting[j] += 1;
+                    }
+                }
+            }
+            let runtimes: Vec<Option<crate::state::Runtime>> = order
+                .iter()
+                .map(|a| s.resources[a].runtime.clone())
+                .collect();
+            (order, runtimes, dependencies, waiting)
         };
         let actions = self.actions();
-        for address in order {
-            if self.cancel.is_cancelled() {
-                break;
-            }
-            let action = actions
-                .get(address.as_str())
+        let action_of = |i: usize| {
+            actions
+                .get(order[i].as_str())
                 .copied()
-                .unwrap_or(Action::Destroy);
-            let runtime = state
-                .lock()
-                .expect("state mutex")
-                .resources
-                .get(&address)
-                .and_then(|r| r.runtime.clone());
-            (self.events)(Event::Started {
-                address: address.clone(),
-                action: "stopping",
-            });
-            let t = Instant::now();
-            if let Some(rt) = &runtime {
-                if let Err(e) = self.exec.stop(rt).await {
-                    (self.events)(Event::Failed {
-                        address: address.clone(),
-                        error: format!("stopping: {e}"),
-                    });
-                    outcome.failed.push((address.clone(), e));
-                    continue;
+                .unwrap_or(Action::Destroy)
+        };
+        let mut ready: std::collections::VecDeque<usize> =
+            (0..order.len()).filter(|&i| waiting[i] == 0).collect();
+        let mut running: FuturesUnordered<futures::future::LocalBoxFuture<'_, StopResult>> =
+            FuturesUnordered::new();
+        let parallelism = self.parallelism.max(1);
+        loop {
+            while running.len() < parallelism && !self.cancel.is_cancelled() {
+                let Some(i) = ready.pop_front() else { break };
+                (self.events)(Event::Started {
+                    address: order[i].clone(),
+                    action: "stopping",
+                });
+                let runtime = &runtimes[i];
+                running.push(Box::pin(async move {
+                    let t = Instant::now();
+                    let result = match runtime {
+                        Some(rt) => self.exec.stop(rt).await,
+                        None => Ok(()),
+                    };
+                    (i, t, result)
+                }));
+            }
+            let Some(first) = running.next().await else {
+                break;
+            };
+            let mut finished = vec![first];
+            while let Some(Some(more)) = running.next().now_or_never() {
+                finished.push(more);
+            }
+            let mut stopped = Vec::with_capacity(finished.len());
+            for (i, t, result) in finished {
+                match result {
+                    Ok(()) => stopped.push((i, t)),
+                    Err(e) => {
+                        (self.events)(Event::Failed {
+                            address: order[i].clone(),
+                            error: format!("stopping: {e}"),
+                        });
+                        outcome.failed.push((order[i].clone(), e));
+                    }
+                }
+                // What it depends on may stop even if it failed to: the dependency does
+                // not need it gone, only not to outlive it unnecessarily.
+                for &j in &dependencies[i] {
+                    waiting[j] -= 1;
+                    if waiting[j] == 0 {
+                        ready.push_back(j);
+                    }
                 }
             }
-            let res = self.record(state, &address, |s| {
-                if action == Action::Destroy {
-                    s.resources.remove(&address);
-                } else if let Some(r) = s.resources.get_mut(&address) {
-                    // Stopped for replacement: if apply stops here, the next plan replaces it.
-                    r.status = Status::Tainted;
-                    r.runtime = None;
+            if stopped.is_empty() {
+                continue;
+            }
+            let saved = {
+                let mut s = state.lock().expect("state mutex");
+                for &(i, _) in &stopped {
+                    if action_of(i) == Action::Destroy {
+                        s.resources.remove(&order[i]);
+                    } else if let Some(r) = s.resources.get_mut(&order[i]) {
+                        // Stopped for replacement: if apply stops here, the next plan
+                        // replaces it.
+                        r.status = Status::Tainted;
+                        r.runtime = None;
+                    }
                 }
-            });
-            if let Err(e) = res {
-                outcome.failed.push((address.clone(), e));
+                save(self.store, self.lock, &mut s)
+            };
+            for (i, t) in stopped {
+                let destroyed = action_of(i) == Action::Destroy;
+                if let Err(e) = &saved {
+                    outcome.failed.push((order[i].clone(), e.clone()));
+                }
+                if destroyed {
+                    outcome.destroyed += 1;
+                }
+                (self.events)(Event::Done {
+                    address: order[i].clone(),
+                    action: if destroyed { "destroyed" } else { "stopped" },
+                    detail: format!("{:.1}s", t.elapsed().as_secs_f64()),
+                });
             }
-            if action == Action::Destroy {
-                outcome.destroyed += 1;
-            }
-            (self.events)(Event::Done {
-                address,
-                action: if action == Action::Destroy {
-                    "destroyed"
-                } else {
-                    "stopped"
-                },
-                detail: format!("{:.1}s", t.elapsed().as_secs_f64()),
-            });
         }
     }
 
