@@ -16,12 +16,16 @@
 //!   (Router ready minus healthy) and srt's (gates passed minus Router ready);
 //! - **no-op apply**: `srt apply` again on the healthy deployment, and one round of the
 //!   same health probes done by this benchmark, for comparison;
+//! - **replace all**: `srt apply` after one argument of the role changed (every worker
+//!   and the Router stopped and started again, through the gates and the smoke check);
 //! - **destroy**: `srt destroy` of the deployment.
 //!
 //! Needs `vllm-router` (`scripts/install-router.sh`): looked up in `$SRT_TOOLS_DIR/bin`,
 //! `.tools/bin`, then `PATH`; without it the benchmark says so and exits. Options (after
 //! `--`): `--smoke` (2 workers, one run; the default without `--bench`, i.e. under
-//! `cargo test --all-targets`), `--workers 2,16`, `--reps N`. `SRT_BENCH_SRT=/path/srt`
+//! `cargo test --all-targets`), `--workers 2,16`, `--reps N`, `--startup-delay-ms N` (the
+//! simulated workers' start-up, 0 by default: with a delay longer than the Router's own
+//! start the Router is already waiting when the workers come up). `SRT_BENCH_SRT=/path/srt`
 //! measures another build of srt (with its `srt-vllm-sim` next to it).
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -35,7 +39,8 @@ use std::time::{Duration, Instant};
 /// The Router's public port in these recipes (away from the examples' 8000).
 const PUBLIC_PORT: u16 = 18000;
 
-fn recipe_text(workers: usize) -> String {
+/// The recipe; `max_model_len` is the one argument the replace run changes.
+fn recipe_text(workers: usize, max_model_len: u32) -> String {
     format!(
         "schema: 2
 name: bench-apply-{workers}
@@ -52,6 +57,8 @@ roles:
     nodes: 1
     workers: {workers}
     gpus: 1
+    args:
+      max-model-len: {max_model_len}
 health_check:
   timeout_seconds: 120
   interval_seconds: 10
@@ -146,6 +153,8 @@ struct Env {
     recipe: PathBuf,
     path: String,
     deployment: String,
+    /// `SRT_SIM_STARTUP_DELAY_MS` for the simulated workers.
+    startup_delay_ms: u64,
 }
 
 impl Env {
@@ -157,7 +166,10 @@ impl Env {
         c.args(args)
             .current_dir(self.dir.path())
             .env("PATH", &self.path)
-            .env("SRT_SIM_STARTUP_DELAY_MS", "0")
+            .env(
+                "SRT_SIM_STARTUP_DELAY_MS",
+                self.startup_delay_ms.to_string(),
+            )
             .env_remove("SRT_STATE_DIR")
             .stdin(Stdio::null());
         c
@@ -290,12 +302,13 @@ struct Run {
     timeline: Timeline,
     noop: Duration,
     probes: Duration,
+    replace: Duration,
     destroy: Duration,
 }
 
-fn one_run(router: &Path, workers: usize) -> Result<Run, String> {
+fn one_run(router: &Path, workers: usize, startup_delay_ms: u64) -> Result<Run, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let text = recipe_text(workers);
+    let text = recipe_text(workers, 2048);
     let recipe = dir.path().join("bench.yaml");
     std::fs::write(&recipe, &text).map_err(|e| e.to_string())?;
     let env = Env {
@@ -307,6 +320,7 @@ fn one_run(router: &Path, workers: usize) -> Result<Run, String> {
         dir,
         recipe,
         deployment: format!("bench-apply-{workers}"),
+        startup_delay_ms,
     };
     let ports = worker_ports(&text);
     assert_eq!(ports.len(), workers);
@@ -330,11 +344,28 @@ fn one_run(router: &Path, workers: usize) -> Result<Run, String> {
         }
         probes.push(probe_round(workers, &ports));
     }
+    // One argument of the role changed: every worker and the Router are stopped and
+    // started again, through the gates and the smoke check.
+    std::fs::write(&env.recipe, recipe_text(workers, 4096)).map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    let out = env
+        .srt(&env.apply_args(true))
+        .output()
+        .map_err(|e| e.to_string())?;
+    let replace = t.elapsed();
+    if !out.status.success() {
+        return Err(format!(
+            "replacing apply failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
     let destroy = env.destroy();
     Ok(Run {
         timeline,
         noop: median(noops),
         probes: median(probes),
+        replace,
         destroy,
     })
 }
@@ -380,17 +411,20 @@ fn main() {
         None if smoke => vec![2],
         None => vec![2, 16, 64],
     };
+    let startup_delay_ms: u64 = arg("--startup-delay-ms")
+        .map(|d| d.parse().expect("--startup-delay-ms N"))
+        .unwrap_or(0);
     let reps: usize = arg("--reps")
         .and_then(|r| r.parse().ok())
         .unwrap_or(if smoke { 1 } else { 5 });
-    println!("srt apply benchmark: local executor, simulated workers (no startup delay), real vllm-router; median of {reps} run(s), ms from the start of `srt apply`\n");
-    println!("| workers | last worker healthy | Router lists all | gates passed | smoke passed | apply exits | gate latency (Router + srt) | no-op apply | one probe round | destroy |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("srt apply benchmark: local executor, simulated workers ({startup_delay_ms} ms startup delay), real vllm-router; median of {reps} run(s), ms from the start of `srt apply`\n");
+    println!("| workers | last worker healthy | Router lists all | gates passed | smoke passed | apply exits | gate latency (Router + srt) | no-op apply | one probe round | replace all | destroy |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &w in &sizes {
         let mut runs = Vec::new();
         let mut failures = 0;
         while runs.len() < reps {
-            match one_run(&router, w) {
+            match one_run(&router, w, startup_delay_ms) {
                 Ok(r) => runs.push(r),
                 Err(e) => {
                     // Other programs on this machine may hold a port for a while.
@@ -410,7 +444,7 @@ fn main() {
                 .collect::<Vec<_>>()
         };
         println!(
-            "| {w} | {} | {} | {} | {} | {} | {} ({} + {}) | {} | {} | {} |",
+            "| {w} | {} | {} | {} | {} | {} | {} ({} + {}) | {} | {} | {} | {} |",
             opt_median(tl(|t| t.healthy)),
             opt_median(tl(|t| t.router_ready)),
             opt_median(tl(|t| t.gates)),
@@ -421,6 +455,7 @@ fn main() {
             opt_median(diff(|t| t.gates, |t| t.router_ready)),
             ms(median(runs.iter().map(|r| r.noop).collect())),
             ms(median(runs.iter().map(|r| r.probes).collect())),
+            ms(median(runs.iter().map(|r| r.replace).collect())),
             ms(median(runs.iter().map(|r| r.destroy).collect())),
         );
     }

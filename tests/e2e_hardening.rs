@@ -197,10 +197,22 @@ fn a_port_held_by_another_program_is_refused_before_launch() {
     })
     .count();
     assert_eq!(launched, 0, "the worker was launched on a taken port");
-    // Once the port is free, apply converges.
+    // The Router does not wait for its workers to start (it watches them): it runs and
+    // keeps waiting for the missing worker.
+    assert_eq!(
+        state["resources"]["router[0]"]["status"], "running",
+        "{state:#}"
+    );
+    // Once the port is free, apply converges by starting only the worker; the waiting
+    // Router picks it up.
     drop(squatter);
     let out = env.apply(&recipe);
     assert!(out.contains("smoke: passed"), "{out}");
+    assert!(out.contains("worker.agg[0].node[0]: started"), "{out}");
+    assert!(
+        !out.contains("router[0]: started") && !out.contains("router[0]: replaced"),
+        "{out}"
+    );
     assert_no_orphans(&env, "hard-port");
     env.destroy("hard-port");
 }
