@@ -25,7 +25,8 @@
 //! `--`): `--smoke` (2 workers, one run; the default without `--bench`, i.e. under
 //! `cargo test --all-targets`), `--workers 2,16`, `--reps N`, `--startup-delay-ms N` (the
 //! simulated workers' start-up, 0 by default: with a delay longer than the Router's own
-//! start the Router is already waiting when the workers come up). `SRT_BENCH_SRT=/path/srt`
+//! start the Router is already waiting when the workers come up; run i of N adds
+//! i * 1000 / N ms, so that the runs sample every phase of the Router's 1 s check). `SRT_BENCH_SRT=/path/srt`
 //! measures another build of srt (with its `srt-vllm-sim` next to it).
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -417,14 +418,32 @@ fn main() {
     let reps: usize = arg("--reps")
         .and_then(|r| r.parse().ok())
         .unwrap_or(if smoke { 1 } else { 5 });
-    println!("srt apply benchmark: local executor, simulated workers ({startup_delay_ms} ms startup delay), real vllm-router; median of {reps} run(s), ms from the start of `srt apply`\n");
+    // With a delay, run i waits `delay + i * 1000 / reps` ms: the workers come up at
+    // phases spread over one period of the Router's 1 s startup check, as they would in
+    // real deployments, instead of at one phase that is always lucky or always unlucky.
+    let delay_of = |run: usize| {
+        if startup_delay_ms == 0 {
+            0
+        } else {
+            startup_delay_ms + (run as u64 * 1000) / reps as u64
+        }
+    };
+    let shown = if startup_delay_ms == 0 {
+        "no startup delay".to_string()
+    } else {
+        format!(
+            "startup delay {startup_delay_ms}-{} ms, spread over runs",
+            delay_of(reps - 1)
+        )
+    };
+    println!("srt apply benchmark: local executor, simulated workers ({shown}), real vllm-router; median of {reps} run(s), ms from the start of `srt apply`\n");
     println!("| workers | last worker healthy | Router lists all | gates passed | smoke passed | apply exits | gate latency (Router + srt) | no-op apply | one probe round | replace all | destroy |");
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &w in &sizes {
         let mut runs = Vec::new();
         let mut failures = 0;
         while runs.len() < reps {
-            match one_run(&router, w, startup_delay_ms) {
+            match one_run(&router, w, delay_of(runs.len())) {
                 Ok(r) => runs.push(r),
                 Err(e) => {
                     // Other programs on this machine may hold a port for a while.
