@@ -6,7 +6,7 @@
 //! worker processes run the project's vLLM simulator with exactly the argv `vllm` would
 //! get (the program is swapped, nothing else).
 
-use super::process::{self, Liveness, ProcessIdentity, ProcessSpec, TerminateOutcome};
+use super::process::{self, Liveness, ProcessSpec, TerminateOutcome};
 use super::{Executor, Started};
 use crate::launch::build::HostLayout;
 use crate::launch::{Bindings, LaunchProcess, ProcessKind};
@@ -60,23 +60,6 @@ impl LocalExecutor {
     /// The log file of a resource.
     pub fn log_path(&self, address: &str) -> PathBuf {
         self.dir.join("logs").join(format!("{address}.log"))
-    }
-
-    fn identity(runtime: &Runtime) -> Option<ProcessIdentity> {
-        match runtime {
-            Runtime::Local {
-                pid,
-                start_time,
-                pgid,
-                host,
-            } => Some(ProcessIdentity {
-                pid: *pid,
-                pgid: *pgid,
-                start_time: *start_time,
-                host: host.clone(),
-            }),
-            Runtime::Slurm { .. } => None,
-        }
     }
 }
 
@@ -171,7 +154,7 @@ impl Executor for LocalExecutor {
     }
 
     fn observe(&self, runtime: &Runtime) -> Observation {
-        let Some(id) = Self::identity(runtime) else {
+        let Some(id) = super::local_identity(runtime) else {
             return Observation::Gone("recorded on another executor".into());
         };
         match process::liveness(&id) {
@@ -186,7 +169,7 @@ impl Executor for LocalExecutor {
 
     fn stop<'a>(&'a self, runtime: &'a Runtime) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
-            let Some(id) = Self::identity(runtime) else {
+            let Some(id) = super::local_identity(runtime) else {
                 return Ok(());
             };
             match process::terminate(&id, self.grace).await {

@@ -34,6 +34,25 @@ pub struct Started {
     pub log_path: PathBuf,
 }
 
+/// The identity of a process recorded as a local runtime (a local executor's process, or
+/// a SLURM deployment's submit-side process); `None` for SLURM jobs and steps.
+pub(crate) fn local_identity(runtime: &Runtime) -> Option<process::ProcessIdentity> {
+    match runtime {
+        Runtime::Local {
+            pid,
+            start_time,
+            pgid,
+            host,
+        } => Some(process::ProcessIdentity {
+            pid: *pid,
+            pgid: *pgid,
+            start_time: *start_time,
+            host: host.clone(),
+        }),
+        Runtime::Slurm { .. } => None,
+    }
+}
+
 /// Runs and observes processes for apply.
 pub trait Executor: Send + Sync {
     /// Placeholder values (node IPs, run directory), as known now.

@@ -629,12 +629,7 @@ fn resolve_ipv4(node: &str) -> Result<String, String> {
 /// sure. Killing the client is safe only now: a client killed while its step runs
 /// (whole process group, SIGKILL) would orphan the step.
 async fn end_client(c: &Client) {
-    let id = ProcessIdentity {
-        pid: c.pid,
-        pgid: c.pgid,
-        start_time: c.start_time,
-        host: c.host.clone(),
-    };
+    let id = client_identity(c);
     let deadline = Instant::now() + CLIENT_WAIT;
     while process::liveness(&id) == Liveness::Alive && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -645,12 +640,17 @@ async fn end_client(c: &Client) {
 }
 
 fn client_alive(c: &Client) -> bool {
-    process::liveness(&ProcessIdentity {
+    process::liveness(&client_identity(c)) == Liveness::Alive
+}
+
+/// The identity of a step's `srun` client on the submitting machine.
+fn client_identity(c: &Client) -> ProcessIdentity {
+    ProcessIdentity {
         pid: c.pid,
         pgid: c.pgid,
         start_time: c.start_time,
         host: c.host.clone(),
-    }) == Liveness::Alive
+    }
 }
 
 /// Run a scheduler command with a timeout; its stdout, or an error carrying the
@@ -1141,18 +1141,8 @@ impl Executor for SlurmExecutor {
 
     fn observe(&self, runtime: &Runtime) -> Observation {
         let (job_id, step_id, step_name, client) = match runtime {
-            Runtime::Local {
-                pid,
-                start_time,
-                pgid,
-                host,
-            } => {
-                let id = ProcessIdentity {
-                    pid: *pid,
-                    pgid: *pgid,
-                    start_time: *start_time,
-                    host: host.clone(),
-                };
+            Runtime::Local { pid, .. } => {
+                let id = super::local_identity(runtime).expect("a local runtime");
                 return match process::liveness(&id) {
                     Liveness::Alive => Observation::Alive,
                     _ => Observation::Gone(format!("process {pid} exited")),
@@ -1196,18 +1186,8 @@ impl Executor for SlurmExecutor {
     fn stop<'a>(&'a self, runtime: &'a Runtime) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
             match runtime {
-                Runtime::Local {
-                    pid,
-                    start_time,
-                    pgid,
-                    host,
-                } => {
-                    let id = ProcessIdentity {
-                        pid: *pid,
-                        pgid: *pgid,
-                        start_time: *start_time,
-                        host: host.clone(),
-                    };
+                Runtime::Local { .. } => {
+                    let id = super::local_identity(runtime).expect("a local runtime");
                     let grace = Duration::from_secs(self.profile.stop_grace_seconds);
                     process::terminate(&id, grace)
                         .await
