@@ -321,6 +321,24 @@ fn child(nodes: usize, reps: usize, show_phases: bool) {
     });
     let state_bytes = std::fs::metadata(store.state_path()).map_or(0, |m| m.len());
     let (t_load, _) = time(reps, || store.load().expect("load").expect("state exists"));
+    // What apply records per launch batch: ten records, appended to the journal.
+    let batch: Vec<String> = state.resources.keys().take(10).cloned().collect();
+    let batch: Vec<&str> = batch.iter().map(String::as_str).collect();
+    let (t_append, _) = time(reps, || {
+        for a in &batch {
+            let r = state.resources.get_mut(*a).expect("recorded");
+            r.status = if r.status == Status::Running {
+                Status::Pending
+            } else {
+                Status::Running
+            };
+        }
+        store.append(&lock, &mut state, &batch).expect("append")
+    });
+    let (t_replay, _) = time(reps, || store.load().expect("load").expect("state exists"));
+    for a in &batch {
+        state.resources.get_mut(*a).expect("recorded").status = Status::Running;
+    }
     state.recipe_hash = Some(prepared.recipe_hash.clone());
     store.save(&lock, &mut state).expect("save");
     drop(state);
@@ -357,7 +375,7 @@ fn child(nodes: usize, reps: usize, show_phases: bool) {
         }
     }
     println!(
-        "result nodes={nodes} resources={} processes={} replaced={replaced} plan_us={} replan_us={} role_us={} save_us={} load_us={} state_bytes={state_bytes} plan_peak_kib={} base_kib={base_kib} peak_kib={}",
+        "result nodes={nodes} resources={} processes={} replaced={replaced} plan_us={} replan_us={} role_us={} save_us={} load_us={} append_us={} replay_load_us={} state_bytes={state_bytes} plan_peak_kib={} base_kib={base_kib} peak_kib={}",
         noop.changes.len(),
         noop.changes.iter().filter(|c| plan::kind_is_process(&c.kind)).count(),
         t_plan.as_micros(),
@@ -365,6 +383,8 @@ fn child(nodes: usize, reps: usize, show_phases: bool) {
         t_role.as_micros(),
         t_save.as_micros(),
         t_load.as_micros(),
+        t_append.as_micros(),
+        t_replay.as_micros(),
         plan_kib,
         peak_kib(),
     );
@@ -558,12 +578,12 @@ fn main() {
         "srt plan benchmark: median of {reps} run(s) per figure, times in ms, memory in MiB\n"
     );
     println!(
-        "| nodes x 8 GPUs | resources | processes | plan | re-plan | one role (replaced) | state save | state load | state file MiB | plan peak MiB | run peak MiB |"
+        "| nodes x 8 GPUs | resources | processes | plan | re-plan | one role (replaced) | state save | state load | append 10 records | load with journal | state file MiB | plan peak MiB | run peak MiB |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         println!(
-            "| {} | {} | {} | {} | {} | {} ({}) | {} | {} | {:.1} | {:.0} | {:.0} |",
+            "| {} | {} | {} | {} | {} | {} ({}) | {} | {} | {} | {} | {:.1} | {:.0} | {:.0} |",
             r.nodes,
             r.get("resources"),
             r.get("processes"),
@@ -573,6 +593,8 @@ fn main() {
             r.get("replaced"),
             ms(r.get("save_us")),
             ms(r.get("load_us")),
+            ms(r.get("append_us")),
+            ms(r.get("replay_load_us")),
             r.get("state_bytes") / 1048576.0,
             r.get("plan_peak_kib") / 1024.0,
             r.get("peak_kib") / 1024.0,

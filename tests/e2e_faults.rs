@@ -89,11 +89,16 @@ fn interrupted_apply_saves_state_and_converges() {
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
-    let state_path = dir.path().join(".srt/local-agg/state.json");
+    let store = srt::state::StateStore::new(dir.path().join(".srt/local-agg"));
     let start = Instant::now();
     loop {
-        let text = std::fs::read_to_string(&state_path).unwrap_or_default();
-        if text.contains("\"router[0]\"") && text.contains("\"running\"") {
+        // As srt reads it: the launch is recorded in the journal until apply ends.
+        let router_running = store.load().ok().flatten().is_some_and(|s| {
+            s.resources
+                .get("router[0]")
+                .is_some_and(|r| r.status == srt::state::Status::Running)
+        });
+        if router_running {
             break;
         }
         assert!(
@@ -114,9 +119,11 @@ fn interrupted_apply_saves_state_and_converges() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let state: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&state_path).unwrap()).unwrap();
-    assert_eq!(state["resources"]["router[0]"]["status"], "running");
+    let state = store.load().unwrap().expect("state exists");
+    assert_eq!(
+        state.resources["router[0]"].status,
+        srt::state::Status::Running
+    );
     // The lock is free and the next apply converges (processes kept, gates pass).
     let again = srt(
         dir.path(),

@@ -105,14 +105,10 @@ impl Env {
         p.display().to_string()
     }
 
+    /// The deployment's state as srt reads it (`state.json` with the journal replayed).
     fn state(&self, deployment: &str) -> serde_json::Value {
-        let p = self
-            .dir
-            .path()
-            .join(".srt")
-            .join(deployment)
-            .join("state.json");
-        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+        let store = srt::state::StateStore::new(self.dir.path().join(".srt").join(deployment));
+        serde_json::to_value(store.load().unwrap().expect("the deployment has state")).unwrap()
     }
 
     fn pid(&self, deployment: &str, address: &str) -> u64 {

@@ -690,3 +690,140 @@ fn large_state_timing() {
         size as f64 / 1e6
     );
 }
+
+/// Appends record only the changed resources in `state.journal`; a load replays them,
+/// and the next save folds them into `state.json` and removes the journal.
+#[test]
+fn appends_journal_changed_records_and_a_save_folds_them_in() {
+    let (_tmp, store) = store();
+    let lock = store.lock("apply", None).unwrap();
+    let mut state = state_with(50);
+    store.save(&lock, &mut state).unwrap();
+    let snapshot = fs::read(store.state_path()).unwrap();
+
+    state.resources.get_mut("worker[3]").unwrap().status = Status::Failed;
+    state.resources.remove("worker[7]");
+    state.resources.insert("worker[99]".into(), resource(99));
+    let before = state.serial;
+    store
+        .append(&lock, &mut state, &["worker[3]", "worker[7]", "worker[99]"])
+        .unwrap();
+    assert_eq!(state.serial, before + 1);
+    // The state file is untouched; the journal holds one line with the three changes.
+    assert_eq!(fs::read(store.state_path()).unwrap(), snapshot);
+    let journal = fs::read_to_string(store.journal_path()).unwrap();
+    assert_eq!(journal.lines().count(), 1, "{journal}");
+    assert!(journal.len() < snapshot.len() / 10, "{journal}");
+    let mode = fs::metadata(store.journal_path())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    assert_eq!(store.load().unwrap().unwrap(), state);
+
+    state.resources.get_mut("worker[4]").unwrap().status = Status::Tainted;
+    store.append(&lock, &mut state, &["worker[4]"]).unwrap();
+    assert_eq!(store.load().unwrap().unwrap(), state);
+
+    assert!(store.save(&lock, &mut state).unwrap());
+    assert!(!store.journal_path().exists());
+    assert_eq!(store.load().unwrap().unwrap(), state);
+    assert_eq!(state.serial, before + 3);
+}
+
+/// An append cut short (no final newline) is ignored; a journal left behind by a save
+/// cut short after writing `state.json` is skipped; a journal whose net effect is
+/// nothing still gets folded (and removed) by the next save.
+#[test]
+fn torn_and_stale_journal_lines_are_ignored() {
+    let (_tmp, store) = store();
+    let lock = store.lock("apply", None).unwrap();
+    let mut state = state_with(5);
+    store.save(&lock, &mut state).unwrap();
+
+    state.resources.get_mut("worker[1]").unwrap().status = Status::Pending;
+    store.append(&lock, &mut state, &["worker[1]"]).unwrap();
+    let appended = state.clone();
+    let mut f = fs::OpenOptions::new()
+        .append(true)
+        .open(store.journal_path())
+        .unwrap();
+    std::io::Write::write_all(&mut f, br#"{"lineage":"#).unwrap();
+    drop(f);
+    assert_eq!(store.load().unwrap().unwrap(), appended);
+
+    // The save writes state.json; put the old journal back as if the removal never ran.
+    let journal = fs::read(store.journal_path()).unwrap();
+    state.resources.get_mut("worker[1]").unwrap().status = Status::Running;
+    store.save(&lock, &mut state).unwrap();
+    fs::write(store.journal_path(), &journal).unwrap();
+    assert_eq!(store.load().unwrap().unwrap(), state);
+
+    // Set and put back: the content equals state.json, yet the save must move the
+    // serial past the journal and remove it.
+    fs::remove_file(store.journal_path()).unwrap();
+    let serial = state.serial;
+    state.resources.get_mut("worker[2]").unwrap().status = Status::Pending;
+    store.append(&lock, &mut state, &["worker[2]"]).unwrap();
+    state.resources.get_mut("worker[2]").unwrap().status = Status::Running;
+    store.append(&lock, &mut state, &["worker[2]"]).unwrap();
+    assert!(store.save(&lock, &mut state).unwrap());
+    assert_eq!(state.serial, serial + 3);
+    assert!(!store.journal_path().exists());
+    assert_eq!(store.load().unwrap().unwrap(), state);
+}
+
+/// A damaged journal line, or one that does not continue the state, is refused as
+/// corrupt (naming the journal), and loading changes nothing.
+#[test]
+fn a_damaged_journal_is_refused_as_corrupt() {
+    let (_tmp, store) = store();
+    let lock = store.lock("apply", None).unwrap();
+    let mut state = state_with(3);
+    store.save(&lock, &mut state).unwrap();
+    for (bad, what) in [
+        ("{not json}\n".to_string(), "line 1"),
+        (
+            format!(
+                "{{\"lineage\":\"{}\",\"serial\":{},\"set\":{{}}}}\n",
+                state.lineage,
+                state.serial + 2
+            ),
+            "does not follow",
+        ),
+        (
+            format!(
+                "{{\"lineage\":\"other\",\"serial\":{},\"set\":{{}}}}\n",
+                state.serial + 1
+            ),
+            "lineage other",
+        ),
+    ] {
+        fs::write(store.journal_path(), &bad).unwrap();
+        match store.load() {
+            Err(e @ StateError::Corrupt { .. }) => {
+                let StateError::Corrupt { path, detail, .. } = &e else {
+                    unreachable!()
+                };
+                assert_eq!(*path, store.journal_path());
+                assert!(detail.contains(what), "{detail}");
+                // The way out sets the journal aside, falling back to state.json.
+                let help = miette::Diagnostic::help(&e).unwrap().to_string();
+                assert!(help.contains("state.journal.corrupt"), "{help}");
+            }
+            other => panic!("expected corrupt, got {other:?}"),
+        }
+        assert_eq!(fs::read_to_string(store.journal_path()).unwrap(), bad);
+    }
+}
+
+/// Without a state file, an append is a whole save.
+#[test]
+fn the_first_append_writes_the_state_file() {
+    let (_tmp, store) = store();
+    let lock = store.lock("apply", None).unwrap();
+    let mut state = state_with(2);
+    store.append(&lock, &mut state, &["worker[0]"]).unwrap();
+    assert!(!store.journal_path().exists());
+    assert_eq!(store.load().unwrap().unwrap(), state);
+}

@@ -161,6 +161,19 @@ fn save(store: &StateStore, lock: &StateLock, state: &mut State) -> Result<(), S
         .map_err(|e| format!("saving state: {e}"))
 }
 
+/// Record the current records of `addresses` (an append to the state journal: its cost
+/// is those records, not the whole state).
+fn append(
+    store: &StateStore,
+    lock: &StateLock,
+    state: &mut State,
+    addresses: &[&str],
+) -> Result<(), String> {
+    store
+        .append(lock, state, addresses)
+        .map_err(|e| format!("saving state: {e}"))
+}
+
 impl Apply<'_> {
     fn record(
         &self,
@@ -170,8 +183,7 @@ impl Apply<'_> {
     ) -> Result<(), String> {
         let mut s = state.lock().expect("state mutex");
         f(&mut s);
-        let _ = address;
-        save(self.store, self.lock, &mut s)
+        append(self.store, self.lock, &mut s, &[address])
     }
 
     fn new_record(&self, i: usize, status: Status) -> ResourceState {
@@ -347,7 +359,9 @@ impl Apply<'_> {
                         r.runtime = None;
                     }
                 }
-                save(self.store, self.lock, &mut s)
+                let addresses: Vec<&str> =
+                    stopped.iter().map(|&(i, _)| order[i].as_str()).collect();
+                append(self.store, self.lock, &mut s, &addresses)
             };
             for (i, t) in stopped {
                 let destroyed = action_of(i) == Action::Destroy;
@@ -400,6 +414,8 @@ impl Apply<'_> {
         // save, the launches, one identity save); results of everything else arrive
         // through `running`.
         let mut launches: Vec<(usize, Action)> = Vec::new();
+        // Finished checks (port blocks, gates) whose records are not on disk yet.
+        let mut unsaved: Vec<usize> = Vec::new();
         let mut done: std::collections::VecDeque<(usize, Result<String, String>)> =
             Default::default();
         let parallelism = self.parallelism.max(1);
@@ -445,7 +461,7 @@ impl Apply<'_> {
                 }));
             }
             if !launches.is_empty() {
-                for (i, started) in self.launch_batch(state, &launches) {
+                for (i, started) in self.launch_batch(state, &launches, &mut unsaved) {
                     match started {
                         Err(e) => done.push_back((i, Err(e))),
                         // Identity recorded: wait (without the state mutex) until the
@@ -470,6 +486,10 @@ impl Apply<'_> {
             }
             while let Some((i, result)) = done.pop_front() {
                 let address = self.graph.resources[i].address.clone();
+                if !self.graph.resources[i].kind.is_process() {
+                    // Its check result is in memory: recorded with the next launch.
+                    unsaved.push(i);
+                }
                 match result {
                     Ok(detail) => {
                         match actions[i] {
@@ -518,7 +538,10 @@ impl Apply<'_> {
         &self,
         state: &Shared,
         batch: &[(usize, Action)],
+        unsaved: &mut Vec<usize>,
     ) -> Vec<(usize, Result<crate::exec::Started, String>)> {
+        let address = |i: usize| self.graph.resources[i].address.as_str();
+        let launched: Vec<&str> = batch.iter().map(|&(i, _)| address(i)).collect();
         for &(i, action) in batch {
             let r = &self.graph.resources[i];
             (self.events)(Event::Started {
@@ -532,9 +555,17 @@ impl Apply<'_> {
             s.resources
                 .insert(address, self.new_record(i, Status::Pending));
         }
-        if let Err(e) = save(self.store, self.lock, &mut s) {
+        // The intents, with the check results that came before them (a port block's
+        // before its process).
+        let intents: Vec<&str> = unsaved
+            .iter()
+            .map(|&i| address(i))
+            .chain(launched.iter().copied())
+            .collect();
+        if let Err(e) = append(self.store, self.lock, &mut s, &intents) {
             return batch.iter().map(|&(i, _)| (i, Err(e.clone()))).collect();
         }
+        unsaved.clear();
         let mut results = Vec::with_capacity(batch.len());
         for &(i, _) in batch {
             let r = &self.graph.resources[i];
@@ -559,7 +590,7 @@ impl Apply<'_> {
             };
             results.push((i, result));
         }
-        if let Err(e) = save(self.store, self.lock, &mut s) {
+        if let Err(e) = append(self.store, self.lock, &mut s, &launched) {
             return results
                 .into_iter()
                 .map(|(i, _)| (i, Err(e.clone())))
@@ -587,7 +618,7 @@ impl Apply<'_> {
                     if let Some(rec) = s.resources.get_mut(address) {
                         rec.runtime = Some(runtime);
                     }
-                    save(self.store, self.lock, &mut s)?;
+                    append(self.store, self.lock, &mut s, &[address])?;
                 }
                 Ok(detail)
             }
@@ -596,7 +627,7 @@ impl Apply<'_> {
                     rec.status = Status::Failed;
                     rec.error = Some(e.clone());
                 }
-                save(self.store, self.lock, &mut s)?;
+                append(self.store, self.lock, &mut s, &[address])?;
                 Err(e)
             }
         }

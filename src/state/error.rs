@@ -152,6 +152,18 @@ impl Diagnostic for StateError {
 
     fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
         let help = match self {
+            StateError::Corrupt { path, .. }
+                if path.file_name() == Some(std::ffi::OsStr::new(super::JOURNAL_FILE)) =>
+            {
+                let aside = format!("{}.corrupt", path.to_string_lossy());
+                format!(
+                    "the journal was left untouched. Set it aside to fall back to state.json as \
+                     the interrupted apply found it (what that apply launched since is then \
+                     unknown to srt; stop those processes first):\n  mv {} {}",
+                    sh(path),
+                    sh(Path::new(&aside))
+                )
+            }
             StateError::Corrupt { path, backup, .. } => {
                 let aside = format!("{}.corrupt", path.to_string_lossy());
                 let start_over = format!(

@@ -40,7 +40,7 @@ mod store;
 pub use error::StateError;
 pub use format::{Client, ResourceState, Runtime, State, Status, FORMAT_VERSION};
 pub use lock::{LockInfo, StateLock};
-pub use store::{StateStore, BACKUP_FILE, LOCK_FILE, STATE_FILE};
+pub use store::{StateStore, BACKUP_FILE, JOURNAL_FILE, LOCK_FILE, STATE_FILE};
 
 /// Write `bytes` to `path` atomically with owner-only permissions (temp file in the same
 /// directory, fsync, rename). Used for files that sit beside state, such as saved plans.

@@ -6,21 +6,33 @@
 //! |---|---|
 //! | `state.json` | the current [`State`], pretty JSON, mode 0600 |
 //! | `state.json.backup` | the state as it was before the last save that changed it |
+//! | `state.journal` | records changed since `state.json` was written, one JSON line per append (only while an apply runs, or after one was killed) |
 //! | `lock` | the deployment lock and its holder's record (see [`super::lock`]) |
 //!
 //! A save writes a temporary file in the same directory, fsyncs it, renames it over
 //! `state.json` and fsyncs the directory, so `state.json` is at every instant either
 //! the old or the new state, never a mix, even if `srt` or the machine dies mid-save.
+//!
+//! An append ([`StateStore::append`]) writes only the records an apply step changed:
+//! one line `{"lineage", "serial", "set": {address: record}, "remove": [address]}`
+//! appended to `state.journal` and fsynced, so its cost does not grow with the
+//! deployment. A load replays the lines that continue `state.json`'s serial; a last
+//! line without its newline (an append cut short) is ignored, and lines at or below
+//! the serial (left by a save that was cut short before removing the journal) are
+//! skipped. A save (the end of every apply) writes the whole state and removes the
+//! journal.
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 use super::error::StateError;
-use super::format::{State, FORMAT_VERSION};
+use super::format::{ResourceState, State, FORMAT_VERSION};
 use super::lock::StateLock;
 
 /// Name of the state file in a deployment directory.
@@ -29,6 +41,8 @@ pub const STATE_FILE: &str = "state.json";
 pub const BACKUP_FILE: &str = "state.json.backup";
 /// Name of the lock file.
 pub const LOCK_FILE: &str = "lock";
+/// Name of the journal of records changed since the state file was written.
+pub const JOURNAL_FILE: &str = "state.journal";
 
 /// Temporary file a save writes before renaming it over [`STATE_FILE`].
 const STATE_TMP: &str = "state.json.tmp";
@@ -52,6 +66,18 @@ struct Header {
     srt_version: Option<String>,
     lineage: String,
     serial: u64,
+}
+
+/// One journal line: the records an append changed, and the serial it brought the
+/// state to.
+#[derive(Serialize, Deserialize)]
+struct JournalEntry<'a> {
+    lineage: Cow<'a, str>,
+    serial: u64,
+    #[serde(default)]
+    set: BTreeMap<String, Cow<'a, ResourceState>>,
+    #[serde(default)]
+    remove: Vec<String>,
 }
 
 /// Just the format version, to tell a newer format from a corrupt file.
@@ -88,6 +114,11 @@ impl StateStore {
         self.dir.join(LOCK_FILE)
     }
 
+    /// Path of `state.journal`.
+    pub fn journal_path(&self) -> PathBuf {
+        self.dir.join(JOURNAL_FILE)
+    }
+
     /// Reads the state; `Ok(None)` when the deployment has no state file yet.
     ///
     /// Never modifies anything, whatever it finds. Fails with
@@ -103,7 +134,10 @@ impl StateStore {
             Err(e) => return Err(StateError::io("read", &path, e)),
         };
         match parse_state(&path, &bytes) {
-            Ok(state) => Ok(Some(state)),
+            Ok(mut state) => {
+                self.replay_journal(&mut state)?;
+                Ok(Some(state))
+            }
             Err(StateError::Corrupt { path, detail, .. }) => Err(StateError::Corrupt {
                 backup: self.usable_backup(),
                 path,
@@ -144,16 +178,136 @@ impl StateStore {
 
         // The serial and versions are stamped for the write; a save that writes
         // nothing, or fails, puts them back.
+        // Records appended since `state.json` was written make it differ from the
+        // state whatever the bytes say: write, so the serial moves past every line.
+        let journal = self.journal_path();
+        let journaled = journal.exists();
         let saved = (
             state.serial,
             state.format_version,
             state.srt_version.clone(),
         );
-        let result = self.write_if_changed(&path, old.as_deref(), state);
+        let result = self.write_if_changed(&path, old.as_deref(), state, journaled);
         if !matches!(result, Ok(true)) {
             (state.serial, state.format_version, state.srt_version) = saved;
         }
+        if result.is_ok() && journaled {
+            // The state file now holds everything the journal did (with a higher
+            // serial, so a journal left by a crash here is skipped on load).
+            remove_if_present(&journal)?;
+            sync_dir(&self.dir)?;
+        }
         result
+    }
+
+    /// Records the changes of `addresses` (each set to its record in `state`, or
+    /// removed when `state` has none) by appending one line to `state.journal`;
+    /// requires the deployment lock. Bumps `state.serial`. Costs the size of those
+    /// records, not of the state. When there is no state file yet, does a whole
+    /// [`StateStore::save`] instead. On error `state.serial` is left as it was.
+    pub fn append(
+        &self,
+        lock: &StateLock,
+        state: &mut State,
+        addresses: &[&str],
+    ) -> Result<(), StateError> {
+        if !lock.guards(&self.lock_path()) {
+            return Err(StateError::WrongLock {
+                lock: lock.path().to_path_buf(),
+                dir: self.dir.clone(),
+            });
+        }
+        if !self.state_path().exists() {
+            return self.save(lock, state).map(|_| ());
+        }
+        let mut entry = JournalEntry {
+            lineage: Cow::Borrowed(&state.lineage),
+            serial: state.serial + 1,
+            set: BTreeMap::new(),
+            remove: Vec::new(),
+        };
+        for &a in addresses {
+            match state.resources.get(a) {
+                Some(r) => {
+                    entry.set.insert(a.to_string(), Cow::Borrowed(r));
+                }
+                None => entry.remove.push(a.to_string()),
+            }
+        }
+        entry.remove.sort();
+        entry.remove.dedup();
+        let mut line = serde_json::to_vec(&entry).map_err(StateError::Encode)?;
+        line.push(b'\n');
+        let path = self.journal_path();
+        let created = !path.exists();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| StateError::io("open", &path, e))?;
+        f.write_all(&line)
+            .map_err(|e| StateError::io("write", &path, e))?;
+        f.sync_data()
+            .map_err(|e| StateError::io("fsync", &path, e))?;
+        if created {
+            sync_dir(&self.dir)?;
+        }
+        state.serial += 1;
+        Ok(())
+    }
+
+    /// Applies the journal lines that continue `state` (see the module docs).
+    fn replay_journal(&self, state: &mut State) -> Result<(), StateError> {
+        let path = self.journal_path();
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(StateError::io("read", &path, e)),
+        };
+        let corrupt = |n: usize, detail: String| StateError::Corrupt {
+            path: path.clone(),
+            detail: format!("line {n}: {detail}"),
+            backup: None,
+        };
+        // Only whole lines: the bytes after the last newline are an append cut short.
+        let whole = match bytes.iter().rposition(|&b| b == b'\n') {
+            Some(end) => &bytes[..end],
+            None => return Ok(()),
+        };
+        for (i, line) in whole.split(|&b| b == b'\n').enumerate() {
+            let entry: JournalEntry =
+                serde_json::from_slice(line).map_err(|e| corrupt(i + 1, e.to_string()))?;
+            if entry.lineage != state.lineage {
+                return Err(corrupt(
+                    i + 1,
+                    format!(
+                        "lineage {} is not the state's {}",
+                        entry.lineage, state.lineage
+                    ),
+                ));
+            }
+            if entry.serial <= state.serial {
+                continue;
+            }
+            if entry.serial != state.serial + 1 {
+                return Err(corrupt(
+                    i + 1,
+                    format!(
+                        "serial {} does not follow the state's {}",
+                        entry.serial, state.serial
+                    ),
+                ));
+            }
+            for (address, record) in entry.set {
+                state.resources.insert(address, record.into_owned());
+            }
+            for address in &entry.remove {
+                state.resources.remove(address);
+            }
+            state.serial = entry.serial;
+        }
+        Ok(())
     }
 
     /// The body of [`StateStore::save`] once the old content is read: stamps and
@@ -163,6 +317,7 @@ impl StateStore {
         path: &Path,
         old: Option<&[u8]>,
         state: &mut State,
+        journaled: bool,
     ) -> Result<bool, StateError> {
         state.format_version = FORMAT_VERSION;
         env!("CARGO_PKG_VERSION").clone_into(&mut state.srt_version);
@@ -178,7 +333,7 @@ impl StateStore {
         };
         // Equal bytes (but the serial) mean equal format, lineage and content: there
         // is nothing to write, and no need to look further into the old file.
-        if same_ignoring_serial(old, &buf) {
+        if !journaled && same_ignoring_serial(old, &buf) {
             return Ok(false);
         }
         // Reading the header validates the whole old file as JSON. A corrupt old file

@@ -137,9 +137,13 @@ impl Env {
         self.deployment_dir(deployment).join("state.json")
     }
 
+    /// The deployment's state as srt reads it (`state.json` with the journal replayed).
     pub fn state(&self, deployment: &str) -> serde_json::Value {
-        serde_json::from_str(&std::fs::read_to_string(self.state_path(deployment)).unwrap())
+        let state = srt::state::StateStore::new(self.deployment_dir(deployment))
+            .load()
             .unwrap()
+            .expect("the deployment has state");
+        serde_json::to_value(state).unwrap()
     }
 
     pub fn write_state(&self, deployment: &str, state: &serde_json::Value) {
