@@ -751,6 +751,15 @@ fn torn_and_stale_journal_lines_are_ignored() {
     std::io::Write::write_all(&mut f, br#"{"lineage":"#).unwrap();
     drop(f);
     assert_eq!(store.load().unwrap().unwrap(), appended);
+    // The next append cuts the torn bytes off rather than gluing its line onto them.
+    let mut appended = appended;
+    appended.resources.get_mut("worker[3]").unwrap().status = Status::Failed;
+    store.append(&lock, &mut appended, &["worker[3]"]).unwrap();
+    assert_eq!(store.load().unwrap().unwrap(), appended);
+    assert!(!fs::read_to_string(store.journal_path())
+        .unwrap()
+        .contains(r#"{"lineage":{"#));
+    state = appended.clone();
 
     // The save writes state.json; put the old journal back as if the removal never ran.
     let journal = fs::read(store.journal_path()).unwrap();

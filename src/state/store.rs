@@ -162,13 +162,7 @@ impl StateStore {
     /// ([`StateError::NewerFormat`]). A state file that is corrupt is overwritten, but
     /// not copied to the backup, which keeps the last good state.
     pub fn save(&self, lock: &StateLock, state: &mut State) -> Result<bool, StateError> {
-        let lock_path = self.lock_path();
-        if !lock.guards(&lock_path) {
-            return Err(StateError::WrongLock {
-                lock: lock.path().to_path_buf(),
-                dir: self.dir.clone(),
-            });
-        }
+        self.check_lock(lock)?;
         let path = self.state_path();
         let old = match std::fs::read(&path) {
             Ok(bytes) => Some(bytes),
@@ -211,12 +205,7 @@ impl StateStore {
         state: &mut State,
         addresses: &[&str],
     ) -> Result<(), StateError> {
-        if !lock.guards(&self.lock_path()) {
-            return Err(StateError::WrongLock {
-                lock: lock.path().to_path_buf(),
-                dir: self.dir.clone(),
-            });
-        }
+        self.check_lock(lock)?;
         if !self.state_path().exists() {
             return self.save(lock, state).map(|_| ());
         }
@@ -240,6 +229,9 @@ impl StateStore {
         line.push(b'\n');
         let path = self.journal_path();
         let created = !path.exists();
+        if !created {
+            drop_torn_tail(&path)?;
+        }
         let mut f = OpenOptions::new()
             .append(true)
             .create(true)
@@ -255,6 +247,18 @@ impl StateStore {
         }
         state.serial += 1;
         Ok(())
+    }
+
+    /// Refuses a lock that is not this deployment's.
+    fn check_lock(&self, lock: &StateLock) -> Result<(), StateError> {
+        if lock.guards(&self.lock_path()) {
+            Ok(())
+        } else {
+            Err(StateError::WrongLock {
+                lock: lock.path().to_path_buf(),
+                dir: self.dir.clone(),
+            })
+        }
     }
 
     /// Applies the journal lines that continue `state` (see the module docs).
@@ -516,6 +520,39 @@ fn write_new_file(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
         let _ = std::fs::remove_file(path);
     }
     result
+}
+
+/// Cuts a journal back to its last whole line: an append cut short leaves bytes without
+/// their newline, which the next append would otherwise glue onto its own line.
+fn drop_torn_tail(path: &Path) -> Result<(), StateError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| StateError::io("open", path, e))?;
+    let len = f
+        .metadata()
+        .map_err(|e| StateError::io("read", path, e))?
+        .len();
+    if len == 0 {
+        return Ok(());
+    }
+    let mut last = [0u8];
+    f.seek(SeekFrom::End(-1))
+        .and_then(|_| f.read_exact(&mut last))
+        .map_err(|e| StateError::io("read", path, e))?;
+    if last[0] == b'\n' {
+        return Ok(());
+    }
+    let mut bytes = Vec::new();
+    f.seek(SeekFrom::Start(0))
+        .and_then(|_| f.read_to_end(&mut bytes))
+        .map_err(|e| StateError::io("read", path, e))?;
+    let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    f.set_len(keep as u64)
+        .and_then(|_| f.sync_data())
+        .map_err(|e| StateError::io("truncate", path, e))
 }
 
 /// Removes a leftover temporary file (from a save that was interrupted).
