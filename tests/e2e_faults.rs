@@ -2,7 +2,7 @@
 //! an interrupted apply saves state, releases the lock, and the next apply converges.
 
 mod e2e_support;
-use e2e_support::tools_path;
+use e2e_support::{tools_path, Cleanup};
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -30,23 +30,6 @@ fn recipe(dir: &std::path::Path) -> String {
     let p = dir.join("agg.yaml");
     std::fs::write(&p, text).unwrap();
     p.display().to_string()
-}
-
-/// Destroys the deployments of a scratch dir when dropped, so a failed test leaves no
-/// process holding the shared ports for the tests after it.
-struct Cleanup<'a>(&'a std::path::Path);
-
-impl Drop for Cleanup<'_> {
-    fn drop(&mut self) {
-        for e in std::fs::read_dir(self.0.join(".srt"))
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let _ = srt(self.0, &["destroy", &name, "--auto-approve"], "0").output();
-        }
-    }
 }
 
 #[test]

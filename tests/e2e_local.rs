@@ -4,29 +4,14 @@
 //! Scenarios share ports (the Router's public 8000, worker HTTP 6100...), so they run
 //! one at a time under a mutex.
 
-use std::path::PathBuf;
+mod e2e_support;
+
+use e2e_support::{repo, tools_path};
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn router_bin_dir() -> PathBuf {
-    let dir = std::env::var_os("SRT_TOOLS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join(".tools"))
-        .join("bin");
-    assert!(
-        dir.join("vllm-router").exists(),
-        "the real vllm-router is not installed in {}: run scripts/install-router.sh (the test command does)",
-        dir.display()
-    );
-    dir
-}
 
 struct Env {
     dir: tempfile::TempDir,
@@ -61,11 +46,7 @@ fn destroy_all(dir: &std::path::Path, path: &str) {
 
 impl Env {
     fn new() -> Env {
-        let path = format!(
-            "{}:{}",
-            router_bin_dir().display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
+        let path = tools_path();
         Env {
             dir: tempfile::tempdir().unwrap(),
             path,

@@ -2,7 +2,7 @@
 //! workers): `apply --json` events, `status`, `list`, `logs`, and `graph`.
 
 mod e2e_support;
-use e2e_support::tools_path;
+use e2e_support::{tools_path, Cleanup};
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -28,23 +28,6 @@ fn ok(dir: &std::path::Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     text
-}
-
-/// Destroys the deployments of a scratch dir when dropped, so a failed test leaves no
-/// process holding the shared ports for the tests after it.
-struct Cleanup<'a>(&'a std::path::Path);
-
-impl Drop for Cleanup<'_> {
-    fn drop(&mut self) {
-        for e in std::fs::read_dir(self.0.join(".srt"))
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let _ = srt(self.0, &["destroy", &name, "--auto-approve"]);
-        }
-    }
 }
 
 #[test]

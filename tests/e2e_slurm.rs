@@ -8,16 +8,14 @@
 //! The Router listens on n1 (10.77.0.11:8000 inside n1's namespace): it is reached at
 //! the node's IP, never 127.0.0.1.
 
-use std::path::PathBuf;
+mod e2e_support;
+
+use e2e_support::{repo, tools_path};
 use std::process::{Command, Output};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// The running test cluster's facts.
 struct Cluster {
@@ -63,19 +61,6 @@ fn cluster() -> Option<Cluster> {
     })
 }
 
-fn router_bin_dir() -> PathBuf {
-    let dir = std::env::var_os("SRT_TOOLS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join(".tools"))
-        .join("bin");
-    assert!(
-        dir.join("vllm-router").exists(),
-        "the real vllm-router is not installed in {}: run scripts/install-router.sh",
-        dir.display()
-    );
-    dir
-}
-
 struct Env {
     dir: tempfile::TempDir,
     path: String,
@@ -92,11 +77,7 @@ impl Env {
             profile(&cluster, "allocation_timeout_seconds: 60\n"),
         )
         .unwrap();
-        let path = format!(
-            "{}:{}",
-            router_bin_dir().display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
+        let path = tools_path();
         Env { dir, path, cluster }
     }
 

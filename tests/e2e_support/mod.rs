@@ -1,6 +1,7 @@
-//! Helpers for the hardening end-to-end tests (`e2e_hardening`, `e2e_secrets`,
-//! `e2e_signals`): run the `srt` binary in a scratch directory with the real Router on
-//! PATH and the simulator as workers, read state, find the deployment's processes.
+//! Helpers for the end-to-end tests: the real Router's `PATH` ([`tools_path`]), scratch
+//! directories that destroy their deployments ([`Cleanup`], [`Env`]), and for the
+//! hardening tests (`e2e_hardening`, `e2e_secrets`, `e2e_signals`) running `srt` in a
+//! scratch directory, reading state and finding the deployment's processes.
 //!
 //! Every scenario uses its own deployment name (`hard-...`), so the process scans never
 //! see another test's processes. Scenarios share the local executor's fixed ports, so
@@ -182,14 +183,38 @@ impl Drop for Env {
     /// A failed scenario must not leave processes holding the ports the next one needs:
     /// destroy every deployment this directory holds state for.
     fn drop(&mut self) {
-        if !std::thread::panicking() {
-            return;
+        if std::thread::panicking() {
+            destroy_all(self.dir.path());
         }
-        let root = self.dir.path().join(".srt");
-        for entry in std::fs::read_dir(&root).into_iter().flatten().flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let _ = self.srt(&["destroy", &name, "--auto-approve"]);
-        }
+    }
+}
+
+/// Destroy every deployment the scratch directory `dir` holds state for.
+pub fn destroy_all(dir: &Path) {
+    for entry in std::fs::read_dir(dir.join(".srt"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let _ = Command::new(env!("CARGO_BIN_EXE_srt"))
+            .args(["destroy", &name, "--auto-approve"])
+            .current_dir(dir)
+            .env("PATH", tools_path())
+            .env_remove("SRT_STATE_DIR")
+            .env_remove("SRT_SIMULATE")
+            .stdin(Stdio::null())
+            .output();
+    }
+}
+
+/// Destroys the deployments of a scratch dir when dropped, so a failed test leaves no
+/// process holding the shared ports for the tests after it.
+pub struct Cleanup<'a>(pub &'a Path);
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        destroy_all(self.0);
     }
 }
 
