@@ -377,12 +377,16 @@ fn order_and_hash(pending: Vec<Resource>) -> Result<ResourceGraph, GraphError> {
 }
 
 impl Resource {
+    /// Whether this resource watches `dep` (starts alongside it) rather than waiting
+    /// for it.
+    pub fn is_watched(&self, dep: &String) -> bool {
+        self.watches.binary_search(dep).is_ok()
+    }
+
     /// The dependencies apply waits for before starting this resource: `deps` without
     /// `watches`.
     pub fn waits_for(&self) -> impl Iterator<Item = &String> {
-        self.deps
-            .iter()
-            .filter(|d| self.watches.binary_search(d).is_err())
+        self.deps.iter().filter(|d| !self.is_watched(d))
     }
 }
 

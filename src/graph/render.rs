@@ -38,16 +38,11 @@ fn shape(kind: Kind) -> &'static str {
     }
 }
 
-/// Whether `r` watches `d` (starts alongside it) rather than waiting for it.
-fn watched(r: &Resource, d: &String) -> bool {
-    r.watches.binary_search(d).is_ok()
-}
-
 /// Text format: one line per dependency; a watched one is marked, since apply does not
 /// wait for it.
 fn dep_lines(out: &mut String, r: &Resource) {
     for d in &r.deps {
-        let mark = if watched(r, d) {
+        let mark = if r.is_watched(d) {
             " (watched: starts alongside)"
         } else {
             ""
@@ -83,7 +78,11 @@ pub fn render(g: &ResourceGraph, node_names: &[String], format: Format) -> Strin
             }
             for r in &g.resources {
                 for d in &r.deps {
-                    let style = if watched(r, d) { " [style=dashed]" } else { "" };
+                    let style = if r.is_watched(d) {
+                        " [style=dashed]"
+                    } else {
+                        ""
+                    };
                     let _ = writeln!(out, "  \"{d}\" -> \"{}\"{style};", r.address);
                 }
             }
@@ -104,7 +103,7 @@ pub fn render(g: &ResourceGraph, node_names: &[String], format: Format) -> Strin
             }
             for (i, r) in g.resources.iter().enumerate() {
                 for d in &r.deps {
-                    let arrow = if watched(r, d) { "-.->" } else { "-->" };
+                    let arrow = if r.is_watched(d) { "-.->" } else { "-->" };
                     let _ = writeln!(out, "  {} {arrow} {}", id(g.index[d]), id(i));
                 }
             }
