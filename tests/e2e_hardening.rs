@@ -443,3 +443,29 @@ fn stale_lock_corrupt_truncated_and_newer_state_are_handled_without_overwriting(
     std::fs::write(&state_path, &good).unwrap();
     env.destroy("hard-state");
 }
+
+/// A state whose recorded dependencies form a cycle (edited by hand) still destroys
+/// everything: what no stop can release is stopped anyway, in a fixed order.
+#[test]
+fn destroy_stops_resources_in_a_recorded_cycle() {
+    let _g = serial();
+    let env = Env::new();
+    let recipe = env.recipe("agg.yaml", &example_named("local-agg.yaml", "hard-cycle"));
+    env.apply(&recipe);
+    let mut state = env.state("hard-cycle");
+    // The Router depends on this worker; make the worker depend on the Router too.
+    state["resources"]["worker.agg[0].node[0]"]["dependencies"]
+        .as_array_mut()
+        .unwrap()
+        .push("router[0]".into());
+    env.write_state("hard-cycle", &state);
+    let pids = [
+        env.pid("hard-cycle", "worker.agg[0].node[0]"),
+        env.pid("hard-cycle", "router[0]"),
+    ];
+    env.destroy("hard-cycle");
+    for pid in pids {
+        wait_for(&format!("pid {pid} to exit"), || !alive(pid));
+    }
+    assert!(live_processes("hard-cycle").is_empty());
+}

@@ -298,10 +298,14 @@ impl Apply<'_> {
             (0..order.len()).filter(|&i| waiting[i] == 0).collect();
         let mut running: FuturesUnordered<futures::future::LocalBoxFuture<'_, StopResult>> =
             FuturesUnordered::new();
+        let mut started = vec![false; order.len()];
         let parallelism = self.parallelism.max(1);
         loop {
             while running.len() < parallelism && !self.cancel.is_cancelled() {
                 let Some(i) = ready.pop_front() else { break };
+                if std::mem::replace(&mut started[i], true) {
+                    continue;
+                }
                 (self.events)(Event::Started {
                     address: order[i].clone(),
                     action: "stopping",
@@ -315,6 +319,14 @@ impl Apply<'_> {
                     };
                     (i, t, result)
                 }));
+            }
+            if running.is_empty() && ready.is_empty() && !self.cancel.is_cancelled() {
+                // Nothing left can be released: what remains is in a recorded cycle (a
+                // hand-edited state). Stop it anyway, in `destroy_order`'s order.
+                if let Some(i) = started.iter().position(|s| !s) {
+                    ready.push_back(i);
+                    continue;
+                }
             }
             let Some(first) = running.next().await else {
                 break;
