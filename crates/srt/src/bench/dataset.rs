@@ -1,0 +1,337 @@
+//! Prompts: random token ids of an exact token length (vLLM's `random` dataset), or the
+//! conversations of a ShareGPT-style JSON file.
+
+use super::rng::Rng;
+use super::spec::Dataset;
+use super::tokenizer::Tokenizer;
+
+/// One request to send.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Request {
+    /// Prompt text.
+    pub prompt: String,
+    /// Prompt tokens as the server counts them (special tokens included).
+    pub prompt_len: u32,
+    /// `max_tokens`.
+    pub output_len: u32,
+}
+
+/// Tries to bring a decoded prompt to its exact token length (as vLLM).
+const MAX_RETRY: usize = 10;
+
+/// Stream ids of [`Rng::new`]: independent sequences of one seed.
+const STREAM_PREFIX: u64 = 1;
+
+/// A source of requests.
+pub(super) enum Source {
+    /// Random prompts.
+    Random(Random),
+    /// Conversations from a file, in shuffled order, repeated when exhausted.
+    Sharegpt {
+        /// Valid (prompt, prompt tokens, completion tokens) entries.
+        entries: Vec<Request>,
+        /// Next entry.
+        next: usize,
+    },
+}
+
+/// The random dataset's state.
+pub(super) struct Random {
+    isl: u32,
+    osl: u32,
+    range_ratio: f64,
+    prefix: Vec<u32>,
+    rng: Rng,
+}
+
+impl Source {
+    /// Prepare `dataset` (reads the ShareGPT file, draws the shared prefix) with the
+    /// sequence `stream` of `seed`.
+    pub(super) fn new(
+        dataset: &Dataset,
+        tok: &Tokenizer,
+        seed: u64,
+        stream: u64,
+    ) -> Result<Source, String> {
+        match dataset {
+            Dataset::Random {
+                isl,
+                osl,
+                range_ratio,
+                prefix_len,
+            } => {
+                if !(0.0..1.0).contains(range_ratio) {
+                    return Err(format!(
+                        "random_range_ratio must be in [0, 1), got {range_ratio}"
+                    ));
+                }
+                let real = isl.saturating_sub(tok.special_to_add);
+                let min_total =
+                    u64::from(*prefix_len) + (f64::from(real) * (1.0 - range_ratio)).floor() as u64;
+                if min_total < 1 {
+                    return Err(format!(
+                        "isl {isl} is too small: the server adds {} special token(s), leaving no prompt",
+                        tok.special_to_add
+                    ));
+                }
+                // The prefix is the same for every stream of a seed: it is shared.
+                let mut prefix_rng = Rng::new(seed, STREAM_PREFIX);
+                let prefix = if *prefix_len > 0 {
+                    let ids = random_ids(tok, &mut prefix_rng, *prefix_len as usize);
+                    exact_len(tok, ids, *prefix_len as usize, &mut prefix_rng).1
+                } else {
+                    Vec::new()
+                };
+                Ok(Source::Random(Random {
+                    isl: *isl,
+                    osl: *osl,
+                    range_ratio: *range_ratio,
+                    prefix,
+                    rng: Rng::new(seed, stream),
+                }))
+            }
+            Dataset::Sharegpt { path, osl } => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read the dataset {path}: {e}"))?;
+                let mut entries =
+                    sharegpt(&text, tok, *osl).map_err(|e| format!("the dataset {path}: {e}"))?;
+                if entries.is_empty() {
+                    return Err(format!(
+                        "the dataset {path} has no usable conversation (two turns, prompt 4..1024 tokens, prompt + output at most 2048)"
+                    ));
+                }
+                shuffle(&mut entries, &mut Rng::new(seed, stream));
+                Ok(Source::Sharegpt { entries, next: 0 })
+            }
+        }
+    }
+
+    /// The next `n` requests.
+    pub(super) fn take(&mut self, tok: &Tokenizer, n: usize) -> Vec<Request> {
+        (0..n).map(|_| self.next(tok)).collect()
+    }
+
+    fn next(&mut self, tok: &Tokenizer) -> Request {
+        match self {
+            Source::Random(r) => r.next(tok),
+            Source::Sharegpt { entries, next } => {
+                let e = entries[*next % entries.len()].clone();
+                *next += 1;
+                e
+            }
+        }
+    }
+}
+
+impl Random {
+    /// vLLM's sampling: input length uniform in `[floor(real x (1-r)), ceil(real x (1+r))]`
+    /// where `real` is `isl` less the special tokens the server adds, output length
+    /// likewise around `osl` (at least 1); the prompt is the shared prefix then random
+    /// token ids, decoded, re-encoded and adjusted to the exact length.
+    fn next(&mut self, tok: &Tokenizer) -> Request {
+        let real = f64::from(self.isl.saturating_sub(tok.special_to_add));
+        let r = self.range_ratio;
+        let in_len = self.rng.between(
+            (real * (1.0 - r)).floor() as u64,
+            (real * (1.0 + r)).ceil() as u64,
+        ) as usize;
+        let osl = f64::from(self.osl);
+        let out_lo = ((osl * (1.0 - r)).floor() as u64).max(1);
+        let out_hi = ((osl * (1.0 + r)).ceil() as u64).max(1);
+        let output_len = self.rng.between(out_lo, out_hi) as u32;
+        let mut ids = self.prefix.clone();
+        ids.extend(random_ids(tok, &mut self.rng, in_len));
+        let target = self.prefix.len() + in_len;
+        let (prompt, ids) = exact_len(tok, ids, target, &mut self.rng);
+        Request {
+            prompt,
+            prompt_len: ids.len() as u32 + tok.special_to_add,
+            output_len,
+        }
+    }
+}
+
+fn random_ids(tok: &Tokenizer, rng: &mut Rng, n: usize) -> Vec<u32> {
+    (0..n)
+        .map(|_| tok.allowed[rng.between(0, tok.allowed.len() as u64 - 1) as usize])
+        .collect()
+}
+
+/// Decode, re-encode, and truncate or extend until the text encodes to exactly `target`
+/// tokens (vLLM's `gen_prompt_decode_to_target_len`): some id sequences decode to text
+/// that encodes differently. Returns the text and its ids.
+pub(super) fn exact_len(
+    tok: &Tokenizer,
+    mut ids: Vec<u32>,
+    target: usize,
+    rng: &mut Rng,
+) -> (String, Vec<u32>) {
+    let mut tries = MAX_RETRY;
+    loop {
+        let text = tok.decode(&ids);
+        ids = tok.encode(&text);
+        if ids.len() == target || tries == 0 {
+            return (text, ids);
+        }
+        tries -= 1;
+        if ids.len() < target {
+            ids.extend(random_ids(tok, rng, target - ids.len()));
+        } else {
+            ids.truncate(target);
+        }
+    }
+}
+
+/// vLLM's ShareGPT filter (`is_valid_sequence`): prompt of 4 to 1024 tokens, output of
+/// at least 4 (unless fixed), at most 2048 together.
+fn valid(prompt: u32, output: u32, fixed_output: bool) -> bool {
+    prompt >= 4 && (fixed_output || output >= 4) && prompt <= 1024 && prompt + output <= 2048
+}
+
+/// Entries of a ShareGPT file: a JSON array of `{"conversations": [{"value": ...}, ...]}`
+/// (turns may also be `{"content": ...}`); the first turn is the prompt, the second the
+/// reference completion.
+pub(super) fn sharegpt(
+    text: &str,
+    tok: &Tokenizer,
+    osl: Option<u32>,
+) -> Result<Vec<Request>, String> {
+    let data: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let items = data.as_array().ok_or("not a JSON array of conversations")?;
+    let turn = |t: &serde_json::Value| -> Option<String> {
+        t.get("value")
+            .or_else(|| t.get("content"))
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+    };
+    let mut out = Vec::new();
+    for item in items {
+        let Some(conv) = item.get("conversations").and_then(|c| c.as_array()) else {
+            continue;
+        };
+        if conv.len() < 2 {
+            continue;
+        }
+        let (Some(prompt), Some(completion)) = (turn(&conv[0]), turn(&conv[1])) else {
+            continue;
+        };
+        let prompt_len = tok.count_prompt(&prompt);
+        let output_len = osl.unwrap_or_else(|| tok.count_prompt(&completion));
+        if valid(prompt_len, output_len, osl.is_some()) {
+            out.push(Request {
+                prompt,
+                prompt_len,
+                output_len,
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn shuffle<T>(v: &mut [T], rng: &mut Rng) {
+    for i in (1..v.len()).rev() {
+        let j = rng.between(0, i as u64) as usize;
+        v.swap(i, j);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tokenizer::tests::tiny;
+    use super::*;
+
+    fn random(isl: u32, osl: u32, ratio: f64, prefix: u32) -> Dataset {
+        Dataset::Random {
+            isl,
+            osl,
+            range_ratio: ratio,
+            prefix_len: prefix,
+        }
+    }
+
+    #[test]
+    fn random_prompts_have_their_exact_token_length() {
+        let tok = tiny();
+        let mut src = Source::new(&random(64, 16, 0.0, 0), &tok, 0, 10).unwrap();
+        let reqs = src.take(&tok, 20);
+        for r in &reqs {
+            assert_eq!(r.prompt_len, 64, "{r:?}");
+            assert_eq!(tok.count_prompt(&r.prompt), 64, "{r:?}");
+            assert_eq!(r.output_len, 16);
+        }
+        let distinct: std::collections::BTreeSet<&str> =
+            reqs.iter().map(|r| r.prompt.as_str()).collect();
+        assert_eq!(distinct.len(), reqs.len(), "every prompt differs");
+    }
+
+    #[test]
+    fn range_ratio_spreads_lengths_and_the_seed_fixes_them() {
+        let tok = tiny();
+        let take = |seed| {
+            let mut src = Source::new(&random(100, 40, 0.5, 0), &tok, seed, 10).unwrap();
+            src.take(&tok, 200)
+        };
+        let a = take(1);
+        assert_eq!(a, take(1));
+        assert_ne!(a, take(2));
+        let (lo, hi) = a.iter().fold((u32::MAX, 0), |(lo, hi), r| {
+            (lo.min(r.prompt_len), hi.max(r.prompt_len))
+        });
+        // real = 99, so [49, 149] plus the BOS.
+        assert!(lo >= 50 && hi <= 150 && hi - lo > 60, "{lo}..{hi}");
+        for r in &a {
+            assert_eq!(tok.count_prompt(&r.prompt), r.prompt_len);
+            assert!((20..=60).contains(&r.output_len));
+        }
+    }
+
+    #[test]
+    fn a_shared_prefix_starts_every_prompt() {
+        let tok = tiny();
+        let mut src = Source::new(&random(40, 8, 0.0, 24), &tok, 3, 10).unwrap();
+        let mut warm = Source::new(&random(40, 8, 0.0, 24), &tok, 3, 11).unwrap();
+        let reqs: Vec<Request> = src
+            .take(&tok, 5)
+            .into_iter()
+            .chain(warm.take(&tok, 2))
+            .collect();
+        let first = tok.encode(&reqs[0].prompt);
+        for r in &reqs {
+            assert_eq!(r.prompt_len, 24 + 40, "{r:?}");
+            assert_eq!(tok.encode(&r.prompt)[..20], first[..20], "{r:?}");
+        }
+    }
+
+    #[test]
+    fn too_short_inputs_are_refused() {
+        let tok = tiny();
+        let e = Source::new(&random(1, 8, 0.0, 0), &tok, 0, 10)
+            .err()
+            .unwrap();
+        assert!(e.contains("too small"), "{e}");
+    }
+
+    #[test]
+    fn sharegpt_entries_are_filtered_and_counted() {
+        let tok = tiny();
+        let text = serde_json::json!([
+            {"conversations": [
+                {"from": "human", "value": "Once upon a time there was a small language model."},
+                {"from": "gpt", "value": "It could count: one, two, three, four, five."}]},
+            {"conversations": [{"from": "human", "value": "only one turn"}]},
+            {"conversations": [{"value": "hi"}, {"value": "too short a prompt"}]},
+            {"id": "no conversations"}
+        ])
+        .to_string();
+        let e = sharegpt(&text, &tok, None).unwrap();
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].prompt_len, tok.count_prompt(&e[0].prompt));
+        assert_eq!(
+            e[0].output_len,
+            tok.count_prompt("It could count: one, two, three, four, five.")
+        );
+        assert_eq!(sharegpt(&text, &tok, Some(7)).unwrap()[0].output_len, 7);
+        assert!(sharegpt("{}", &tok, None).is_err());
+    }
+}

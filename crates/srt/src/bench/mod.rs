@@ -1,0 +1,337 @@
+//! The serving benchmark: what `vllm bench serve` (and srtctl's sa-bench, which wraps
+//! it) measures, built in. Per concurrency level: distinct prompts of an exact token
+//! length from the model's own tokenizer ([`dataset`]), warm-up requests that are not
+//! counted, then streamed requests ([`client`]) released as a Poisson process (or all at
+//! once) with at most `level` in flight; TTFT, TPOT, ITL, E2EL, throughputs and goodput
+//! computed as vLLM computes them ([`metrics`]); results written as vLLM's result JSON,
+//! one line per level, to a file per run under the deployment's state directory
+//! ([`result`]), and drawn ([`plot`]).
+//!
+//! Apply runs it as the `benchmark` resource; `srt bench NAME` runs it again on a
+//! deployed deployment. See `docs/benchmark.md`.
+
+mod client;
+mod dataset;
+mod metrics;
+mod plot;
+pub mod result;
+mod rng;
+mod spec;
+mod tokenizer;
+
+pub use spec::{Dataset, Endpoint, Rate, Slo, Spec};
+
+use dataset::{Request, Source};
+use metrics::Output;
+use rng::Rng;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Stream ids of one seed ([`Rng::new`]).
+const STREAM_PROMPTS: u64 = 10;
+const STREAM_WARMUP: u64 = 11;
+const STREAM_ARRIVALS: u64 = 12;
+
+/// Errors kept per level in the result file.
+const ERRORS_KEPT: usize = 10;
+
+/// What a finished run wrote.
+#[derive(Debug)]
+pub struct Report {
+    /// The result file (one vLLM result object per level, one per line).
+    pub file: PathBuf,
+    /// The picture, if it could be drawn.
+    pub plot: Option<PathBuf>,
+    /// The level objects written.
+    pub levels: Vec<serde_json::Value>,
+    /// Requests that failed, over every level.
+    pub failed: usize,
+    /// Output tokens over every level.
+    pub output_tokens: u64,
+    /// The first error seen.
+    pub first_error: Option<String>,
+}
+
+impl Report {
+    /// One line for progress output: where the results are.
+    pub fn summary(&self) -> String {
+        let requests: u64 = self
+            .levels
+            .iter()
+            .map(|l| l["completed"].as_u64().unwrap_or(0))
+            .sum();
+        let mut s = format!(
+            "{} level(s), {requests} requests, {} output tokens; results {}",
+            self.levels.len(),
+            self.output_tokens,
+            self.file.display()
+        );
+        if let Some(p) = &self.plot {
+            s.push_str(&format!(", plot {}", p.display()));
+        }
+        s
+    }
+
+    /// Whether the run counts as passed: every request succeeded and tokens came back.
+    pub fn check(&self) -> Result<(), String> {
+        if self.failed > 0 {
+            return Err(format!(
+                "{} request(s) failed ({}); results {}",
+                self.failed,
+                self.first_error.as_deref().unwrap_or("no detail"),
+                self.file.display()
+            ));
+        }
+        if self.output_tokens == 0 {
+            return Err(format!(
+                "the server returned no output tokens; results {}",
+                self.file.display()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Where a run writes and what it calls the deployment.
+pub struct Place<'a> {
+    /// The deployment's state directory (`.srt/<name>`); results go to its `bench/`.
+    pub deployment_dir: &'a Path,
+    /// The deployment's name.
+    pub deployment: &'a str,
+}
+
+/// Run `spec` against `base_url` (the spec's URL with placeholders resolved). `progress`
+/// hears one line per stage. Results are written level by level, so an interrupted run
+/// keeps the levels it finished.
+pub async fn run(
+    spec: &Spec,
+    base_url: &str,
+    place: &Place<'_>,
+    progress: &(dyn Fn(String) + Sync),
+) -> Result<Report, String> {
+    if spec.concurrencies.is_empty() {
+        return Err("no concurrency levels".into());
+    }
+    let tok = Arc::new(tokenizer::Tokenizer::load(&spec.tokenizer)?);
+    let mut prompts = Source::new(&spec.dataset, &tok, spec.seed, STREAM_PROMPTS)?;
+    let mut warmups = Source::new(&spec.dataset, &tok, spec.seed, STREAM_WARMUP)?;
+    let mut arrivals = Rng::new(spec.seed, STREAM_ARRIVALS);
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let date = result::date(started);
+    let dir = place.deployment_dir.join(result::DIR);
+    let file = result::new_run_file(&dir, &date)
+        .map_err(|e| format!("cannot create a result file under {}: {e}", dir.display()))?;
+    let run_id = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tokenizer_id = tok.path.display().to_string();
+    let info = result::RunInfo {
+        date: &date,
+        run_id: &run_id,
+        deployment: place.deployment,
+        tokenizer: &tokenizer_id,
+    };
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .connect_timeout(Duration::from_secs(10))
+        .pool_max_idle_per_host(*spec.concurrencies.iter().max().unwrap_or(&1) as usize)
+        .build()
+        .map_err(|e| format!("http client: {e}"))?;
+    let target = Arc::new(client::Target {
+        url: format!("{}{}", base_url.trim_end_matches('/'), spec.endpoint.path()),
+        model: spec.model.clone(),
+        endpoint: spec.endpoint,
+        ignore_eos: spec.ignore_eos,
+    });
+    let mut report = Report {
+        file: file.clone(),
+        plot: None,
+        levels: Vec::new(),
+        failed: 0,
+        output_tokens: 0,
+        first_error: None,
+    };
+    for &level in &spec.concurrencies {
+        let n_warm = spec.warmups_at(level);
+        if n_warm > 0 {
+            progress(format!("concurrency {level}: {n_warm} warm-up request(s)"));
+            let reqs = warmups.take(&tok, n_warm);
+            let zeros = vec![0.0; reqs.len()];
+            drive(
+                &client,
+                &target,
+                reqs,
+                &zeros,
+                level,
+                &format!("{run_id}-warmup-c{level}-"),
+            )
+            .await;
+        }
+        let n = spec.prompts_at(level);
+        progress(format!(
+            "concurrency {level}: {n} request(s), request rate {}",
+            spec.request_rate
+        ));
+        let reqs = prompts.take(&tok, n);
+        let times = schedule(n, spec.request_rate, &mut arrivals);
+        let t0 = Instant::now();
+        let outputs = drive(
+            &client,
+            &target,
+            reqs,
+            &times,
+            level,
+            &format!("{run_id}-c{level}-"),
+        )
+        .await;
+        let duration = t0.elapsed().as_secs_f64();
+        let count = |t: &str| tok.encode(t).len() as u32;
+        let m = metrics::calculate(&outputs, duration, &spec.percentiles, &spec.goodput, &count);
+        let errors: Vec<String> = outputs
+            .iter()
+            .filter(|o| !o.success)
+            .map(|o| o.error.clone())
+            .take(ERRORS_KEPT)
+            .collect();
+        if report.first_error.is_none() {
+            report.first_error = errors.first().cloned();
+        }
+        report.failed += m.failed;
+        report.output_tokens += m.total_output;
+        let level_result = result::Level {
+            concurrency: level,
+            num_prompts: n,
+            num_warmups: n_warm,
+            duration,
+            latencies: outputs.iter().map(|o| o.latency).collect(),
+            queue_times: outputs.iter().map(|o| o.queue_time).collect(),
+            metrics: m,
+            errors,
+        };
+        let v = result::level_json(spec, &info, &level_result);
+        result::append(&file, &v).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+        progress(format!(
+            "concurrency {level}: {:.1} output tok/s, median TTFT {:.1} ms, median ITL {:.2} ms",
+            level_result.metrics.output_throughput,
+            level_result.metrics.ttft.median,
+            level_result.metrics.itl.median
+        ));
+        report.levels.push(v);
+    }
+    let svg = file.with_extension("svg");
+    let title = format!(
+        "{} ({}): output throughput vs latency",
+        place.deployment, run_id
+    );
+    match plot::svg(&svg, &title, &report.levels) {
+        Ok(()) => report.plot = Some(svg),
+        Err(e) => progress(e),
+    }
+    Ok(report)
+}
+
+/// Send times of `n` requests, s after the level starts: all at 0 for an infinite rate,
+/// else a Poisson process scaled so the last send is at `n / rate` (as vLLM does, which
+/// keeps throughput figures steady across seeds).
+pub fn schedule(n: usize, rate: Rate, rng: &mut Rng) -> Vec<f64> {
+    let Rate::PerSecond(r) = rate else {
+        return vec![0.0; n];
+    };
+    let mut t = 0.0;
+    let mut times: Vec<f64> = (0..n)
+        .map(|_| {
+            t += rng.exponential(1.0 / r);
+            t
+        })
+        .collect();
+    if let Some(&last) = times.last() {
+        if last > 0.0 {
+            let k = n as f64 / r / last;
+            times.iter_mut().for_each(|x| *x *= k);
+        }
+    }
+    times
+}
+
+/// Send `reqs`, request `i` released at `times[i]` s, at most `level` in flight; the
+/// outputs in request order.
+async fn drive(
+    client: &reqwest::Client,
+    target: &Arc<client::Target>,
+    reqs: Vec<Request>,
+    times: &[f64],
+    level: u32,
+    id_prefix: &str,
+) -> Vec<Output> {
+    let slots = Arc::new(tokio::sync::Semaphore::new(level.max(1) as usize));
+    let t0 = Instant::now();
+    let mut tasks = Vec::with_capacity(reqs.len());
+    for (i, (req, at)) in reqs.into_iter().zip(times).enumerate() {
+        let due = t0 + Duration::from_secs_f64(*at);
+        if due > Instant::now() {
+            tokio::time::sleep_until(due.into()).await;
+        }
+        let arrived = Instant::now();
+        let (client, target, slots) = (client.clone(), target.clone(), slots.clone());
+        let id = format!("{id_prefix}{i}");
+        tasks.push(tokio::spawn(async move {
+            let _slot = slots.acquire_owned().await;
+            let sent = Instant::now();
+            let mut out = client::send(&client, &target, &req, &id).await;
+            out.start_time = sent.duration_since(t0).as_secs_f64();
+            out.queue_time = sent.duration_since(arrived).as_secs_f64();
+            out
+        }));
+    }
+    let mut outputs = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        outputs.push(t.await.unwrap_or_else(|e| Output {
+            error: format!("request task failed: {e}"),
+            ..Output::default()
+        }));
+    }
+    outputs
+}
+
+/// The innermost cause of a request error.
+pub(crate) fn error_text(e: &reqwest::Error) -> String {
+    if e.is_connect() {
+        return "connection refused".into();
+    }
+    if e.is_timeout() {
+        return "timed out".into();
+    }
+    let mut s = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(inner) = src {
+        s = inner.to_string();
+        src = inner.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedules() {
+        let mut rng = Rng::new(0, STREAM_ARRIVALS);
+        assert_eq!(schedule(3, Rate::Inf, &mut rng), vec![0.0; 3]);
+        let t = schedule(100, Rate::PerSecond(20.0), &mut rng);
+        assert_eq!(t.len(), 100);
+        assert!(t.windows(2).all(|w| w[0] <= w[1]));
+        assert!((t[99] - 5.0).abs() < 1e-9, "{}", t[99]);
+        let mut a = Rng::new(5, STREAM_ARRIVALS);
+        let mut b = Rng::new(5, STREAM_ARRIVALS);
+        assert_eq!(
+            schedule(10, Rate::PerSecond(2.0), &mut a),
+            schedule(10, Rate::PerSecond(2.0), &mut b)
+        );
+    }
+}

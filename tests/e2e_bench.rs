@@ -1,0 +1,278 @@
+//! The benchmark end to end: `srt apply` runs the recipe's benchmark through the real
+//! `vllm-router` to simulated workers whose timing model is known, and the figures it
+//! reports are the ones that model predicts; `srt bench` runs it again.
+//!
+//! The workers use the tiny test model's tokenizer (`tests/fixtures/tiny-model`), so
+//! the prompts' token counts and the simulator's `usage` agree exactly, and three costs:
+//! a step of `STEP_MS`, `PER_SEQ_US` more per decoding sequence, `PREFILL_US` per prompt
+//! token prefilled (see `srt_sim::sched`). Expected figures are the model's; measured
+//! ones add the HTTP path (client, Router, simulator), a few milliseconds, so the bounds
+//! are one-sided and loose, and the claims that do not depend on the machine's speed
+//! (token counts, ordering of levels) are exact.
+
+mod e2e_support;
+
+use e2e_support::{repo, serial, Env};
+
+const STEP_MS: f64 = 20.0;
+const PER_SEQ_US: f64 = 1000.0;
+const PREFILL_US: f64 = 100.0;
+const ISL: u64 = 256;
+const OSL: u64 = 16;
+
+fn recipe() -> String {
+    let model = repo().join("tests/fixtures/tiny-model");
+    format!(
+        r#"name: e2e-bench
+model:
+  path: {model}
+  served_name: tiny
+resources:
+  gpus_per_node: 1
+frontend:
+  type: vllm-router
+  enable_multiple_frontends: false
+  # Requests reach the engine as the client sends them: the default cache_aware policy
+  # first renders each prompt on the worker, which spreads a burst's arrivals over
+  # several engine steps (the timing-model bounds below assume one burst).
+  args:
+    policy: round_robin
+roles:
+  agg:
+    nodes: 1
+    workers: 1
+    args:
+      max-model-len: 4096
+    env:
+      SRT_SIM_TOKEN_DELAY_MS: "{STEP_MS}"
+      SRT_SIM_DECODE_US_PER_SEQ: "{PER_SEQ_US}"
+      SRT_SIM_PREFILL_US_PER_TOKEN: "{PREFILL_US}"
+health_check:
+  timeout_seconds: 60
+  interval_seconds: 1
+benchmark:
+  type: sa-bench
+  isl: {ISL}
+  osl: {OSL}
+  concurrencies: "1x4"
+  num_prompts_mult: 4
+  num_warmup_mult: 1
+  random_range_ratio: 0.0
+  metric_percentiles: [50, 90, 99]
+  goodput:
+    ttft: 10000
+"#,
+        model = model.display()
+    )
+}
+
+fn num(v: &serde_json::Value, key: &str) -> f64 {
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no number `{key}` in {v}"))
+}
+
+/// `measured` is `expected` plus the HTTP path: at least `expected` less a millisecond
+/// of timer rounding, at most `slack` ms more.
+fn about(what: &str, measured: f64, expected: f64, slack: f64) {
+    eprintln!("{what}: measured {measured:.2} ms, model {expected:.2} ms");
+    assert!(
+        measured >= expected - 1.0 && measured <= expected + slack,
+        "{what}: measured {measured:.2} ms, the timing model gives {expected:.2} ms (allowed: -1 .. +{slack} ms)"
+    );
+}
+
+#[test]
+fn benchmark_figures_follow_the_simulators_timing_model() {
+    let _g = serial();
+    let env = Env::new();
+    let recipe = env.recipe("bench.yaml", &recipe());
+    let out = env.apply(&recipe);
+    assert!(out.contains("benchmark: passed"), "{out}");
+    assert!(out.contains("TTFT P50") && out.contains("Plot: "), "{out}");
+
+    let bench_dir = env.deployment_dir("e2e-bench").join("bench");
+    let runs: Vec<_> = std::fs::read_dir(&bench_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert!(runs[0].with_extension("svg").is_file());
+    let levels: Vec<serde_json::Value> = std::fs::read_to_string(&runs[0])
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(levels.len(), 2);
+
+    // vLLM's result fields, as `vllm bench serve --save-result` writes them.
+    for key in [
+        "date",
+        "backend",
+        "model_id",
+        "tokenizer_id",
+        "num_prompts",
+        "request_rate",
+        "burstiness",
+        "max_concurrency",
+        "duration",
+        "completed",
+        "failed",
+        "total_input_tokens",
+        "total_output_tokens",
+        "request_throughput",
+        "request_goodput",
+        "output_throughput",
+        "total_token_throughput",
+        "max_output_tokens_per_s",
+        "max_concurrent_requests",
+        "mean_ttft_ms",
+        "median_ttft_ms",
+        "std_ttft_ms",
+        "p99_ttft_ms",
+        "mean_tpot_ms",
+        "median_tpot_ms",
+        "p90_tpot_ms",
+        "mean_itl_ms",
+        "median_itl_ms",
+        "p50_itl_ms",
+        "p99_itl_ms",
+        "mean_e2el_ms",
+        "median_e2el_ms",
+        "p99_e2el_ms",
+    ] {
+        assert!(levels[0].get(key).is_some(), "no `{key}` in {}", levels[0]);
+    }
+
+    for l in &levels {
+        let c = num(l, "max_concurrency") as u64;
+        let n = 4 * c;
+        assert_eq!(
+            (l["completed"].as_u64(), l["failed"].as_u64()),
+            (Some(n), Some(0)),
+            "{l}"
+        );
+        // Prompts of exactly ISL tokens by the model's tokenizer, as the simulator counts
+        // them (its usage is what the client adds up), and exactly OSL output tokens.
+        assert_eq!(l["total_input_tokens"].as_u64(), Some(n * ISL), "{l}");
+        assert_eq!(l["total_output_tokens"].as_u64(), Some(n * OSL), "{l}");
+        assert_eq!(l["request_rate"], "inf");
+        assert_eq!(l["num_warmups"].as_u64(), Some(c));
+        // Every request met the generous TTFT objective.
+        assert!((num(l, "request_goodput") - num(l, "request_throughput")).abs() < 1e-9);
+    }
+
+    // One request at a time: the prefill step takes STEP + ISL x PREFILL, each later token
+    // one decode step of STEP + PER_SEQ.
+    let c1 = &levels[0];
+    let prefill = ISL as f64 * PREFILL_US / 1000.0;
+    about(
+        "c=1 median TTFT",
+        num(c1, "median_ttft_ms"),
+        STEP_MS + prefill,
+        30.0,
+    );
+    about(
+        "c=1 median ITL",
+        num(c1, "median_itl_ms"),
+        STEP_MS + PER_SEQ_US / 1000.0,
+        5.0,
+    );
+    // Four at once on one engine: if all four are there when a step starts, their
+    // prefills share it (STEP + 4 x ISL x PREFILL); requests arrive a little apart, so
+    // the first k may have a step of their own (STEP + k x ISL x PREFILL) and the other
+    // 4 - k prefill in the next, beside their decode (STEP + k x PER_SEQ + (4 - k) x ISL
+    // x PREFILL). Then they decode together, a step of STEP + 4 x PER_SEQ. The median of
+    // the four TTFTs is the mean of the middle two, whichever way the burst split.
+    let c4 = &levels[1];
+    let medians: Vec<f64> = (1..=4u32)
+        .map(|k| {
+            let first = STEP_MS + f64::from(k) * prefill;
+            let second =
+                first + STEP_MS + f64::from(k) * PER_SEQ_US / 1000.0 + f64::from(4 - k) * prefill;
+            let mut ttft: Vec<f64> = (0..4).map(|i| if i < k { first } else { second }).collect();
+            ttft.sort_by(f64::total_cmp);
+            (ttft[1] + ttft[2]) / 2.0
+        })
+        .collect();
+    let low = medians.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = medians.iter().copied().fold(0.0, f64::max);
+    let ttft = num(c4, "median_ttft_ms");
+    eprintln!("c=4 median TTFT: measured {ttft:.2} ms, model {low:.2} to {high:.2} ms");
+    assert!(
+        ttft >= low - 1.0 && ttft <= high + 30.0,
+        "c=4 median TTFT: measured {ttft:.2} ms, the timing model gives {low:.2} to {high:.2} ms (allowed: -1 .. +30 ms)"
+    );
+    about(
+        "c=4 median ITL",
+        num(c4, "median_itl_ms"),
+        STEP_MS + 4.0 * PER_SEQ_US / 1000.0,
+        5.0,
+    );
+    // Batching: four sequences per step give well over twice the output throughput of one.
+    assert!(
+        num(c4, "output_throughput") > 2.5 * num(c1, "output_throughput"),
+        "c=1 {} tok/s, c=4 {} tok/s",
+        num(c1, "output_throughput"),
+        num(c4, "output_throughput")
+    );
+
+    // `srt bench` measures the deployed deployment again, with other levels, into a new
+    // run file.
+    let again = env.ok(&[
+        "bench",
+        "e2e-bench",
+        "--concurrencies",
+        "2",
+        "--num-warmup-mult",
+        "0",
+    ]);
+    assert!(
+        again.contains("TTFT P50") && again.contains("Results: "),
+        "{again}"
+    );
+    let after: Vec<_> = std::fs::read_dir(&bench_dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    assert_eq!(after.len(), 2);
+    let json = env.stdout(&[
+        "bench",
+        "e2e-bench",
+        "--concurrencies",
+        "1",
+        "--num-prompts-mult",
+        "2",
+        "--json",
+    ]);
+    let line: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    assert_eq!(line["completed"].as_u64(), Some(2));
+    assert_eq!(
+        line["num_warmups"].as_u64(),
+        Some(1),
+        "the recorded warm-up multiple"
+    );
+    env.destroy("e2e-bench");
+}
+
+/// A deployment without `benchmark:` has nothing for `srt bench` to run.
+#[test]
+fn bench_needs_a_recorded_benchmark() {
+    let _g = serial();
+    let env = Env::new();
+    let text = recipe();
+    let text = &text[..text.find("benchmark:").unwrap()];
+    let recipe = env.recipe("plain.yaml", text);
+    env.apply(&recipe);
+    let out = env.srt(&["bench", "e2e-bench"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("has no benchmark"),
+        "{}",
+        e2e_support::text(&out)
+    );
+    env.destroy("e2e-bench");
+}
