@@ -1,0 +1,662 @@
+//! Flag catalogs of the real programs srt launches, and argparse's way of reading a
+//! command line.
+//!
+//! A catalog is the JSON dump of a program's own argparse parser (every option string,
+//! whether it takes a value, `nargs`, type, choices), made by `scripts/flag-catalogs.sh`
+//! from the pinned release and checked in next to the engine or frontend that launches
+//! it, named by version. srt checks recipe args against it the way the program will
+//! parse them, including argparse's acceptance of any unique prefix of a long option
+//! (`--api-ke` is `--api-key`), so every other check (managed flags, secrets) applies
+//! to the flag a key really becomes. The same parser reads every rendered command back
+//! in the test suite.
+
+use crate::recipe::diag::{did_you_mean, Problem};
+use crate::recipe::{looks_like_option, ArgValue, Args};
+use serde::Deserialize;
+
+/// One program's options, as its parser defines them.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Catalog {
+    /// Program name (`vllm`, `vllm-router`, `sglang-router`).
+    pub program: String,
+    /// Its version.
+    pub version: String,
+    /// The argv prefix the options follow (`["vllm", "serve"]`).
+    pub command: Vec<String>,
+    /// Whether a unique prefix of a long option is accepted as that option.
+    pub allow_abbrev: bool,
+    /// Whether `--foo_bar` is read as `--foo-bar` (vLLM's parser normalises).
+    pub underscore_equivalent: bool,
+    /// Positional arguments.
+    #[serde(default)]
+    pub positionals: Vec<Positional>,
+    /// Options, sorted by their first flag.
+    pub options: Vec<OptionSpec>,
+    /// Environment variables the program reads (vLLM's `vllm.envs`), when known.
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// Option string -> (option, flag) positions, built on first use: every process's
+    /// flags are resolved against the catalog (32,768 processes x a few flags x hundreds
+    /// of options, scanned, was a sixth of a large plan).
+    #[serde(skip)]
+    exact: std::sync::OnceLock<std::collections::HashMap<String, (usize, usize)>>,
+}
+
+/// A positional argument.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Positional {
+    /// Destination name.
+    pub dest: String,
+    /// `nargs` as argparse has it.
+    pub nargs: Option<serde_json::Value>,
+}
+
+/// One option.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct OptionSpec {
+    /// Its option strings (`--tensor-parallel-size`, `-tp`), in the parser's order.
+    pub flags: Vec<String>,
+    /// Destination name.
+    pub dest: String,
+    /// argparse action (`store`, `store_true`, `boolean_optional`, `append`, ...).
+    pub action: String,
+    /// Whether it consumes a value.
+    pub takes_value: bool,
+    /// `nargs`: null, `"?"`, `"*"`, `"+"` or a count.
+    pub nargs: Option<serde_json::Value>,
+    /// Value type: `int`, `float`, `str`, `bool`, `json`, `path`, `other:<name>`.
+    #[serde(rename = "type")]
+    pub ty: Option<String>,
+    /// Allowed values, stringified.
+    pub choices: Option<Vec<String>>,
+    /// Deprecated by the program.
+    #[serde(default)]
+    pub deprecated: bool,
+}
+
+/// How many values an option takes on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arity {
+    /// None (a switch).
+    Zero,
+    /// Exactly one.
+    One,
+    /// Zero or one (`?`).
+    Optional,
+    /// Any number (`*`) or at least one (`+`): `--flag a b c`.
+    Many {
+        /// At least one (`+`).
+        at_least_one: bool,
+    },
+    /// Exactly `n`.
+    Exactly(usize),
+}
+
+impl OptionSpec {
+    /// The option's long name without dashes (`tensor-parallel-size`).
+    pub fn name(&self) -> &str {
+        self.flags
+            .iter()
+            .find(|f| f.starts_with("--"))
+            .unwrap_or(&self.flags[0])
+            .trim_start_matches('-')
+    }
+
+    /// How many values it takes.
+    pub fn arity(&self) -> Arity {
+        if !self.takes_value {
+            return Arity::Zero;
+        }
+        match &self.nargs {
+            None | Some(serde_json::Value::Null) => Arity::One,
+            Some(serde_json::Value::String(s)) if s == "?" => Arity::Optional,
+            Some(serde_json::Value::String(s)) if s == "*" => Arity::Many {
+                at_least_one: false,
+            },
+            Some(serde_json::Value::String(s)) if s == "+" => Arity::Many { at_least_one: true },
+            Some(serde_json::Value::Number(n)) => Arity::Exactly(n.as_u64().unwrap_or(1) as usize),
+            Some(_) => Arity::One,
+        }
+    }
+
+    /// Whether repeating the flag adds values (argparse `append`): otherwise the last
+    /// occurrence silently wins.
+    pub fn repeatable(&self) -> bool {
+        self.action == "append" || self.action == "count"
+    }
+
+    /// Whether it has a `--no-` form (argparse `BooleanOptionalAction`).
+    pub fn negatable(&self) -> bool {
+        self.action == "boolean_optional"
+    }
+}
+
+/// What a long option typed on a command line resolves to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resolution<'c> {
+    /// An option string, exactly.
+    Exact(&'c OptionSpec, &'c str),
+    /// A unique prefix of this option string, which argparse accepts as it.
+    Prefix(&'c OptionSpec, &'c str),
+    /// A prefix of several option strings: argparse refuses it as ambiguous.
+    Ambiguous(Vec<&'c str>),
+    /// No such option.
+    Unknown,
+}
+
+impl Catalog {
+    /// Parse a catalog file.
+    pub fn parse(text: &str) -> Result<Catalog, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+
+    /// Resolve `--name` as the program's parser does: an exact option string, else (when
+    /// the parser allows abbreviations) the one option string it is a prefix of.
+    pub fn resolve(&self, name: &str) -> Resolution<'_> {
+        let typed = format!("--{}", self.normalise(name));
+        let exact = self.exact.get_or_init(|| {
+            let mut index = std::collections::HashMap::new();
+            for (i, o) in self.options.iter().enumerate() {
+                for (j, f) in o.flags.iter().enumerate() {
+                    // The first option holding a string wins, as the scan below finds it.
+                    index.entry(f.clone()).or_insert((i, j));
+                }
+            }
+            index
+        });
+        if let Some(&(i, j)) = exact.get(&typed) {
+            let o = &self.options[i];
+            return Resolution::Exact(o, &o.flags[j]);
+        }
+        let mut prefixed: Vec<(&OptionSpec, &str)> = Vec::new();
+        for o in &self.options {
+            for f in &o.flags {
+                if *f == typed {
+                    return Resolution::Exact(o, f);
+                }
+                if self.allow_abbrev && f.starts_with("--") && f.starts_with(&typed) {
+                    prefixed.push((o, f));
+                }
+            }
+        }
+        match prefixed.as_slice() {
+            [] => Resolution::Unknown,
+            [(o, f)] => Resolution::Prefix(o, f),
+            many => {
+                let mut all: Vec<&str> = many.iter().map(|(_, f)| *f).collect();
+                all.sort_unstable();
+                Resolution::Ambiguous(all)
+            }
+        }
+    }
+
+    /// A flag name as the parser reads it (`foo_bar` is `foo-bar` where underscores
+    /// are equivalent).
+    fn normalise(&self, name: &str) -> String {
+        if self.underscore_equivalent {
+            name.replace('_', "-")
+        } else {
+            name.to_string()
+        }
+    }
+
+    /// Every long option name (without dashes), for suggestions.
+    pub fn long_names(&self) -> impl Iterator<Item = &str> {
+        self.options
+            .iter()
+            .flat_map(|o| o.flags.iter())
+            .filter(|f| f.starts_with("--"))
+            .map(|f| f.trim_start_matches('-'))
+    }
+
+    /// Read `argv` (options after [`Catalog::command`]) as the program's parser would:
+    /// every option known, every option given the number of values it takes, values
+    /// in `choices`, ints and floats that parse, at most as many positionals as the
+    /// program has. Returns the options seen (by their long name, in order) or the
+    /// first problem, in argparse's words where it has them.
+    pub fn parse_argv(&self, argv: &[String]) -> Result<Vec<String>, String> {
+        let mut seen = Vec::new();
+        let mut positionals: Vec<&str> = Vec::new();
+        let mut i = 0;
+        while i < argv.len() {
+            let token = &argv[i];
+            i += 1;
+            if token == "--" {
+                positionals.extend(argv[i..].iter().map(String::as_str));
+                break;
+            }
+            let Some(body) = token.strip_prefix("--").or_else(|| {
+                token
+                    .strip_prefix('-')
+                    .filter(|b| !b.is_empty() && b.parse::<f64>().is_err())
+            }) else {
+                positionals.push(token);
+                continue;
+            };
+            let (name, inline) = match body.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_string())),
+                None => (body, None),
+            };
+            let short = !token.starts_with("--");
+            let spec = if short {
+                self.options
+                    .iter()
+                    .find(|o| {
+                        o.flags
+                            .iter()
+                            .any(|f| f == token.split('=').next().unwrap_or(token))
+                    })
+                    .map(|o| (o, token.as_str()))
+            } else {
+                match self.resolve(name) {
+                    Resolution::Exact(o, f) | Resolution::Prefix(o, f) => Some((o, f)),
+                    Resolution::Ambiguous(all) => {
+                        return Err(format!(
+                            "ambiguous option: --{name} could match {}",
+                            all.join(", ")
+                        ))
+                    }
+                    Resolution::Unknown => None,
+                }
+            };
+            let Some((spec, flag)) = spec else {
+                return Err(format!("unrecognized arguments: {token}"));
+            };
+            seen.push(spec.name().to_string());
+            let mut values: Vec<String> = Vec::new();
+            let takes = |i: usize| argv.get(i).is_some_and(|t| !looks_like_option(t));
+            match (spec.arity(), inline) {
+                (Arity::Zero, Some(_)) => {
+                    return Err(format!("argument {flag}: ignored explicit argument"));
+                }
+                (Arity::Zero, None) => {}
+                (_, Some(v)) => values.push(v),
+                (Arity::One, None) => {
+                    if !takes(i) {
+                        return Err(format!("argument {flag}: expected one argument"));
+                    }
+                    values.push(argv[i].clone());
+                    i += 1;
+                }
+                (Arity::Optional, None) => {
+                    if takes(i) {
+                        values.push(argv[i].clone());
+                        i += 1;
+                    }
+                }
+                (Arity::Many { at_least_one }, None) => {
+                    while takes(i) {
+                        values.push(argv[i].clone());
+                        i += 1;
+                    }
+                    if at_least_one && values.is_empty() {
+                        return Err(format!("argument {flag}: expected at least one argument"));
+                    }
+                }
+                (Arity::Exactly(n), None) => {
+                    for _ in 0..n {
+                        if !takes(i) {
+                            return Err(format!("argument {flag}: expected {n} arguments"));
+                        }
+                        values.push(argv[i].clone());
+                        i += 1;
+                    }
+                }
+            }
+            for v in &values {
+                spec.check_value(flag, v)?;
+            }
+        }
+        let max = self
+            .positionals
+            .iter()
+            .map(|p| match &p.nargs {
+                Some(serde_json::Value::String(s)) if s == "*" || s == "+" => usize::MAX,
+                _ => 1,
+            })
+            .fold(0usize, usize::saturating_add);
+        if positionals.len() > max {
+            return Err(format!(
+                "unrecognized arguments: {}",
+                positionals[max..].join(" ")
+            ));
+        }
+        Ok(seen)
+    }
+}
+
+impl OptionSpec {
+    /// Check one value as the parser's type and choices would.
+    pub fn check_value(&self, flag: &str, value: &str) -> Result<(), String> {
+        if let Some(choices) = &self.choices {
+            if !choices.iter().any(|c| c == value) {
+                return Err(format!(
+                    "argument {flag}: invalid choice: '{value}' (choose from {})",
+                    choices
+                        .iter()
+                        .map(|c| format!("'{c}'"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+        let bad = |what: &str| Err(format!("argument {flag}: invalid {what} value: '{value}'"));
+        match self.ty.as_deref() {
+            Some("int") if value.trim().parse::<i64>().is_err() => bad("int"),
+            Some("float") if value.trim().parse::<f64>().is_err() => bad("float"),
+            Some("json") if serde_json::from_str::<serde_json::Value>(value).is_err() => {
+                bad("JSON")
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Who sets a flag srt manages, for the diagnostic that refuses it in a recipe.
+pub type ManagedBy<'a> = &'a dyn Fn(&str) -> Option<&'static str>;
+
+/// Check every key of `args` (`path` is where they are written, `roles.agg.args`) as
+/// `catalog`'s program will read it. A key resolves to an option exactly as the
+/// program's parser resolves it (a unique prefix is that option), and the resolved
+/// option is what the other rules see: an option srt manages (`managed`) or one named
+/// like a secret is refused whatever abbreviation reaches it. Then: an unknown or
+/// ambiguous key is refused (with a suggestion), an abbreviation is refused (it may stop
+/// being unique in the next release; write it in full), and every value is checked
+/// against the option's arity, type and choices.
+pub fn check_args(
+    catalog: &Catalog,
+    args: &Args,
+    path: &str,
+    managed: ManagedBy<'_>,
+    problems: &mut Vec<Problem>,
+) {
+    let program = format!("{} {}", catalog.program, catalog.version);
+    for arg in &args.0 {
+        let at = format!("`{path}.{}`", arg.key);
+        let (spec, flag, abbreviated) = match catalog.resolve(&arg.key) {
+            Resolution::Exact(o, f) => (o, f, false),
+            Resolution::Prefix(o, f) => (o, f, true),
+            Resolution::Ambiguous(all) => {
+                problems.push(
+                    Problem::new(
+                        "srt::recipe::unknown_flag",
+                        arg.key_span,
+                        format!(
+                            "{at} is ambiguous for {program}: it could be {}",
+                            all.join(", ")
+                        ),
+                    )
+                    .label("ambiguous flag")
+                    .help("write the flag in full"),
+                );
+                continue;
+            }
+            Resolution::Unknown => {
+                let p = Problem::new(
+                    "srt::recipe::unknown_flag",
+                    arg.key_span,
+                    format!("{at}: {program} has no flag `--{}`", arg.key),
+                )
+                .label("unknown flag");
+                problems.push(match did_you_mean(&arg.key, catalog.long_names()) {
+                    Some(s) => p.help(format!("did you mean `{s}`?")),
+                    None => p.help(format!(
+                        "see `{} --help`; srt checks flags against {program} (engine.version picks the release)",
+                        catalog.command.join(" ")
+                    )),
+                });
+                continue;
+            }
+        };
+        let name = spec.name();
+        let reads_as = if abbreviated {
+            format!(" (which {} reads as `{flag}`)", catalog.program)
+        } else {
+            String::new()
+        };
+        if let Some(owner) = managed(name) {
+            problems.push(
+                Problem::new(
+                    "srt::recipe::managed_flag",
+                    arg.key_span,
+                    format!("{at}{reads_as} is set by srt: {owner}"),
+                )
+                .label("managed by srt")
+                .help("remove it: srt sets it from what is named above (a recipe key, or a port it allocates)"),
+            );
+            continue;
+        }
+        if crate::secrets::is_sensitive(&name.replace('-', "_")) {
+            problems.push(
+                Problem::new(
+                    "srt::recipe::secret_arg",
+                    arg.key_span,
+                    format!("{at}{reads_as} would put a secret on the command line"),
+                )
+                .label("secret as a flag")
+                .secret(arg.value_span)
+                .help(format!(
+                    "command lines are visible to every user (`ps`, scheduler job records); \
+                     pass the secret in `{}.env` instead (vLLM reads `VLLM_API_KEY` for \
+                     `--api-key`, Hugging Face tools read `HF_TOKEN`)",
+                    path.trim_end_matches(".args")
+                )),
+            );
+            continue;
+        }
+        if abbreviated {
+            problems.push(
+                Problem::new(
+                    "srt::recipe::flag_abbreviation",
+                    arg.key_span,
+                    format!("{at} is an abbreviation of `{flag}`"),
+                )
+                .label("abbreviated flag")
+                .help(format!(
+                    "write `{}` in full: an abbreviation can stop being unique in the next release",
+                    flag.trim_start_matches('-')
+                )),
+            );
+            continue;
+        }
+        if let Err(why) = check_value(spec, flag, &arg.value) {
+            problems.push(
+                Problem::new(
+                    "srt::recipe::flag_value",
+                    arg.value_span,
+                    format!("{at}: {why}"),
+                )
+                .label(format!("not a value {flag} takes")),
+            );
+        }
+    }
+}
+
+/// Check a recipe value against what the option takes; the reason when it does not.
+fn check_value(spec: &OptionSpec, flag: &str, value: &ArgValue) -> Result<(), String> {
+    match (spec.arity(), value) {
+        (_, ArgValue::Null) => Ok(()),
+        (Arity::Zero, ArgValue::Bool(_)) => Ok(()),
+        (Arity::Zero, ArgValue::Str(s)) => Err(match crate::recipe::load::yaml11_boolean(s) {
+            Some(b) => format!("{flag} is a switch; `{s}` is a string in YAML 1.2: write `{b}`"),
+            None => format!("{flag} is a switch and takes no value; write `true` or `false`"),
+        }),
+        (Arity::Zero, _) => Err(format!(
+            "{flag} is a switch and takes no value; write `true` or `false`"
+        )),
+        (_, ArgValue::Bool(true)) if spec.arity() != Arity::Optional => {
+            Err(format!("{flag} takes a value, not `true`"))
+        }
+        (_, ArgValue::Bool(false)) => Ok(()),
+        (arity, ArgValue::List(items)) => {
+            let many = matches!(arity, Arity::Many { .. }) || spec.repeatable();
+            if !many {
+                return Err(format!("{flag} takes one value, not a list"));
+            }
+            items
+                .iter()
+                .try_for_each(|v| spec.check_value(flag, &v.render()))
+        }
+        (_, v) => spec.check_value(flag, &v.render()),
+    }
+}
+
+/// Render flags to argv tokens, in the order given, the way `catalog`'s program reads
+/// them: `true` is the switch, `false` its `--no-` form when it has one (else nothing:
+/// the default), a list is one `--flag a b` for an option taking many values and a
+/// repeated flag for an appending one, a value starting with `-` is attached with `=`
+/// (a separate word starting with `-` reads as an option). Without a catalog, lists
+/// repeat the flag.
+pub fn render(catalog: Option<&Catalog>, flags: &[(String, ArgValue)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (key, value) in flags {
+        let spec = catalog.and_then(|c| match c.resolve(key) {
+            Resolution::Exact(o, _) => Some(o),
+            _ => None,
+        });
+        push_flag(&mut out, key, value, spec);
+    }
+    out
+}
+
+fn push_flag(out: &mut Vec<String>, key: &str, value: &ArgValue, spec: Option<&OptionSpec>) {
+    let flag = format!("--{key}");
+    let token = |out: &mut Vec<String>, v: String| {
+        if v.starts_with('-') {
+            out.push(format!("{flag}={v}"));
+        } else {
+            out.push(flag.clone());
+            out.push(v);
+        }
+    };
+    match value {
+        ArgValue::Null => {}
+        ArgValue::Bool(true) => out.push(flag.clone()),
+        ArgValue::Bool(false) => {
+            if spec.is_some_and(OptionSpec::negatable) {
+                out.push(format!("--no-{key}"));
+            }
+        }
+        ArgValue::List(items) if spec.is_some_and(|s| matches!(s.arity(), Arity::Many { .. })) => {
+            if items.is_empty() {
+                return;
+            }
+            // Values read as options are refused by the loader; negative numbers are
+            // values to argparse.
+            out.push(flag.clone());
+            out.extend(items.iter().map(ArgValue::render));
+        }
+        ArgValue::List(items) => {
+            for item in items {
+                push_flag(out, key, item, spec);
+            }
+        }
+        scalar => token(out, scalar.render()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny() -> Catalog {
+        Catalog::parse(
+            r#"{"program": "p", "version": "1", "command": ["p"], "allow_abbrev": true,
+            "underscore_equivalent": true, "positionals": [{"dest": "model", "nargs": "?"}],
+            "options": [
+              {"flags": ["--api-key"], "dest": "api_key", "action": "store", "takes_value": true, "nargs": null, "type": "str", "choices": null},
+              {"flags": ["--enforce-eager", "--no-enforce-eager"], "dest": "enforce_eager", "action": "boolean_optional", "takes_value": false, "nargs": 0, "type": null, "choices": null},
+              {"flags": ["--port"], "dest": "port", "action": "store", "takes_value": true, "nargs": null, "type": "int", "choices": null},
+              {"flags": ["--policy"], "dest": "policy", "action": "store", "takes_value": true, "nargs": null, "type": "str", "choices": ["random", "round_robin"]},
+              {"flags": ["--pooler-config"], "dest": "pooler_config", "action": "store", "takes_value": true, "nargs": null, "type": "json", "choices": null},
+              {"flags": ["--served-model-name"], "dest": "served_model_name", "action": "store", "takes_value": true, "nargs": "+", "type": "str", "choices": null},
+              {"flags": ["--tensor-parallel-size", "-tp"], "dest": "tensor_parallel_size", "action": "store", "takes_value": true, "nargs": null, "type": "int", "choices": null}
+            ]}"#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn resolves_like_argparse() {
+        let c = tiny();
+        assert!(matches!(c.resolve("port"), Resolution::Exact(_, "--port")));
+        assert!(matches!(
+            c.resolve("api-ke"),
+            Resolution::Prefix(_, "--api-key")
+        ));
+        assert!(matches!(c.resolve("por"), Resolution::Prefix(_, "--port")));
+        assert!(matches!(
+            c.resolve("api_key"),
+            Resolution::Exact(_, "--api-key")
+        ));
+        assert!(matches!(
+            c.resolve("no-enf"),
+            Resolution::Prefix(_, "--no-enforce-eager")
+        ));
+        assert_eq!(
+            c.resolve("po"),
+            Resolution::Ambiguous(vec!["--policy", "--pooler-config", "--port"])
+        );
+        assert_eq!(c.resolve("nope"), Resolution::Unknown);
+        let strict = Catalog {
+            allow_abbrev: false,
+            ..tiny()
+        };
+        assert_eq!(strict.resolve("por"), Resolution::Unknown);
+    }
+
+    #[test]
+    fn reads_command_lines_like_argparse() {
+        let c = tiny();
+        let argv = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        assert_eq!(
+            c.parse_argv(&argv(
+                "/m --port 8 -tp 2 --served-model-name a b --enforce-eager --pooler-config {}"
+            )),
+            Ok(vec![
+                "port".into(),
+                "tensor-parallel-size".into(),
+                "served-model-name".into(),
+                "enforce-eager".into(),
+                "pooler-config".into()
+            ])
+        );
+        assert!(c.parse_argv(&argv("--port=-1")).is_ok());
+        for (bad, says) in [
+            ("--port eighty", "invalid int value"),
+            ("--policy fastest", "invalid choice"),
+            ("--enforce-eager=yes", "ignored explicit argument"),
+            ("--port --policy random", "expected one argument"),
+            ("--served-model-name", "expected at least one"),
+            ("--bogus 1", "unrecognized arguments: --bogus"),
+            ("--po 1", "ambiguous option"),
+            ("a b", "unrecognized arguments: b"),
+            ("--pooler-config {x", "invalid JSON"),
+        ] {
+            let err = c.parse_argv(&argv(bad)).unwrap_err();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn option_like_values() {
+        for v in ["--x", "-x", "--port=1", "-inf"] {
+            assert!(looks_like_option(v), "{v}");
+        }
+        for v in ["-1", "-0.5", "-.5", "-", "x", "1"] {
+            assert!(!looks_like_option(v), "{v}");
+        }
+    }
+
+    #[test]
+    fn shipped_catalogs_load() {
+        for text in [
+            include_str!("engine/vllm/catalog/vllm-0.32.0.json"),
+            include_str!("frontend/vllm_router/catalog/vllm-router-0.1.17.json"),
+            include_str!("frontend/sglang_router/catalog/sglang-router-0.3.2.json"),
+        ] {
+            let c = Catalog::parse(text).unwrap();
+            assert!(c.options.len() > 50, "{}", c.program);
+        }
+    }
+}

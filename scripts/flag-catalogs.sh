@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Writes the flag catalogs of the pinned real programs, read from each
+# program's own argparse parser by scripts/flag-catalog.py.
+#
+# Usage: scripts/flag-catalogs.sh [--check] [PROGRAM...]
+#
+#   PROGRAM is vllm, vllm-router or sglang-router (default: all three).
+#   Each runs with the interpreter of that program's venv under
+#   ${SRT_TOOLS_DIR:-<repo>/.tools}:
+#     vllm           vllm-venv           (scripts/install-vllm.sh)
+#                    -> crates/srt/src/engine/vllm/catalog/vllm-<version>.json
+#     vllm-router    router-venv         (scripts/install-router.sh)
+#                    -> crates/srt/src/frontend/vllm_router/catalog/vllm-router-<version>.json
+#     sglang-router  sglang-router-venv  (scripts/install-sglang-router.sh)
+#                    -> crates/srt/src/frontend/sglang_router/catalog/sglang-router-<version>.json
+#   <version> is the installed release, so a catalog records the program that
+#   produced it. Spot checks (abbreviations, underscores, a few key options)
+#   are printed on stderr. A program whose venv is missing is an error.
+#
+#   --check  writes nothing; exits 1 if a committed catalog differs from
+#            what the installed program gives (catalogs are deterministic).
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+ROOT="$(repo_root)"
+TOOLS="$(tools_dir)"
+
+venv_of() {
+    case "$1" in
+    vllm) printf '%s\n' "$TOOLS/vllm-venv" ;;
+    vllm-router) printf '%s\n' "$TOOLS/router-venv" ;;
+    sglang-router) printf '%s\n' "$TOOLS/sglang-router-venv" ;;
+    *) die "unknown program '$1' (want: vllm vllm-router sglang-router)" ;;
+    esac
+}
+
+out_dir_of() {
+    case "$1" in
+    vllm) printf '%s\n' "$ROOT/crates/srt/src/engine/vllm/catalog" ;;
+    vllm-router) printf '%s\n' "$ROOT/crates/srt/src/frontend/vllm_router/catalog" ;;
+    sglang-router) printf '%s\n' "$ROOT/crates/srt/src/frontend/sglang_router/catalog" ;;
+    esac
+}
+
+main() {
+    local check="" programs=() program
+    for program in "$@"; do
+        case "$program" in
+        --check) check=1 ;;
+        -h | --help)
+            sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+            return 0
+            ;;
+        *) programs+=("$program") ;;
+        esac
+    done
+    ((${#programs[@]})) || programs=(vllm vllm-router sglang-router)
+
+    local failed=0 venv tmp version out start
+    for program in "${programs[@]}"; do
+        start="$(now)"
+        venv="$(venv_of "$program")"
+        [[ -x "$venv/bin/python" ]] || die "$program: no venv at $venv (run its install script)"
+        tmp="$(mktemp)"
+        # -B: no __pycache__ in the work tree.
+        if ! "$venv/bin/python" -B "$ROOT/scripts/flag-catalog.py" "$program" >"$tmp"; then
+            rm -f "$tmp"
+            die "$program: flag-catalog.py failed"
+        fi
+        version="$("$venv/bin/python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["version"])' "$tmp")"
+        out="$(out_dir_of "$program")/$program-$version.json"
+        if [[ -n "$check" ]]; then
+            if cmp -s "$tmp" "$out"; then
+                log "$program $version: ${out#"$ROOT"/} is up to date"
+            else
+                warn "$program $version: ${out#"$ROOT"/} differs from the installed program's parser"
+                diff -u "$out" "$tmp" >&2 || true
+                failed=1
+            fi
+            rm -f "$tmp"
+        else
+            mkdir -p "$(dirname "$out")"
+            mv "$tmp" "$out"
+            chmod 644 "$out"
+            log "$program $version: wrote ${out#"$ROOT"/} ($(elapsed_since "$start") s)"
+        fi
+    done
+    return "$failed"
+}
+
+main "$@"

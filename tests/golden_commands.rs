@@ -1,0 +1,228 @@
+//! Every command srt renders for the examples (what `golden/` shows) is read back the
+//! way the real program reads it: each by the flag catalog of its program (every engine
+//! and frontend in the tables brings one, taken from the program's own parser), Router
+//! lines also by the real Routers' parsers (the pinned releases the test command
+//! installs). With `SRT_REAL_VLLM=1` and the opt-in vLLM venv (`scripts/install-vllm.sh`),
+//! `vllm serve` lines go through vLLM's own parser too.
+
+mod common;
+
+use srt::catalog::Catalog;
+use srt::launch::{HostLayout, LaunchProcess, ProcessKind};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// Every program's catalog: the engines' and the frontends'.
+fn catalogs() -> Vec<&'static Catalog> {
+    let engines = srt::engine::ENGINES
+        .iter()
+        .map(|e| e.catalog(None).unwrap());
+    let frontends = srt::frontend::FRONTENDS.iter().map(|f| f.catalog());
+    engines.chain(frontends).collect()
+}
+
+fn catalog(program: &str) -> &'static Catalog {
+    catalogs()
+        .into_iter()
+        .find(|c| c.program == program)
+        .unwrap_or_else(|| panic!("no catalog for {program}"))
+}
+
+/// The catalog whose command `p` runs, and the words after the command prefix.
+fn parsed_by(p: &LaunchProcess) -> Option<(&'static Catalog, &[String])> {
+    catalogs().into_iter().find_map(|c| {
+        let prefix = &c.command;
+        (p.argv.len() >= prefix.len() && p.argv[..prefix.len()] == prefix[..])
+            .then(|| (c, &p.argv[prefix.len()..]))
+    })
+}
+
+/// Every process of every example, on both host layouts (ports differ).
+fn processes() -> Vec<(String, LaunchProcess)> {
+    let mut out = Vec::new();
+    for path in common::examples() {
+        for layout in [HostLayout::Shared, HostLayout::Distinct] {
+            let plan = common::plan_with(&path, None, layout);
+            for p in plan.processes {
+                out.push((format!("{} ({layout:?})", path.display()), p));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_rendered_command_parses_with_the_programs_catalog() {
+    let mut checked: BTreeMap<&str, usize> = BTreeMap::new();
+    for (example, p) in processes() {
+        if p.kind == ProcessKind::Nginx {
+            continue;
+        }
+        let (catalog, words) = parsed_by(&p).unwrap_or_else(|| {
+            panic!(
+                "{example} {}: no catalog knows the command {:?}",
+                p.address, p.argv
+            )
+        });
+        if let Err(e) = catalog.parse_argv(words) {
+            panic!(
+                "{example} {}: {} would refuse it: {e}\n{:?}",
+                p.address, catalog.program, p.argv
+            );
+        }
+        *checked.entry(catalog.program.as_str()).or_default() += 1;
+    }
+    // Every program has examples, and many of the engine's.
+    for c in catalogs() {
+        assert!(
+            checked.get(c.program.as_str()).is_some_and(|&n| n >= 2),
+            "{} checked {checked:?}",
+            c.program
+        );
+    }
+    assert!(checked["vllm"] > 20, "checked {checked:?}");
+}
+
+/// The catalog reader is not vacuous: what the programs refuse, it refuses.
+#[test]
+fn the_catalog_reader_refuses_what_the_programs_refuse() {
+    let argv = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+    let (vllm, router, sglang) = (
+        || catalog("vllm"),
+        || catalog("vllm-router"),
+        || catalog("sglang-router"),
+    );
+    for (catalog, line, says) in [
+        (vllm(), "/m --max-modl-len 8", "unrecognized"),
+        (vllm(), "/m --enforce-eager yes", "unrecognized"),
+        (vllm(), "/m --tensor-parallel-size two", "invalid int"),
+        (vllm(), "/m --port", "expected one argument"),
+        (
+            vllm(),
+            "/m extra-positional",
+            "unrecognized arguments: extra-positional",
+        ),
+        (router(), "--policy fastest", "invalid choice"),
+        (router(), "--worker_urls http://x:1", "unrecognized"),
+        (sglang(), "--policy fastest", "invalid choice"),
+        (sglang(), "--port eighty", "invalid int"),
+    ] {
+        let err = catalog.parse_argv(&argv(line)).unwrap_err();
+        assert!(err.contains(says), "{line}: {err}");
+    }
+}
+
+fn tools() -> PathBuf {
+    std::env::var_os("SRT_TOOLS_DIR").map_or_else(|| common::root().join(".tools"), PathBuf::from)
+}
+
+/// Run the real program's parser (`scripts/check-with-real-programs.py`) on many
+/// commands at once; one verdict per command.
+fn real_check(python: &PathBuf, program: &str, commands: &[Vec<String>]) -> Vec<serde_json::Value> {
+    let mut child = Command::new(python)
+        .arg(common::root().join("scripts/check-with-real-programs.py"))
+        .arg(program)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e}", python.display()));
+    serde_json::to_writer(child.stdin.take().unwrap(), commands).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let verdicts: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        verdicts.len(),
+        commands.len(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    verdicts
+}
+
+/// The venv holding each Router, as the test command installs them.
+const ROUTER_VENVS: &[(&str, &str)] = &[
+    ("vllm-router", "router-venv"),
+    ("sglang-router", "sglang-router-venv"),
+];
+
+#[test]
+fn every_rendered_router_command_parses_with_the_real_router() {
+    let mut commands: BTreeMap<&str, Vec<(String, Vec<String>)>> = BTreeMap::new();
+    for (example, p) in processes() {
+        if p.kind != ProcessKind::Router {
+            continue;
+        }
+        let (catalog, words) = parsed_by(&p).unwrap();
+        commands
+            .entry(catalog.program.as_str())
+            .or_default()
+            .push((format!("{example} {}", p.address), words.to_vec()));
+    }
+    for f in srt::frontend::FRONTENDS {
+        let program = f.catalog().program.as_str();
+        let venv = ROUTER_VENVS
+            .iter()
+            .find(|(p, _)| *p == program)
+            .unwrap_or_else(|| panic!("no venv known for {program}"))
+            .1;
+        let python = tools().join(venv).join("bin/python");
+        assert!(
+            python.exists(),
+            "the real {program} is not installed in {}: run scripts/install-deps.sh router (the test command does)",
+            python.display()
+        );
+        let commands = &commands[program];
+        let argvs: Vec<Vec<String>> = commands.iter().map(|(_, a)| a.clone()).collect();
+        let verdicts = real_check(&python, program, &argvs);
+        for ((what, argv), v) in commands.iter().zip(&verdicts) {
+            assert_eq!(
+                v["ok"], true,
+                "{what}: {program} refuses {argv:?}: {}",
+                v["error"]
+            );
+        }
+        // Not vacuous: the real parser refuses a broken command.
+        let bad = real_check(
+            &python,
+            program,
+            &[vec!["--policy".into(), "fastest".into()]],
+        );
+        assert_eq!(bad[0]["ok"], false, "{program}");
+    }
+}
+
+#[test]
+fn every_rendered_vllm_command_parses_with_real_vllm_when_installed() {
+    if std::env::var_os("SRT_REAL_VLLM").is_none() {
+        eprintln!("SRT_REAL_VLLM is not set: real vLLM (scripts/install-vllm.sh) not asked for");
+        return;
+    }
+    let python = tools().join("vllm-venv/bin/python");
+    assert!(
+        python.exists(),
+        "SRT_REAL_VLLM is set but {} is missing",
+        python.display()
+    );
+    let commands: Vec<(String, Vec<String>)> = processes()
+        .into_iter()
+        .filter(|(_, p)| p.kind == ProcessKind::Worker)
+        .map(|(example, p)| {
+            let (catalog, words) = parsed_by(&p).unwrap();
+            assert_eq!(catalog.program, "vllm");
+            (format!("{example} {}", p.address), words.to_vec())
+        })
+        .collect();
+    let argvs: Vec<Vec<String>> = commands.iter().map(|(_, a)| a.clone()).collect();
+    let verdicts = real_check(&python, "vllm", &argvs);
+    for ((what, argv), v) in commands.iter().zip(&verdicts) {
+        assert_eq!(
+            v["ok"], true,
+            "{what}: vllm serve refuses {argv:?}: {}",
+            v["error"]
+        );
+    }
+}
