@@ -1,0 +1,185 @@
+//! sglang-router's admin API (0.3.2), as [`Admin`].
+//!
+//! - `POST /workers {"url": URL}`: 202 with a `worker_id`; the registration runs in the
+//!   background (health, metadata, activation). `GET /workers/<id>` shows a `job_status`
+//!   while it runs (`failed` with a message if it fails) and the worker itself once it
+//!   is active. A duplicate gets 202 too, and its job fails with `already exists`.
+//! - `DELETE /workers/<id>`: 202; the worker is gone from `/workers` tens of ms later;
+//!   requests in flight finish.
+//! - `GET /workers`: `{"workers": [{"id": ..., "url": ...}, ...]}`.
+//! - `GET /liveness`: 200 once bound.
+
+use crate::frontend::Admin;
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use std::time::{Duration, Instant};
+
+/// The admin API of sglang-router.
+pub(super) struct SglangRouterAdmin;
+
+/// How long a background registration or removal may take.
+const JOB_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often a background job is polled.
+const JOB_POLL: Duration = Duration::from_millis(10);
+
+/// `GET /workers` as (id, url) pairs.
+async fn workers(http: &reqwest::Client, router: &str) -> Result<Vec<(String, String)>, String> {
+    let r = http
+        .get(format!("{router}/workers"))
+        .send()
+        .await
+        .map_err(|e| format!("GET {router}/workers: {e}"))?;
+    let status = r.status();
+    let body = r.text().await.unwrap_or_default();
+    if !status.is_success() {
+        return Err(format!("GET {router}/workers: {status} {}", body.trim()));
+    }
+    let v: serde_json::Value = serde_json::from_str(&body)
+        .map_err(|e| format!("GET {router}/workers: {e}: {}", body.trim()))?;
+    Ok(v["workers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|w| {
+            Some((
+                w["id"].as_str()?.to_string(),
+                w["url"].as_str()?.to_string(),
+            ))
+        })
+        .collect())
+}
+
+/// Poll `GET /workers/<id>` until `done` says the answer (status, JSON) settles it.
+async fn wait_job(
+    http: &reqwest::Client,
+    router: &str,
+    id: &str,
+    what: &str,
+    done: impl Fn(u16, &serde_json::Value) -> Option<Result<(), String>>,
+) -> Result<(), String> {
+    let start = Instant::now();
+    loop {
+        let r = http
+            .get(format!("{router}/workers/{id}"))
+            .send()
+            .await
+            .map_err(|e| format!("GET {router}/workers/{id}: {e}"))?;
+        let status = r.status().as_u16();
+        let v: serde_json::Value = r.json().await.unwrap_or_default();
+        if let Some(result) = done(status, &v) {
+            return result;
+        }
+        if start.elapsed() > JOB_TIMEOUT {
+            return Err(format!(
+                "{router} did not finish {what} within {}s: {v}",
+                JOB_TIMEOUT.as_secs()
+            ));
+        }
+        tokio::time::sleep(JOB_POLL).await;
+    }
+}
+
+impl Admin for SglangRouterAdmin {
+    fn list<'a>(
+        &'a self,
+        http: &'a reqwest::Client,
+        router: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, String>> {
+        async move {
+            let mut urls: Vec<String> = workers(http, router)
+                .await?
+                .into_iter()
+                .map(|(_, u)| u)
+                .collect();
+            urls.sort();
+            urls.dedup();
+            Ok(urls)
+        }
+        .boxed()
+    }
+
+    fn add<'a>(
+        &'a self,
+        http: &'a reqwest::Client,
+        router: &'a str,
+        worker: &'a str,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        async move {
+            let r = http
+                .post(format!("{router}/workers"))
+                .json(&serde_json::json!({ "url": worker }))
+                .send()
+                .await
+                .map_err(|e| format!("POST {router}/workers: {e}"))?;
+            let status = r.status();
+            let v: serde_json::Value = r.json().await.unwrap_or_default();
+            let Some(id) = v["worker_id"].as_str().filter(|_| status.is_success()) else {
+                return Err(format!("{router} refused to add {worker}: {status} {v}"));
+            };
+            wait_job(http, router, id, "adding a worker", |status, v| {
+                match v["job_status"]["status"].as_str() {
+                    Some("failed") => {
+                        let message = v["job_status"]["message"].as_str().unwrap_or_default();
+                        Some(if message.contains("already exists") {
+                            Ok(())
+                        } else {
+                            Err(format!("{router} could not add {worker}: {message}"))
+                        })
+                    }
+                    Some(_) => None,
+                    None if status == 200 && v["is_healthy"] == true => Some(Ok(())),
+                    None => None,
+                }
+            })
+            .await
+        }
+        .boxed()
+    }
+
+    fn remove<'a>(
+        &'a self,
+        http: &'a reqwest::Client,
+        router: &'a str,
+        worker: &'a str,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        async move {
+            let ids: Vec<String> = workers(http, router)
+                .await?
+                .into_iter()
+                .filter(|(_, u)| u == worker)
+                .map(|(id, _)| id)
+                .collect();
+            for id in ids {
+                let r = http
+                    .delete(format!("{router}/workers/{id}"))
+                    .send()
+                    .await
+                    .map_err(|e| format!("DELETE {router}/workers/{id}: {e}"))?;
+                if !r.status().is_success() {
+                    let status = r.status();
+                    let body = r.text().await.unwrap_or_default();
+                    return Err(format!(
+                        "{router} refused to remove {worker}: {status} {}",
+                        body.trim()
+                    ));
+                }
+                wait_job(http, router, &id, "removing a worker", |status, _| {
+                    (status == 404).then_some(Ok(()))
+                })
+                .await?;
+            }
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn live<'a>(&'a self, http: &'a reqwest::Client, router: &'a str) -> BoxFuture<'a, bool> {
+        async move {
+            http.get(format!("{router}/liveness"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success())
+        }
+        .boxed()
+    }
+}

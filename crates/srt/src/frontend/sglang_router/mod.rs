@@ -1,0 +1,310 @@
+//! The SGLang Model Gateway (`sglang-router`, PyPI) in front of `vllm serve` workers.
+//!
+//! Regular mode only: `sglang-router launch --host 0.0.0.0 --port P --prometheus-port M
+//! --prometheus-host 0.0.0.0 <args>`, with no worker on its command line: srt adds each
+//! worker through the admin API ([`admin`]) once it is healthy and takes it out before
+//! stopping it (managed membership), so a changed worker set never restarts the gateway.
+//! Its prefill/decode mode speaks SGLang's protocol (the same request to both, with
+//! bootstrap fields), not vLLM's `kv_transfer_params` one, so it serves aggregated vLLM
+//! workers only.
+//!
+//! Readiness: its `/health` is 200 with no worker at all, so the gate reads `/readiness`
+//! (`{"healthy_workers": N, ...}`; 503 until one is healthy) on every gateway until each
+//! counts every worker, then every worker's own `/health`.
+
+mod admin;
+
+use super::{nginx, Frontend, FrontendParts, Layout};
+use crate::catalog::Catalog;
+use crate::engine::ConnectorChoice;
+use crate::launch::{
+    membership_address, BuildContext, Count, Gate, LaunchProcess, Member, Membership,
+    MembershipMode, Probe, ProcessKind,
+};
+use crate::recipe::diag::Problem;
+use crate::recipe::{ArgValue, Recipe, RoleKind};
+use std::collections::BTreeMap;
+
+/// The SGLang Model Gateway frontend.
+pub(super) struct SglangRouter;
+
+/// Flags the gateway gets from the topology, with who sets them.
+const MANAGED: &[(&str, &str)] = &[
+    (
+        "worker-urls",
+        "the gateway's workers are the role's routable workers",
+    ),
+    ("host", "the gateway listens on 0.0.0.0"),
+    (
+        "port",
+        "the gateway's port is `frontend.port` (or an internal port behind nginx)",
+    ),
+    (
+        "prometheus-port",
+        "each gateway's metrics port is allocated (port kind `router_metrics`)",
+    ),
+    (
+        "prometheus-host",
+        "the metrics listener follows the gateway's (0.0.0.0)",
+    ),
+    (
+        "pd-disaggregation",
+        "SGLang's prefill/decode protocol does not speak vLLM's",
+    ),
+    (
+        "prefill",
+        "SGLang's prefill/decode protocol does not speak vLLM's",
+    ),
+    (
+        "decode",
+        "SGLang's prefill/decode protocol does not speak vLLM's",
+    ),
+    ("service-discovery", "srt lists the workers it starts"),
+    ("enable-igw", "srt runs the gateway in its regular mode"),
+];
+
+/// Flags srt sets by default that a recipe may override.
+const DEFAULTED: &[&str] = &[
+    "worker-startup-timeout-secs",
+    "worker-startup-check-interval",
+];
+
+/// The sglang-router release srt ships a flag catalog for.
+fn catalog() -> &'static Catalog {
+    static PARSED: std::sync::OnceLock<Catalog> = std::sync::OnceLock::new();
+    PARSED.get_or_init(|| {
+        Catalog::parse(include_str!("catalog/sglang-router-0.3.2.json"))
+            .expect("the shipped catalog parses")
+    })
+}
+
+impl Frontend for SglangRouter {
+    fn name(&self) -> &'static str {
+        "sglang-router"
+    }
+
+    fn default_binary(&self) -> &'static str {
+        "sglang-router"
+    }
+
+    fn install_hint(&self) -> &'static str {
+        "install the pinned Router with `scripts/install-sglang-router.sh` and put `.tools/bin` \
+         on PATH (`export PATH=\"$PWD/.tools/bin:$PATH\"`), or name the program with \
+         `frontend.binary`"
+    }
+
+    fn catalog(&self) -> &'static Catalog {
+        catalog()
+    }
+
+    fn admin(&self) -> Option<&'static dyn super::Admin> {
+        Some(&admin::SglangRouterAdmin)
+    }
+
+    fn managed_by(&self, flag: &str) -> Option<&'static str> {
+        MANAGED
+            .iter()
+            .find(|(f, _)| *f == flag)
+            .map(|(_, why)| *why)
+    }
+
+    fn validate(&self, recipe: &Recipe, _: &[ConnectorChoice], problems: &mut Vec<Problem>) {
+        for role in recipe.roles.iter().filter(|r| r.kind != RoleKind::Agg) {
+            problems.push(
+                Problem::new(
+                    "srt::recipe::frontend_roles",
+                    role.span,
+                    format!(
+                        "sglang-router routes aggregated vLLM workers only, not `{}`",
+                        role.kind.name()
+                    ),
+                )
+                .label("prefill/decode role")
+                .help("its prefill/decode mode sends SGLang's bootstrap fields, not vLLM's kv_transfer_params; use `frontend.type: vllm-router` for prefill/decode"),
+            );
+        }
+    }
+
+    fn build(
+        &self,
+        ctx: &mut BuildContext<'_>,
+        recipe: &Recipe,
+        layout: &Layout,
+        workers: &[LaunchProcess],
+        _: &[ConnectorChoice],
+    ) -> Result<FrontendParts, Problem> {
+        let fe = &recipe.frontend;
+        let advertised: Vec<(&LaunchProcess, &String)> = workers
+            .iter()
+            .filter_map(|w| Some((w, w.worker.as_ref()?.advertised_url.as_ref()?)))
+            .collect();
+        if advertised.is_empty() {
+            return Err(Problem::new(
+                "srt::recipe::no_workers",
+                fe.span,
+                "no worker serves HTTP for the gateway to route to",
+            )
+            .label("this frontend"));
+        }
+        check_policy(recipe)?;
+        let user_flags = user_flags(recipe, ctx.health().timeout_secs);
+        let mut processes = Vec::new();
+        let mut gateway_urls = Vec::new();
+        let mut upstreams = Vec::new();
+        for (i, slot) in layout.routers.iter().enumerate() {
+            let address = format!("router[{i}]");
+            let (ports, port, metrics) = super::router_ports(ctx, fe, *slot, &address)?;
+            let binary = fe
+                .binary
+                .clone()
+                .unwrap_or_else(|| self.default_binary().to_string());
+            let mut argv = vec![binary, "launch".to_string()];
+            argv.extend([
+                "--host".into(),
+                "0.0.0.0".into(),
+                "--port".into(),
+                port.to_string(),
+                "--prometheus-port".into(),
+                metrics.to_string(),
+                "--prometheus-host".into(),
+                "0.0.0.0".into(),
+            ]);
+            argv.extend(user_flags.iter().cloned());
+            let ip = ctx.node_ip(slot.node);
+            gateway_urls.push(format!("http://{ip}:{port}"));
+            upstreams.push(format!("{ip}:{port}"));
+            processes.push(LaunchProcess {
+                address,
+                kind: ProcessKind::Router,
+                node: slot.node,
+                devices: Vec::new(),
+                ports,
+                env: fe.env.clone(),
+                env_unset: Vec::new(),
+                argv,
+                files: BTreeMap::new(),
+                // srt adds its workers as they become healthy: it depends on none.
+                depends_on: Vec::new(),
+                watches: Vec::new(),
+                worker: None,
+                container_image: fe
+                    .container_image
+                    .clone()
+                    .or_else(|| ctx.model().container.clone()),
+            });
+        }
+        let addresses: Vec<String> = processes.iter().map(|p| p.address.clone()).collect();
+        let public_url = format!(
+            "http://{}:{}",
+            ctx.node_ip(layout.public_node()),
+            fe.port.value
+        );
+        if let Some(node) = layout.nginx_node {
+            processes.push(nginx::process(node, fe.port.value, &upstreams, &fe.nginx));
+        }
+        let members: Vec<Member> = advertised
+            .iter()
+            .map(|(w, url)| Member {
+                worker: w.address.clone(),
+                url: (*url).clone(),
+            })
+            .collect();
+        let memberships: Vec<Membership> = addresses
+            .iter()
+            .zip(&gateway_urls)
+            .map(|(router, url)| Membership {
+                address: membership_address(router),
+                router: router.clone(),
+                admin_url: url.clone(),
+                mode: MembershipMode::Managed,
+                note: None,
+                members: members.clone(),
+            })
+            .collect();
+        let mut gate_deps = addresses;
+        gate_deps.extend(memberships.iter().map(|m| m.address.clone()));
+        let gates = gates(gateway_urls, gate_deps, &advertised);
+        Ok(FrontendParts {
+            memberships,
+            processes,
+            gates,
+            public_url,
+            warnings: Vec::new(),
+        })
+    }
+}
+
+/// `power_of_two` cannot serve vLLM workers kept current at run time: the gateway
+/// refuses to start it with fewer than two workers (it starts with none, srt adds them),
+/// and it weighs workers by their `/get_load`, which vLLM does not serve (404).
+fn check_policy(recipe: &Recipe) -> Result<(), Problem> {
+    match recipe.frontend.args.get("policy") {
+        Some(arg) if arg.value == ArgValue::Str("power_of_two".into()) => Err(Problem::new(
+            "srt::recipe::flag_value",
+            arg.value_span,
+            "sglang-router's `power_of_two` policy cannot route vLLM workers: it reads each worker's /get_load, which vLLM does not serve, and refuses to start with fewer than two workers, while srt starts the gateway with none and adds each worker once it is healthy",
+        )
+        .label("not with vLLM workers")
+        .help("use `round_robin`, `random` or `cache_aware`")),
+        _ => Ok(()),
+    }
+}
+
+/// `frontend.args` with srt's defaults (the start-up budget from `health_check`, a
+/// one-second check interval), sorted and rendered as the gateway reads them.
+fn user_flags(recipe: &Recipe, timeout_secs: u64) -> Vec<String> {
+    let mut flags: Vec<(String, ArgValue)> = recipe
+        .frontend
+        .args
+        .0
+        .iter()
+        .map(|a| (a.key.clone(), a.value.clone()))
+        .collect();
+    for (key, default) in [
+        (DEFAULTED[0], timeout_secs.to_string()),
+        (DEFAULTED[1], "1".to_string()),
+    ] {
+        if !flags.iter().any(|(k, _)| k == key) {
+            flags.push((key.to_string(), ArgValue::Str(default)));
+        }
+    }
+    flags.sort_by(|a, b| a.0.cmp(&b.0));
+    crate::catalog::render(Some(catalog()), &flags)
+}
+
+/// Every gateway counts every worker healthy on `/readiness`; then every worker answers
+/// its own `/health`.
+fn gates(
+    gateway_urls: Vec<String>,
+    gateways: Vec<String>,
+    advertised: &[(&LaunchProcess, &String)],
+) -> Vec<Gate> {
+    let n = advertised.len() as u32;
+    let mut deps = vec!["gate.router".to_string()];
+    deps.extend(advertised.iter().map(|(w, _)| w.address.clone()));
+    vec![
+        Gate {
+            address: "gate.router".into(),
+            description: format!("every gateway counts {n} healthy workers on /readiness"),
+            probe: Probe::JsonCounts {
+                urls: gateway_urls,
+                path: "/readiness".into(),
+                counts: vec![Count {
+                    name: "healthy workers".into(),
+                    pointers: vec!["/healthy_workers".into()],
+                    at_least: n,
+                }],
+            },
+            depends_on: gateways,
+        },
+        Gate {
+            address: "gate.workers".into(),
+            description: "every worker listed to the gateway answers /health".into(),
+            probe: Probe::Http {
+                urls: advertised.iter().map(|(_, u)| (*u).clone()).collect(),
+                path: "/health".into(),
+            },
+            depends_on: deps,
+        },
+    ]
+}
