@@ -1,0 +1,502 @@
+//! Router membership: which workers each Router routes to, changed through its admin
+//! API while it runs ([`crate::frontend::Admin`]).
+//!
+//! A managed membership's state record holds the members its Router has *now*: apply
+//! edits the record with every worker it takes out or puts back, so an interrupted
+//! apply leaves a record the next plan diffs correctly. The record's hash is the desired
+//! one only while its members are exactly the desired ones; otherwise it is empty
+//! (stale), and the next plan updates the membership.
+
+use super::{Apply, Event, Shared, StepError, StepResult};
+use crate::frontend::Admin;
+use crate::graph::{Kind, Target};
+use crate::launch::MembershipMode;
+use crate::plan::members_of;
+use crate::state::{ResourceState, Status};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+/// How often a worker's `/health` is polled before it is added to its Routers.
+const HEALTH_POLL: Duration = Duration::from_millis(10);
+/// How often a draining worker's requests are counted.
+const DRAIN_POLL: Duration = Duration::from_millis(50);
+/// A request to a Router's admin API or a worker's `/health` gives up after this long.
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The HTTP client for admin calls and worker probes.
+pub(super) fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(ADMIN_TIMEOUT)
+        .connect_timeout(Duration::from_secs(2))
+        .no_proxy()
+        .build()
+        .expect("http client")
+}
+
+/// A worker taken out of a Router, to put back once its replacement is healthy.
+#[derive(Clone, Debug)]
+pub(super) struct Withdrawn {
+    /// The managed membership record it was taken out of (`None`: a Router that lists it
+    /// on its command line, which cannot take it back).
+    pub membership: Option<String>,
+    /// The worker's address.
+    pub worker: String,
+    /// Its URL as the Router knows it.
+    pub url: String,
+}
+
+/// Where a Router's admin API answers, and which one it is.
+struct RouterApi {
+    admin: &'static dyn Admin,
+    url: String,
+}
+
+impl Apply<'_> {
+    fn router_api(&self, frontend: &str, admin_url: &str) -> Option<RouterApi> {
+        let admin = crate::frontend::lookup(frontend)?.admin()?;
+        Some(RouterApi {
+            admin,
+            url: self.exec.bindings().resolve(admin_url),
+        })
+    }
+
+    /// Record `members` as what the membership at `address` has now: its hash is the
+    /// desired one when they are exactly the desired members, else stale.
+    fn record_members(
+        &self,
+        record: &mut ResourceState,
+        address: &str,
+        members: &[(String, String)],
+    ) {
+        let list: Vec<serde_json::Value> = members
+            .iter()
+            .map(|(url, worker)| serde_json::json!({ "url": url, "worker": worker }))
+            .collect();
+        record.spec["members"] = serde_json::Value::Array(list);
+        let desired = self.graph.get(address);
+        record.hash = match desired {
+            Some(d) if d.spec == record.spec => d.hash.clone(),
+            _ => String::new(),
+        };
+    }
+
+    /// Take the worker at `worker` out of every Router that routes to it: the managed
+    /// memberships whose records list it, and the Routers that list it on their command
+    /// line (the launch plan's static memberships). Requests in flight on it finish; no
+    /// new one reaches it. A Router that does not answer routes nothing, so it is
+    /// skipped; one that refuses is an error (the worker must not stop while routed).
+    pub(super) async fn withdraw(
+        &self,
+        state: &Shared,
+        worker: &str,
+    ) -> Result<Vec<Withdrawn>, StepError> {
+        let http = http();
+        let mut targets: Vec<(Option<String>, String, String, String)> = Vec::new();
+        // A Router this apply stops routes to nothing afterwards: no need to ask it.
+        let stopping: BTreeSet<&str> = self
+            .plan
+            .changes
+            .iter()
+            .filter(|c| {
+                c.kind == Kind::Router
+                    && matches!(
+                        c.action,
+                        crate::plan::Action::Destroy | crate::plan::Action::Replace
+                    )
+            })
+            .map(|c| c.address.as_str())
+            .collect();
+        {
+            let s = state.lock().expect("state mutex");
+            for (address, r) in &s.resources {
+                if r.kind != Kind::Membership {
+                    continue;
+                }
+                if r.spec["router"]
+                    .as_str()
+                    .is_some_and(|x| stopping.contains(x))
+                {
+                    continue;
+                }
+                for (url, w) in members_of(&r.spec) {
+                    if w == worker {
+                        let frontend = r.spec["frontend"].as_str().unwrap_or_default();
+                        let admin_url = r.spec["admin_url"].as_str().unwrap_or_default();
+                        targets.push((
+                            Some(address.clone()),
+                            frontend.to_string(),
+                            admin_url.to_string(),
+                            url,
+                        ));
+                    }
+                }
+            }
+        }
+        for m in &self.launch.memberships {
+            if m.mode != MembershipMode::Static {
+                continue;
+            }
+            // Listed on a Router's command line: taken out before it stops, even when
+            // that Router restarts afterwards (it routes meanwhile).
+            for member in m.members.iter().filter(|x| x.worker == worker) {
+                targets.push((
+                    None,
+                    self.launch.frontend.clone(),
+                    m.admin_url.clone(),
+                    member.url.clone(),
+                ));
+            }
+        }
+        let mut out = Vec::new();
+        for (membership, frontend, admin_url, url) in targets {
+            let Some(api) = self.router_api(&frontend, &admin_url) else {
+                continue;
+            };
+            let resolved = self.exec.bindings().resolve(&url);
+            if !api.admin.live(&http, &api.url).await {
+                continue;
+            }
+            if let Err(e) = api.admin.remove(&http, &api.url, &resolved).await {
+                // A Router that stopped meanwhile routes nothing.
+                if api.admin.live(&http, &api.url).await {
+                    return Err(format!("taking `{worker}` out of its Router: {e}").into());
+                }
+            }
+            if let Some(address) = &membership {
+                let mut s = state.lock().expect("state mutex");
+                if let Some(r) = s.resources.get_mut(address) {
+                    let mut left = members_of(&r.spec);
+                    left.retain(|(u, w)| !(u == &url && w == worker));
+                    let mut record = r.clone();
+                    self.record_members(&mut record, address, &left);
+                    *r = record;
+                }
+                super::append(self.store, self.lock, &mut s, &[address.as_str()])?;
+            }
+            out.push(Withdrawn {
+                membership,
+                worker: worker.to_string(),
+                url,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Wait until the workers at `urls` have no request left (running or queued), at
+    /// most `rollout.drain_seconds`. Unknown counts (an engine that cannot tell) wait
+    /// the whole time only if nothing else is known; the wait never fails.
+    pub(super) async fn drain(&self, worker: &str, urls: &[String]) {
+        let limit = Duration::from_secs(self.launch.rollout.drain_seconds);
+        let Some(engine) = crate::engine::lookup(&self.launch.engine) else {
+            return;
+        };
+        if urls.is_empty() || limit.is_zero() {
+            return;
+        }
+        // A worker that cannot say within a second is not serving: nothing to wait for.
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(1))
+            .no_proxy()
+            .build()
+            .expect("http client");
+        let start = Instant::now();
+        let mut reported = Instant::now();
+        loop {
+            let mut left = 0;
+            for url in urls {
+                let url = self.exec.bindings().resolve(url);
+                left += engine.in_flight(&http, &url).await.unwrap_or(0);
+            }
+            if left == 0 || start.elapsed() >= limit {
+                return;
+            }
+            if reported.elapsed() >= Duration::from_secs(5) {
+                (self.events)(Event::Waiting {
+                    address: worker.to_string(),
+                    detail: format!("{left} request(s) to finish before it stops"),
+                });
+                reported = Instant::now();
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(DRAIN_POLL) => {}
+                _ = self.cancel.cancelled() => return,
+            }
+        }
+    }
+
+    /// Put withdrawn workers back into their managed memberships' Routers (they are
+    /// healthy); those a Router lists on its command line come back with its restart.
+    pub(super) async fn put_back(
+        &self,
+        state: &Shared,
+        withdrawn: &[Withdrawn],
+    ) -> Result<(), StepError> {
+        let http = http();
+        for w in withdrawn {
+            let Some(address) = &w.membership else {
+                continue;
+            };
+            // Only into a membership that still wants it.
+            let wanted = self.graph.get(address).is_some_and(|g| {
+                members_of(&g.spec)
+                    .iter()
+                    .any(|(u, x)| u == &w.url && x == &w.worker)
+            });
+            if !wanted {
+                continue;
+            }
+            let (frontend, admin_url) = {
+                let s = state.lock().expect("state mutex");
+                let Some(r) = s.resources.get(address) else {
+                    continue;
+                };
+                (
+                    r.spec["frontend"].as_str().unwrap_or_default().to_string(),
+                    r.spec["admin_url"].as_str().unwrap_or_default().to_string(),
+                )
+            };
+            let Some(api) = self.router_api(&frontend, &admin_url) else {
+                continue;
+            };
+            let url = self.exec.bindings().resolve(&w.url);
+            api.admin.add(&http, &api.url, &url).await.map_err(|e| {
+                StepError::from(format!("putting `{}` back into its Router: {e}", w.worker))
+            })?;
+            let mut s = state.lock().expect("state mutex");
+            if let Some(r) = s.resources.get_mut(address) {
+                let mut now = members_of(&r.spec);
+                if !now.iter().any(|(u, x)| u == &w.url && x == &w.worker) {
+                    now.push((w.url.clone(), w.worker.clone()));
+                }
+                // In the desired order, so a complete set records the desired hash.
+                let order = self
+                    .graph
+                    .get(address)
+                    .map(|g| members_of(&g.spec))
+                    .unwrap_or_default();
+                now.sort_by_key(|m| order.iter().position(|o| o == m).unwrap_or(usize::MAX));
+                let mut record = r.clone();
+                self.record_members(&mut record, address, &now);
+                *r = record;
+            }
+            super::append(self.store, self.lock, &mut s, &[address.as_str()])?;
+        }
+        Ok(())
+    }
+
+    /// Wait until every URL answers `/health` with 2xx, failing early when one of
+    /// `processes` (address, runtime) dies; bounded by the health budget.
+    pub(super) async fn wait_healthy(
+        &self,
+        urls: &[String],
+        processes: &[(String, crate::state::Runtime)],
+    ) -> Result<(), StepError> {
+        let http = http();
+        let deadline = Instant::now() + Duration::from_secs(self.health.timeout_secs);
+        let mut last_liveness = Instant::now();
+        let mut pending: Vec<String> = urls
+            .iter()
+            .map(|u| self.exec.bindings().resolve(u))
+            .collect();
+        loop {
+            let mut still = Vec::new();
+            for url in pending {
+                let ok = http
+                    .get(format!("{url}/health"))
+                    .timeout(Duration::from_secs(2))
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status().is_success());
+                if !ok {
+                    still.push(url);
+                }
+            }
+            pending = still;
+            if pending.is_empty() {
+                return Ok(());
+            }
+            if last_liveness.elapsed() >= Duration::from_millis(500) {
+                last_liveness = Instant::now();
+                for (address, rt) in processes {
+                    if let crate::plan::Observation::Gone(detail) = self.exec.observe(rt).await {
+                        return Err(StepError::caused_by(
+                            format!("`{address}` died before it answered /health: {detail}"),
+                            address.clone(),
+                        ));
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "timed out after {}s waiting for {}/health",
+                    self.health.timeout_secs,
+                    pending.join(", ")
+                )
+                .into());
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(HEALTH_POLL) => {}
+                _ = self.cancel.cancelled() => return Err("interrupted".into()),
+            }
+        }
+    }
+
+    /// Create or update membership `i`: wait for its Router to answer, take out what it
+    /// routes to that is not a member, and add each member as soon as that worker
+    /// answers `/health` (members in parallel). The record follows every change.
+    pub(super) async fn sync_members(&self, state: &Shared, i: usize) -> StepResult {
+        let r = &self.graph.resources[i];
+        let Target::Membership(m) = r.target else {
+            return Err("not a membership".into());
+        };
+        let membership = &self.launch.memberships[m];
+        let http = http();
+        let Some(api) = self.router_api(&self.launch.frontend, &membership.admin_url) else {
+            return Err(format!("frontend `{}` has no admin API", self.launch.frontend).into());
+        };
+        let t = Instant::now();
+        {
+            let mut s = state.lock().expect("state mutex");
+            if !s.resources.contains_key(&r.address) {
+                let mut record = self.new_record(i, Status::Pending);
+                self.record_members(&mut record, &r.address, &[]);
+                s.resources.insert(r.address.clone(), record);
+                super::append(self.store, self.lock, &mut s, &[r.address.as_str()])?;
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(self.health.timeout_secs);
+        while !api.admin.live(&http, &api.url).await {
+            if Instant::now() >= deadline {
+                return Err(
+                    format!("`{}` did not answer at {}", membership.router, api.url).into(),
+                );
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(HEALTH_POLL) => {}
+                _ = self.cancel.cancelled() => return Err("interrupted".into()),
+            }
+        }
+        let desired = members_of(&r.spec);
+        let resolve = |u: &str| self.exec.bindings().resolve(u);
+        let live: BTreeSet<String> = api
+            .admin
+            .list(&http, &api.url)
+            .await
+            .map_err(StepError::from)?
+            .into_iter()
+            .collect();
+        let wanted: BTreeSet<String> = desired.iter().map(|(u, _)| resolve(u)).collect();
+        for extra in live.difference(&wanted) {
+            api.admin
+                .remove(&http, &api.url, extra)
+                .await
+                .map_err(StepError::from)?;
+        }
+        // What the Router has of the members now, kept in the record as it grows.
+        let present: Vec<(String, String)> = desired
+            .iter()
+            .filter(|(u, _)| live.contains(&resolve(u)))
+            .cloned()
+            .collect();
+        self.update_record(state, &r.address, &present)?;
+        let missing: Vec<&(String, String)> = desired
+            .iter()
+            .filter(|(u, _)| !live.contains(&resolve(u)))
+            .collect();
+        let runtimes: Vec<(String, crate::state::Runtime)> = {
+            let s = state.lock().expect("state mutex");
+            missing
+                .iter()
+                .filter_map(|(_, w)| Some((w.clone(), s.resources.get(w)?.runtime.clone()?)))
+                .collect()
+        };
+        let adds = missing.iter().map(|(url, worker)| {
+            let http = &http;
+            let api = &api;
+            let runtimes = &runtimes;
+            let desired = &desired;
+            let resolve = &resolve;
+            async move {
+                let own: Vec<(String, crate::state::Runtime)> = runtimes
+                    .iter()
+                    .filter(|(a, _)| a == worker)
+                    .cloned()
+                    .collect();
+                self.wait_healthy(std::slice::from_ref(url), &own).await?;
+                api.admin
+                    .add(http, &api.url, &resolve(url))
+                    .await
+                    .map_err(StepError::from)?;
+                let mut s = state.lock().expect("state mutex");
+                if let Some(rec) = s.resources.get_mut(&r.address) {
+                    let mut now = members_of(&rec.spec);
+                    now.push(((*url).clone(), (*worker).clone()));
+                    now.sort_by_key(|m| desired.iter().position(|o| o == m).unwrap_or(usize::MAX));
+                    let mut record = rec.clone();
+                    self.record_members(&mut record, &r.address, &now);
+                    *rec = record;
+                }
+                super::append(self.store, self.lock, &mut s, &[r.address.as_str()])?;
+                Ok::<(), StepError>(())
+            }
+        });
+        let results = futures::future::join_all(adds).await;
+        let added = results.iter().filter(|r| r.is_ok()).count();
+        if let Some(Err(e)) = results.into_iter().find(std::result::Result::is_err) {
+            let mut s = state.lock().expect("state mutex");
+            if let Some(rec) = s.resources.get_mut(&r.address) {
+                rec.status = Status::Failed;
+                rec.error = Some(e.message.clone());
+            }
+            super::append(self.store, self.lock, &mut s, &[r.address.as_str()])?;
+            return Err(e);
+        }
+        {
+            let mut s = state.lock().expect("state mutex");
+            let mut record = self.new_record(i, Status::Running);
+            self.record_members(&mut record, &r.address, &desired);
+            s.resources.insert(r.address.clone(), record);
+            super::append(self.store, self.lock, &mut s, &[r.address.as_str()])?;
+        }
+        Ok(format!(
+            "{} member(s), {added} added, {} taken out, in {:.2}s",
+            desired.len(),
+            live.difference(&wanted).count(),
+            t.elapsed().as_secs_f64()
+        ))
+    }
+
+    fn update_record(
+        &self,
+        state: &Shared,
+        address: &str,
+        members: &[(String, String)],
+    ) -> Result<(), StepError> {
+        let mut s = state.lock().expect("state mutex");
+        if let Some(rec) = s.resources.get_mut(address) {
+            let mut record = rec.clone();
+            self.record_members(&mut record, address, members);
+            *rec = record;
+        }
+        super::append(self.store, self.lock, &mut s, &[address])?;
+        Ok(())
+    }
+
+    /// A Router stopped: the managed memberships of it have no member any more.
+    pub(super) fn router_stopped(&self, s: &mut crate::state::State, router: &str) -> Vec<String> {
+        let addresses: Vec<String> = s
+            .resources
+            .iter()
+            .filter(|(_, r)| r.kind == Kind::Membership && r.spec["router"] == router)
+            .map(|(a, _)| a.clone())
+            .collect();
+        for address in &addresses {
+            if let Some(r) = s.resources.get_mut(address) {
+                let mut record = r.clone();
+                self.record_members(&mut record, address, &[]);
+                *r = record;
+            }
+        }
+        addresses
+    }
+}
