@@ -6,28 +6,43 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use srt::launch::build::HostLayout;
-use srt::launch::{build, render, BuildOptions};
-use srt::recipe::{load_str, Problem, Source};
+use srt::assemble::{assemble as build, BuildOptions};
+use srt::launch::render;
+use srt::launch::HostLayout;
+use srt::recipe::{load_str, Problem, RecipeError, Source};
 
-fn check_diagnostics(source: &Source, problems: Vec<Problem>) {
-    assert!(!problems.is_empty(), "an error without a problem");
-    for p in &problems {
-        let end = p.span.offset() + p.span.len();
-        assert!(
-            end <= source.text.len(),
-            "{}: span {:?} outside a {}-byte text",
-            p.code,
-            p.span,
-            source.text.len()
-        );
+/// Every problem points inside the text it is drawn against, and the report renders.
+fn check_error(err: &RecipeError) {
+    assert!(!err.problems.is_empty(), "an error without a problem");
+    let text = err.source_code.inner();
+    for p in &err.problems {
+        check_span(p, text);
     }
-    let err = source.error(problems);
     let mut out = String::new();
     miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor())
         .with_width(100)
-        .render_report(&mut out, &err)
+        .render_report(&mut out, err)
         .expect("a diagnostic renders");
+}
+
+fn check_span(p: &Problem, text: &str) {
+    let end = p.span.offset() + p.span.len();
+    assert!(
+        end <= text.len(),
+        "{}: span {:?} outside a {}-byte text",
+        p.code,
+        p.span,
+        text.len()
+    );
+}
+
+/// Problems found after loading point into the recipe's own text; shown, they point
+/// into the text as displayed (control characters escaped, secrets masked).
+fn check_problems(source: &Source, problems: Vec<Problem>) {
+    for p in &problems {
+        check_span(p, &source.text);
+    }
+    check_error(&source.error(problems));
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -37,12 +52,12 @@ fuzz_target!(|data: &[u8]| {
     };
     let recipe = match load_str(&source, "fuzz") {
         Ok(r) => r,
-        Err(e) => return check_diagnostics(&source, e.problems),
+        Err(e) => return check_error(&e),
     };
     for hosts in [HostLayout::Distinct, HostLayout::Shared] {
         let plan = match build(&recipe, &BuildOptions { nodes: None, hosts }) {
             Ok(plan) => plan,
-            Err(problems) => return check_diagnostics(&source, problems),
+            Err(problems) => return check_problems(&source, problems),
         };
         let text = render::render(&plan);
         assert_eq!(text, render::render(&plan));
