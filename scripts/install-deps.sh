@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what the project's tests need on a fresh Debian bookworm machine.
 #
-# Usage: scripts/install-deps.sh [all | router | nginx | insta | slurm]...
+# Usage: scripts/install-deps.sh [all | router | nginx | insta | slurm | vllm]...
 #
-#   router  vllm-router (pinned) in <tools>/router-venv, via install-router.sh
+#   router  vllm-router (pinned) in <tools>/router-venv, via install-router.sh,
+#           and sglang-router (pinned) in <tools>/sglang-router-venv, via
+#           install-sglang-router.sh
 #   nginx   Debian's nginx (the project can put nginx in front of several
 #           Routers); installed only, never started here
 #   insta   cargo-insta $SRT_CARGO_INSTA_VERSION (default 1.49.0, the insta
@@ -11,6 +13,9 @@
 #   slurm   Debian's slurm-wlm + munge (+ iproute2, util-linux) for
 #           scripts/slurm-cluster.sh; installed only, not started
 #   all     every part above (the default)
+#   vllm    real vLLM, CPU build (pinned), in <tools>/vllm-venv, via
+#           install-vllm.sh; opt-in, not in `all`: ~3.4 GB of downloads,
+#           ~6 GB on disk, ~5 minutes
 #
 # Every part is idempotent: a part that is already present costs a few
 # milliseconds. Needs root for the apt parts.
@@ -22,6 +27,11 @@ CARGO_INSTA_VERSION="${SRT_CARGO_INSTA_VERSION:-1.49.0}"
 
 install_router() {
     bash "$(dirname "${BASH_SOURCE[0]}")/install-router.sh" >/dev/null
+    bash "$(dirname "${BASH_SOURCE[0]}")/install-sglang-router.sh" >/dev/null
+}
+
+install_vllm() {
+    bash "$(dirname "${BASH_SOURCE[0]}")/install-vllm.sh" >/dev/null
 }
 
 install_nginx() {
@@ -69,11 +79,12 @@ main() {
         nginx) install_nginx ;;
         insta | cargo-insta) install_insta ;;
         slurm) install_slurm ;;
+        vllm) install_vllm ;;
         -h | --help)
             sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
             return 0
             ;;
-        *) die "unknown part '$part' (want: all router nginx insta slurm)" ;;
+        *) die "unknown part '$part' (want: all router nginx insta slurm vllm)" ;;
         esac
         log "$part done ($(elapsed_since "$start") s)"
     done

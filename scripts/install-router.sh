@@ -56,28 +56,6 @@ make_link() {
     ln -sfn "$VENV/bin/vllm-router" "$LINK"
 }
 
-pick_python() {
-    local py="${SRT_PYTHON:-python3}"
-    if ! have "$py"; then
-        if [[ -x /root/.pyenv/shims/python3 ]]; then
-            py=/root/.pyenv/shims/python3
-        else
-            die "no python3 found (set SRT_PYTHON)"
-        fi
-    fi
-    "$py" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 8) else 1)' ||
-        die "$py is older than 3.8, which vllm-router needs"
-    if ! "$py" -c 'import venv, ensurepip' 2>/dev/null; then
-        # Debian's own interpreter ships venv/ensurepip separately.
-        if [[ "$(command -v "$py")" == /usr/bin/* ]]; then
-            apt_install python3-venv
-        else
-            die "$py lacks the venv/ensurepip modules"
-        fi
-    fi
-    printf '%s\n' "$py"
-}
-
 main() {
     local start
     start="$(now)"
@@ -87,24 +65,9 @@ main() {
         return 0
     fi
 
-    local py current
-    current="$(installed_version)"
-    if [[ -d "$VENV" && -z "$current" ]]; then
-        log "removing broken venv $VENV"
-        rm -rf "$VENV"
-    fi
-    if [[ ! -d "$VENV" ]]; then
-        py="$(pick_python)"
-        log "creating venv $VENV with $py ($("$py" --version 2>&1))"
-        mkdir -p "$TOOLS"
-        "$py" -m venv "$VENV"
-    fi
-    if [[ "$current" != "$ROUTER_VERSION" ]]; then
-        log "installing vllm-router==$ROUTER_VERSION${current:+ (replacing $current)}"
-        PIP_DISABLE_PIP_VERSION_CHECK=1 "$VENV/bin/python" -m pip install \
-            --quiet --no-input --constraint "$CONSTRAINTS" "vllm-router==$ROUTER_VERSION" >&2
-    fi
+    venv_install "$VENV" vllm-router "$ROUTER_VERSION" "$CONSTRAINTS" "$(installed_version)"
 
+    local current
     current="$(installed_version)"
     [[ "$current" == "$ROUTER_VERSION" ]] ||
         die "import vllm_router reports version '${current}', expected $ROUTER_VERSION"

@@ -112,3 +112,60 @@ ensure_slurm_packages() {
     fi
     apt_install slurm-wlm munge iproute2 util-linux
 }
+
+# pick_python MIN [MAX_EXCL] WHAT: prints an interpreter (SRT_PYTHON, else
+# python3, else pyenv's shim) whose version is >= MIN (and < MAX_EXCL when
+# given) and that can create venvs; WHAT names the tool needing it in errors.
+pick_python() {
+    local min="$1" max="$2" what="$3"
+    local py="${SRT_PYTHON:-python3}"
+    if ! have "$py"; then
+        if [[ -x /root/.pyenv/shims/python3 ]]; then
+            py=/root/.pyenv/shims/python3
+        else
+            die "no python3 found (set SRT_PYTHON)"
+        fi
+    fi
+    "$py" - "$min" "$max" <<'PY' || die "$py ($("$py" --version 2>&1)) is outside [$min, ${max:-any}), which $what needs"
+import sys
+lo = tuple(int(x) for x in sys.argv[1].split("."))
+hi = tuple(int(x) for x in sys.argv[2].split(".")) if sys.argv[2] else None
+v = sys.version_info[:2]
+sys.exit(0 if v >= lo and (hi is None or v < hi) else 1)
+PY
+    if ! "$py" -c 'import venv, ensurepip' 2>/dev/null; then
+        # Debian's own interpreter ships venv/ensurepip separately.
+        if [[ "$(command -v "$py")" == /usr/bin/* ]]; then
+            apt_install python3-venv
+        else
+            die "$py lacks the venv/ensurepip modules"
+        fi
+    fi
+    printf '%s\n' "$py"
+}
+
+# Installs PACKAGE==VERSION into the venv VENV (created with a Python >= 3.8 when
+# missing; removed first when it exists but CURRENT, the version it reports, is empty,
+# i.e. the venv is broken), pinning its dependencies with CONSTRAINTS when that file
+# exists. Does nothing when CURRENT is already VERSION.
+#   venv_install VENV PACKAGE VERSION CONSTRAINTS CURRENT
+venv_install() {
+    local venv="$1" package="$2" version="$3" constraints="$4" current="$5" py
+    if [[ -d "$venv" && -z "$current" ]]; then
+        log "removing broken venv $venv"
+        rm -rf "$venv"
+    fi
+    if [[ ! -d "$venv" ]]; then
+        py="$(pick_python 3.8 "" "$package")"
+        log "creating venv $venv with $py ($("$py" --version 2>&1))"
+        mkdir -p "$(dirname "$venv")"
+        "$py" -m venv "$venv"
+    fi
+    if [[ "$current" != "$version" ]]; then
+        local -a cons=()
+        [[ -f "$constraints" ]] && cons=(--constraint "$constraints")
+        log "installing $package==$version${current:+ (replacing $current)}"
+        PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/python" -m pip install \
+            --quiet --no-input "${cons[@]}" "$package==$version" >&2
+    fi
+}

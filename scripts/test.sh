@@ -2,8 +2,8 @@
 # The whole test suite, from a fresh machine: installs what the tests need (the pinned
 # vllm-router in .tools/, nginx, cargo-insta, SLURM), then runs formatting, lints, and
 # every test with golden files checked (stale or unreferenced snapshots fail), then
-# runs the documented walkthroughs and fuzzes the recipe loader for a bounded time
-# ($SRT_FUZZ_SECONDS, default 60; 0 skips it).
+# runs the documented walkthroughs and the README's demo, and fuzzes the recipe loader
+# for a bounded time ($SRT_FUZZ_SECONDS, default 60; 0 skips it).
 #
 # The SLURM tests (tests/e2e_slurm.rs) run on a real two-node cluster on this machine
 # (scripts/slurm-cluster.sh, needs root): started before the tests (a healthy one is
@@ -29,6 +29,11 @@ CI=true cargo insta test --check --unreferenced=reject --all-targets
 scripts/doc-test.sh docs/getting-started.md
 # The SLURM walkthrough, on the test cluster.
 scripts/doc-test.sh docs/slurm.md
+# The README's first command, as a newcomer runs it; then stopped.
+demo_state="$(mktemp -d)"
+SRT_STATE_DIR="$demo_state" scripts/demo.sh
+target/debug/srt destroy local-agg --auto-approve --state-dir "$demo_state"
+rm -rf "$demo_state"
 if [[ "${SRT_FUZZ_SECONDS:-60}" != 0 ]]; then
     scripts/fuzz.sh "${SRT_FUZZ_SECONDS:-60}"
 fi
