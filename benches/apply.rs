@@ -8,16 +8,23 @@
 //! - **healthy**: when the last worker first answers `/health` (polled by this benchmark
 //!   every millisecond);
 //! - **Router ready**: when the Router's `/workers` first lists every worker (polled
-//!   likewise): the Router's own startup check adds up to
-//!   `--worker-startup-check-interval` (1 s) after the workers are healthy;
+//!   likewise): srt adds each worker through the Router's admin API as soon as its
+//!   `/health` answers (srt polls every 10 ms), so this follows the last worker's health
+//!   by the poll and one admin call;
 //! - **gates**: when srt reports the last gate passed, and **ready**: the smoke
 //!   completion passed; **exit**: when `srt apply` returns;
 //! - **gate latency**: gates passed minus last worker healthy, split into the Router's part
 //!   (Router ready minus healthy) and srt's (gates passed minus Router ready);
 //! - **no-op apply**: `srt apply` again on the healthy deployment, and one round of the
 //!   same health probes done by this benchmark, for comparison;
-//! - **replace all**: `srt apply` after one argument of the role changed (every worker
-//!   and the Router stopped and started again, through the gates and the smoke check);
+//! - **roll all**: `srt apply` after one argument of the role changed: every worker
+//!   replaced one at a time (taken out of the Router, drained, stopped, started, put
+//!   back; `rollout.max_unavailable: 1`), the Router kept, through the gates and the
+//!   smoke check; and that time per rolled worker;
+//! - **scale up by 1**: `srt apply` with one more worker, and **added worker: healthy to
+//!   routed**: from the new worker's first `/health` to the running Router listing it
+//!   (both polled every millisecond by this benchmark): srt's gate latency once the
+//!   Router runs (target: under 100 ms);
 //! - **destroy**: `srt destroy` of the deployment.
 //!
 //! Needs `vllm-router` (`scripts/install-router.sh`): looked up in `$SRT_TOOLS_DIR/bin`,
@@ -42,20 +49,26 @@ const PUBLIC_PORT: u16 = 18000;
 
 /// The recipe; `max_model_len` is the one argument the replace run changes.
 fn recipe_text(workers: usize, max_model_len: u32) -> String {
+    scaled_text(workers, workers, max_model_len)
+}
+
+/// The recipe of deployment `bench-apply-{name}` with `workers` workers of one GPU, on
+/// 8-GPU nodes with room for one more worker (all nodes are this machine).
+fn scaled_text(name: usize, workers: usize, max_model_len: u32) -> String {
     format!(
         "schema: 2
-name: bench-apply-{workers}
+name: bench-apply-{name}
 model:
   path: /models/tiny
   served_name: tiny
 resources:
-  gpus_per_node: {workers}
+  gpus_per_node: 8
 frontend:
   enable_multiple_frontends: false
   port: {PUBLIC_PORT}
 roles:
   agg:
-    nodes: 1
+    nodes: {nodes}
     workers: {workers}
     gpus: 1
     args:
@@ -63,7 +76,8 @@ roles:
 health_check:
   timeout_seconds: 120
   interval_seconds: 10
-"
+",
+        nodes = (name + 1).div_ceil(8)
     )
 }
 
@@ -93,7 +107,7 @@ fn get(port: u16, path: &str) -> Option<(u16, String)> {
     let mut buf = String::new();
     s.read_to_string(&mut buf).ok()?;
     let status = buf.split_whitespace().nth(1)?.parse().ok()?;
-    let body = buf.split_once("\r\n\r\n").map(|b| b.1).unwrap_or("");
+    let body = buf.split_once("\r\n\r\n").map_or("", |b| b.1);
     Some((status, body.to_string()))
 }
 
@@ -121,11 +135,11 @@ fn worker_ports(text: &str) -> Vec<u16> {
         text: text.to_string(),
     };
     let recipe = srt::recipe::load_str(&source, "bench").expect("recipe loads");
-    let plan = srt::launch::build(
+    let plan = srt::assemble::assemble(
         &recipe,
-        &srt::launch::BuildOptions {
+        &srt::assemble::BuildOptions {
             nodes: None,
-            hosts: srt::launch::build::HostLayout::Shared,
+            hosts: srt::launch::HostLayout::Shared,
         },
     )
     .unwrap_or_else(|p| panic!("recipe builds: {:?}", source.error(p)));
@@ -299,7 +313,58 @@ fn probe_round(workers: usize, ports: &[u16]) -> Duration {
     t.elapsed()
 }
 
+/// Scale the running deployment up by one worker: from the new worker's first `/health`
+/// to the Router listing it (both polled every millisecond), and the apply's time.
+fn scale_up(env: &Env, workers: usize, max_model_len: u32) -> Result<(Duration, Duration), String> {
+    let before = worker_ports(&scaled_text(workers, workers, max_model_len));
+    let text = scaled_text(workers, workers + 1, max_model_len);
+    let new: Vec<u16> = worker_ports(&text)
+        .into_iter()
+        .filter(|p| !before.contains(p))
+        .collect();
+    std::fs::write(&env.recipe, &text).map_err(|e| e.to_string())?;
+    let t0 = Instant::now();
+    let mut child = env
+        .srt(&env.apply_args(true))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let mut healthy = None;
+    let mut listed = None;
+    while listed.is_none() && t0.elapsed() < Duration::from_secs(60) {
+        if healthy.is_none()
+            && new
+                .iter()
+                .all(|&p| matches!(get(p, "/health"), Some((200, _))))
+        {
+            healthy = Some(Instant::now());
+        }
+        if healthy.is_some() && router_lists(PUBLIC_PORT, workers + 1) {
+            listed = Some(Instant::now());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let status = child.wait().map_err(|e| e.to_string())?;
+    let took = t0.elapsed();
+    if !status.success() {
+        let mut err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        return Err(format!("scale-up apply failed: {err}"));
+    }
+    match (healthy, listed) {
+        (Some(h), Some(l)) => Ok((l.saturating_duration_since(h), took)),
+        _ => Err("the new worker was never listed".into()),
+    }
+}
+
 struct Run {
+    /// A worker added to the running Router: its first /health to the Router listing it.
+    added: Duration,
+    /// The scale-up apply.
+    scale_up: Duration,
     timeline: Timeline,
     noop: Duration,
     probes: Duration,
@@ -345,8 +410,8 @@ fn one_run(router: &Path, workers: usize, startup_delay_ms: u64) -> Result<Run, 
         }
         probes.push(probe_round(workers, &ports));
     }
-    // One argument of the role changed: every worker and the Router are stopped and
-    // started again, through the gates and the smoke check.
+    // One argument of the role changed: every worker is rolled, one at a time, through
+    // the gates and the smoke check; the Router stays.
     std::fs::write(&env.recipe, recipe_text(workers, 4096)).map_err(|e| e.to_string())?;
     let t = Instant::now();
     let out = env
@@ -361,8 +426,11 @@ fn one_run(router: &Path, workers: usize, startup_delay_ms: u64) -> Result<Run, 
             String::from_utf8_lossy(&out.stderr)
         ));
     }
+    let (added, scale_up) = scale_up(&env, workers, 4096)?;
     let destroy = env.destroy();
     Ok(Run {
+        added,
+        scale_up,
         timeline,
         noop: median(noops),
         probes: median(probes),
@@ -412,9 +480,8 @@ fn main() {
         None if smoke => vec![2],
         None => vec![2, 16, 64],
     };
-    let startup_delay_ms: u64 = arg("--startup-delay-ms")
-        .map(|d| d.parse().expect("--startup-delay-ms N"))
-        .unwrap_or(0);
+    let startup_delay_ms: u64 =
+        arg("--startup-delay-ms").map_or(0, |d| d.parse().expect("--startup-delay-ms N"));
     let reps: usize = arg("--reps")
         .and_then(|r| r.parse().ok())
         .unwrap_or(if smoke { 1 } else { 5 });
@@ -437,8 +504,8 @@ fn main() {
         )
     };
     println!("srt apply benchmark: local executor, simulated workers ({shown}), real vllm-router; median of {reps} run(s), ms from the start of `srt apply`\n");
-    println!("| workers | last worker healthy | Router lists all | gates passed | smoke passed | apply exits | gate latency (Router + srt) | no-op apply | one probe round | replace all | destroy |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| workers | last worker healthy | Router lists all | gates passed | smoke passed | apply exits | gate latency (Router + srt) | no-op apply | one probe round | roll all | per rolled worker | scale up by 1 | added worker: healthy to routed | destroy |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &w in &sizes {
         let mut runs = Vec::new();
         let mut failures = 0;
@@ -463,7 +530,7 @@ fn main() {
                 .collect::<Vec<_>>()
         };
         println!(
-            "| {w} | {} | {} | {} | {} | {} | {} ({} + {}) | {} | {} | {} | {} |",
+            "| {w} | {} | {} | {} | {} | {} | {} ({} + {}) | {} | {} | {} | {} | {} | {} | {} |",
             opt_median(tl(|t| t.healthy)),
             opt_median(tl(|t| t.router_ready)),
             opt_median(tl(|t| t.gates)),
@@ -475,6 +542,9 @@ fn main() {
             ms(median(runs.iter().map(|r| r.noop).collect())),
             ms(median(runs.iter().map(|r| r.probes).collect())),
             ms(median(runs.iter().map(|r| r.replace).collect())),
+            ms(median(runs.iter().map(|r| r.replace / w as u32).collect())),
+            ms(median(runs.iter().map(|r| r.scale_up).collect())),
+            ms(median(runs.iter().map(|r| r.added).collect())),
             ms(median(runs.iter().map(|r| r.destroy).collect())),
         );
     }

@@ -1,30 +1,41 @@
 //! Plan and state benchmarks at cluster scale: `cargo bench --bench plan`.
 //!
-//! For generated prefill/decode recipes of 8, 64, 512 and 4096 nodes x 8 GPUs it measures
-//! (median of repeated runs, wall clock):
+//! For generated recipes of several shapes (see [`recipe_text`]: P/D with hybrid-LB
+//! prefill, P/D with single-node DP8 prefill, one TP8 replica per node, one single-GPU
+//! replica per GPU) on 8, 64, 512 and 4096 nodes x 8 GPUs it measures (median of
+//! repeated runs, wall clock):
 //!
 //! - **plan**: a plan from scratch, as `srt plan` does it on a cluster: recipe text ->
 //!   launch plan (one host per node) -> resource graph -> diff against an empty state ->
 //!   human plan text;
 //! - **re-plan**: the same against the full state of the deployment, read from disk,
-//!   with every recorded process refreshed (a live pid, so every probe reads `/proc`):
-//!   the path of a no-op `srt plan`;
-//! - **one role**: re-plan after one decode flag changed (every decode worker, the
-//!   Routers and nginx are replaced, with word diffs of their command lines);
+//!   with every recorded process refreshed (a live pid, so every probe reads `/proc`)
+//!   and every Router's worker list read (each Router is a listener of this process on
+//!   its node's loopback address, answering `GET /workers` with its members, as
+//!   vllm-router does): the path of a no-op `srt plan`;
+//! - **one role**: re-plan after one flag of one role changed (every worker of that
+//!   role, the Routers and nginx are replaced, with word diffs of their command lines);
 //! - **save** / **load**: the state file of the full deployment written (atomically,
 //!   fsynced, with its backup) and read back;
-//! - **peak**: the peak resident memory of the plan phase (VmHWM, each size measured in
-//!   its own child process, reset before the plan phase), and of the whole run.
+//! - **peak**: the peak resident memory of the plan phase (VmHWM of one plan: each
+//!   shape and size measured in its own child process, reset before the plan phase),
+//!   and of the whole run.
+//!
+//! A recipe srt refuses (a port kind exhausted, a limit) is reported as `refused` with
+//! srt's message.
 //!
 //! Options (after `--`): `--smoke` (8 and 64 nodes, one run each: a check that the
 //! benchmark still runs; the default when run without `--bench`, i.e. by `cargo test
-//! --all-targets`), `--sizes 8,64`, `--reps N`, and `--phases` (median time of each
-//! phase: recipe, launch plan, graph, state read, refresh, diff, render).
+//! --all-targets`), `--sizes 8,64`, `--shapes pd,agg-tp1`, `--reps N`, `--phases`
+//! (median time of each phase: recipe, launch plan, graph, state read, refresh, diff,
+//! render), and `--before BIN` (another build of this benchmark, run alternately with
+//! this one on every shape and size: before/after figures from one run).
 
+use srt::assemble::BuildOptions;
 use srt::exec::local::LocalExecutor;
 use srt::graph::{self, ResourceGraph};
-use srt::launch::build::HostLayout;
-use srt::launch::{self, BuildOptions, LaunchPlan};
+use srt::launch::HostLayout;
+use srt::launch::{self, LaunchPlan};
 use srt::plan::{self, Plan, PlanOptions};
 use srt::recipe::{self, Source};
 use srt::state::{ResourceState, Runtime, State, StateStore, Status};
@@ -34,28 +45,31 @@ use std::time::{Duration, Instant};
 
 const DEFAULT_SIZES: &[usize] = &[8, 64, 512, 4096];
 
-/// A P/D recipe of `nodes` nodes x 8 GPUs: prefill on half the nodes as DP8 x TP2
-/// hybrid-LB endpoints of 2 nodes (one API server per node), decode on the other half as
-/// DP2 x TP16 endpoints whose replicas span 2 nodes (4 nodes each, only the leader is
-/// routable); NIXL between them; nginx in front of ten Routers (the frontend defaults).
-fn recipe_text(nodes: usize, decode_max_len: u32) -> String {
+/// The recipe shapes measured (`--shapes pd,agg-tp1`; all by default).
+const SHAPES: &[&str] = &["pd", "pd-dp8", "agg-tp8", "agg-tp1"];
+
+/// The recipe of `shape` on `nodes` nodes x 8 GPUs (`max_len`: the changed role's
+/// `max-model-len`, 32768 for the deployment, 16384 for the "one role" change):
+///
+/// - `pd`: prefill on half the nodes as DP8 x TP2 hybrid-LB endpoints of 2 nodes (one
+///   API server per node), decode on the other half as DP2 x TP16 endpoints whose
+///   replicas span 2 nodes (4 nodes each, only the leader is routable); NIXL between
+///   them; nginx in front of ten Routers (the frontend defaults). One process per node.
+/// - `pd-dp8`: P/D with single-node DP8 endpoints (one API server per node running eight
+///   engine cores, eight NIXL side channels each) on both halves of the nodes (the
+///   Router takes one node-local DP size for all).
+/// - `agg-tp8`: one aggregated TP8 replica per node (many single-node replicas, each
+///   with its own `VLLM_PORT` range).
+/// - `agg-tp1`: one aggregated single-GPU replica per GPU: eight processes per node, the
+///   most processes a deployment of `nodes` x 8 GPUs can have.
+fn recipe_text(shape: &str, nodes: usize, max_len: u32) -> String {
     assert!(
         nodes >= 8 && nodes.is_multiple_of(8),
         "sizes are multiples of 8"
     );
-    format!(
-        "schema: 2
-name: bench-{nodes}
-model:
-  path: /models/bench
-  served_name: bench
-resources:
-  gpus_per_node: 8
-engine:
-  type: vllm
-  connector: nixl
-roles:
-  prefill:
+    let roles = match shape {
+        "pd" => format!(
+            "  prefill:
     nodes: {pn}
     workers: {pw}
     args:
@@ -69,17 +83,85 @@ roles:
     args:
       data-parallel-size: 2
       tensor-parallel-size: 16
-      max-model-len: {decode_max_len}
+      max-model-len: {max_len}
     env:
       HF_TOKEN: hf_not_a_real_token
-health_check:
+",
+            pn = nodes / 2,
+            pw = nodes / 4,
+            dn = nodes / 2,
+            dw = nodes / 8,
+        ),
+        "pd-dp8" => format!(
+            "  prefill:
+    nodes: {half}
+    workers: {half}
+    args:
+      data-parallel-size: 8
+      max-model-len: 32768
+      enable-expert-parallel: true
+  decode:
+    nodes: {half}
+    workers: {half}
+    args:
+      data-parallel-size: 8
+      max-model-len: {max_len}
+    env:
+      HF_TOKEN: hf_not_a_real_token
+",
+            half = nodes / 2,
+        ),
+        "agg-tp8" => format!(
+            "  agg:
+    nodes: {nodes}
+    workers: {nodes}
+    args:
+      tensor-parallel-size: 8
+      max-model-len: {max_len}
+    env:
+      HF_TOKEN: hf_not_a_real_token
+"
+        ),
+        "agg-tp1" => format!(
+            "  agg:
+    nodes: {nodes}
+    workers: {w}
+    gpus: 1
+    args:
+      max-model-len: {max_len}
+    env:
+      HF_TOKEN: hf_not_a_real_token
+",
+            w = nodes * 8
+        ),
+        other => panic!("unknown shape `{other}` (known: {})", SHAPES.join(", ")),
+    };
+    let connector = if shape.starts_with("pd") {
+        "nixl"
+    } else {
+        "none"
+    };
+    // The `pd` recipe keeps the name (and so the digests) it had before the other shapes.
+    let name = match shape {
+        "pd" => format!("bench-{nodes}"),
+        _ => format!("bench-{shape}-{nodes}"),
+    };
+    format!(
+        "schema: 2
+name: {name}
+model:
+  path: /models/bench
+  served_name: bench
+resources:
+  gpus_per_node: 8
+engine:
+  type: vllm
+  connector: {connector}
+roles:
+{roles}health_check:
   timeout_seconds: 1800
   interval_seconds: 10
-",
-        pn = nodes / 2,
-        pw = nodes / 4,
-        dn = nodes / 2,
-        dw = nodes / 8,
+"
     )
 }
 
@@ -104,7 +186,7 @@ impl Phases {
     }
 }
 
-/// Recipe text -> launch plan -> graph, as `ops::prepare` does, with one host per node
+/// Recipe text -> launch plan -> graph, as `workflow::prepare` does, with one host per node
 /// (a cluster executor's layout: the local executor's single host runs out of per-node
 /// ports long before 4096 nodes).
 fn prepare(text: &str, phases: &mut Phases) -> Prepared {
@@ -116,7 +198,7 @@ fn prepare(text: &str, phases: &mut Phases) -> Prepared {
     let recipe = recipe::load_str(&source, "bench").expect("bench recipe loads");
     phases.0[0] = t.elapsed();
     let t = Instant::now();
-    let launch = launch::build(
+    let launch = srt::assemble::assemble(
         &recipe,
         &BuildOptions {
             nodes: None,
@@ -128,7 +210,7 @@ fn prepare(text: &str, phases: &mut Phases) -> Prepared {
     let t = Instant::now();
     let execution = serde_json::json!({ "executor": "bench", "simulate": false });
     let graph = graph::lower(&launch, &execution).expect("bench graph lowers");
-    let recipe_hash = srt::ops::desired_hash(&graph);
+    let recipe_hash = srt::workflow::desired_hash(&graph);
     phases.0[2] = t.elapsed();
     Prepared {
         launch,
@@ -153,7 +235,7 @@ fn plan_once(
     };
     phases.0[3] = t.elapsed();
     let t = Instant::now();
-    let observed = srt::ops::refresh(&state, exec);
+    let observed = srt::workflow::refresh(&state, exec, Some(std::time::Duration::from_secs(10)));
     phases.0[4] = t.elapsed();
     let t = Instant::now();
     let plan = plan::diff(
@@ -177,8 +259,10 @@ fn time_plans(
     mut f: impl FnMut() -> (Phases, Prepared, Plan),
 ) -> (Duration, Phases, Prepared, Plan) {
     let mut runs = Vec::with_capacity(reps);
-    let mut last = None;
+    let mut last: Option<(Prepared, Plan)> = None;
     for _ in 0..reps {
+        // The previous run's plan is dropped first: the peak is that of one plan.
+        drop(last.take());
         let (phases, p, plan) = f();
         runs.push(phases);
         last = Some((p, plan));
@@ -210,6 +294,7 @@ fn own_runtime() -> Runtime {
             .expect("hostname")
             .to_string_lossy()
             .into_owned(),
+        lease: None,
     }
 }
 
@@ -231,13 +316,15 @@ fn full_state(p: &Prepared, deployment: &str) -> State {
                     Some(p.launch.nodes[proc_.node].name.clone()),
                 )
             }
-            graph::Target::Gate(_) | graph::Target::Allocation => (BTreeMap::new(), None),
+            graph::Target::Gate(_) | graph::Target::Allocation | graph::Target::Membership(_) => {
+                (BTreeMap::new(), None)
+            }
         };
         let process = r.kind.is_process();
         state.resources.insert(
             r.address.clone(),
             ResourceState {
-                kind: r.kind.name().to_string(),
+                kind: r.kind,
                 hash: r.hash.clone(),
                 dependencies: r.deps.clone(),
                 spec: r.spec.clone(),
@@ -286,13 +373,101 @@ fn reset_peak() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
-/// One size, measured in this (child) process; prints one `result` line.
-fn child(nodes: usize, reps: usize, show_phases: bool) {
-    let text = recipe_text(nodes, 32768);
-    let changed = recipe_text(nodes, 16384);
+/// The executor a plan of `text` refreshes through: local processes, node `i` at a
+/// loopback address of its own, where this process serves each Router's worker list.
+fn executor(text: &str, deployment: &str, dir: &std::path::Path) -> LocalExecutor {
+    let p = prepare(text, &mut Phases::default());
+    let ips: Vec<String> = (0..p.launch.nodes.len())
+        .map(|i| format!("127.1.{}.{}", i / 256, i % 256))
+        .collect();
+    let exec = LocalExecutor::new(deployment, dir, ips.len(), false).with_node_ips(ips);
+    let bindings = srt::exec::Executor::bindings(&exec);
+    for m in &p.launch.memberships {
+        let url = bindings.resolve(&m.admin_url);
+        let addr = url.trim_start_matches("http://").to_string();
+        let workers: Vec<serde_json::Value> = m
+            .members
+            .iter()
+            .map(|w| serde_json::json!({ "url": bindings.resolve(&w.url) }))
+            .collect();
+        let body = serde_json::json!({ "workers": workers }).to_string();
+        let listener = std::net::TcpListener::bind(&addr)
+            .unwrap_or_else(|e| panic!("a Router's listener at {addr}: {e}"));
+        std::thread::spawn(move || serve_workers(listener, body));
+    }
+    exec
+}
+
+/// Answers every request on `listener` with `body` (a Router's `GET /workers`).
+fn serve_workers(listener: std::net::TcpListener, body: String) {
+    use std::io::{Read, Write};
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    for stream in listener.incoming() {
+        let Ok(mut stream) = stream else { continue };
+        let mut request = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => request.extend_from_slice(&buf[..n]),
+            }
+        }
+        let _ = stream
+            .write_all(head.as_bytes())
+            .and_then(|()| stream.write_all(body.as_bytes()));
+    }
+}
+
+/// The deployment name of [`recipe_text`].
+fn deployment_name(shape: &str, nodes: usize) -> String {
+    match shape {
+        "pd" => format!("bench-{nodes}"),
+        _ => format!("bench-{shape}-{nodes}"),
+    }
+}
+
+/// Why the recipe is refused (`srt plan` would stop there), or `None` when it builds.
+fn refusal(text: &str) -> Option<String> {
+    let source = Source {
+        name: "bench.yaml".into(),
+        text: text.to_string(),
+    };
+    let recipe = match recipe::load_str(&source, "bench") {
+        Ok(r) => r,
+        Err(e) => {
+            return Some(
+                e.problems
+                    .iter()
+                    .map(|p| p.message.clone())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            )
+        }
+    };
+    let options = BuildOptions {
+        nodes: None,
+        hosts: HostLayout::Distinct,
+    };
+    let problems = srt::assemble::assemble(&recipe, &options).err()?;
+    Some(
+        problems
+            .iter()
+            .map(|p| p.message.clone())
+            .collect::<Vec<_>>()
+            .join("; "),
+    )
+}
+
+/// One shape and size, measured in this (child) process; prints one `result` line.
+fn child(shape: &str, nodes: usize, reps: usize, show_phases: bool) {
+    let text = recipe_text(shape, nodes, 32768);
+    let changed = recipe_text(shape, nodes, 16384);
     let dir = tempfile::tempdir().expect("temp dir");
-    let deployment = format!("bench-{nodes}");
-    let exec = LocalExecutor::new(&deployment, dir.path(), 1, None);
+    let deployment = deployment_name(shape, nodes);
+    let exec = executor(&text, &deployment, dir.path());
 
     // Plan from scratch (peak memory of this phase alone).
     reset_peak();
@@ -333,7 +508,7 @@ fn child(nodes: usize, reps: usize, show_phases: bool) {
                 Status::Running
             };
         }
-        store.append(&lock, &mut state, &batch).expect("append")
+        store.append(&lock, &mut state, &batch).expect("append");
     });
     let (t_replay, _) = time(reps, || store.load().expect("load").expect("state exists"));
     for a in &batch {
@@ -349,7 +524,12 @@ fn child(nodes: usize, reps: usize, show_phases: bool) {
         time_plans(reps, || plan_once(&text, Some(&store), &deployment, &exec));
     assert!(
         !noop.has_changes(),
-        "a re-plan of the applied recipe is a no-op"
+        "a re-plan of the applied recipe is a no-op, not {:?}",
+        noop.changes
+            .iter()
+            .filter(|c| c.action != plan::Action::NoOp && c.action != plan::Action::Check)
+            .take(3)
+            .collect::<Vec<_>>()
     );
 
     // One role changed: every decode worker (and what routes to them) is replaced.
@@ -371,13 +551,13 @@ fn child(nodes: usize, reps: usize, show_phases: bool) {
                 .zip(ph.0.iter())
                 .map(|(p, d)| format!("{p} {:.1}", d.as_secs_f64() * 1000.0))
                 .collect();
-            println!("phases nodes={nodes} {name}: {}", parts.join(", "));
+            println!("phases {shape} nodes={nodes} {name}: {}", parts.join(", "));
         }
     }
     println!(
-        "result nodes={nodes} resources={} processes={} replaced={replaced} plan_us={} replan_us={} role_us={} save_us={} load_us={} append_us={} replay_load_us={} state_bytes={state_bytes} plan_peak_kib={} base_kib={base_kib} peak_kib={}",
+        "result shape={shape} nodes={nodes} resources={} processes={} replaced={replaced} plan_us={} replan_us={} role_us={} save_us={} load_us={} append_us={} replay_load_us={} state_bytes={state_bytes} plan_peak_kib={} base_kib={base_kib} peak_kib={}",
         noop.changes.len(),
-        noop.changes.iter().filter(|c| plan::kind_is_process(&c.kind)).count(),
+        noop.changes.iter().filter(|c| c.kind.is_process()).count(),
         t_plan.as_micros(),
         t_replan.as_micros(),
         t_role.as_micros(),
@@ -400,11 +580,17 @@ fn measured<T>(f: impl FnOnce() -> T) -> T {
 /// One operation once, for an instruction count: `--count NODES WHAT` with WHAT one of
 /// `plan`, `replan`, `role`, `save`, `load`, `destroy`, `resolve` (or `hash`: print digests of the outputs).
 /// The setup (state on disk) is not counted.
-fn count_one(nodes: usize, what: &str) {
-    let text = recipe_text(nodes, 32768);
+fn count_one(shape: &str, nodes: usize, what: &str) {
+    let text = recipe_text(shape, nodes, 32768);
     let dir = tempfile::tempdir().expect("temp dir");
-    let deployment = format!("bench-{nodes}");
-    let exec = LocalExecutor::new(&deployment, dir.path(), 1, None);
+    let deployment = deployment_name(shape, nodes);
+    let exec = executor(&text, &deployment, dir.path());
+    if what == "plan" {
+        // From scratch: no state to set up (and nothing else in this process's heap, for
+        // a heap profiler).
+        drop(measured(|| plan_once(&text, None, &deployment, &exec)));
+        return;
+    }
     let store = StateStore::new(dir.path().join(&deployment));
     let lock = store.lock("bench", None).expect("lock");
     let mut state = {
@@ -413,15 +599,14 @@ fn count_one(nodes: usize, what: &str) {
     };
     store.save(&lock, &mut state).expect("first save");
     match what {
-        "plan" => drop(measured(|| plan_once(&text, None, &deployment, &exec))),
         "replan" => drop(measured(|| {
             plan_once(&text, Some(&store), &deployment, &exec)
         })),
         "role" => {
-            let changed = recipe_text(nodes, 16384);
+            let changed = recipe_text(shape, nodes, 16384);
             drop(measured(|| {
                 plan_once(&changed, Some(&store), &deployment, &exec)
-            }))
+            }));
         }
         "save" => {
             state.recipe_hash = Some("changed".into());
@@ -431,9 +616,10 @@ fn count_one(nodes: usize, what: &str) {
         // `srt destroy`'s plan: every recorded resource, dependents first.
         "destroy" => {
             let state = store.load().expect("load").expect("state exists");
-            let (_, graph) = srt::ops::empty(&deployment);
+            let (_, graph) = srt::workflow::empty(&deployment);
             let plan = measured(|| {
-                let observed = srt::ops::refresh(&state, &exec);
+                let observed =
+                    srt::workflow::refresh(&state, &exec, Some(std::time::Duration::from_secs(10)));
                 let options = PlanOptions {
                     destroy: true,
                     ..Default::default()
@@ -469,7 +655,7 @@ fn count_one(nodes: usize, what: &str) {
             let (_, p, plan) = plan_once(&text, None, &deployment, &exec);
             let rendered = plan::render::render(&plan);
             let launch = launch::render::json(&p.launch);
-            let changed = recipe_text(nodes, 16384);
+            let changed = recipe_text(shape, nodes, 16384);
             let (_, _, role) = plan_once(&changed, Some(&store), &deployment, &exec);
             let (_, _, noop) = plan_once(&text, Some(&store), &deployment, &exec);
             let digest = |text: &str| blake3::hash(text.as_bytes()).to_hex();
@@ -491,8 +677,13 @@ fn count_one(nodes: usize, what: &str) {
 }
 
 struct Row {
+    shape: String,
     nodes: usize,
+    /// Which build measured it: `after` (this one) or `before` (`--before BIN`).
+    build: &'static str,
     fields: BTreeMap<String, f64>,
+    /// Why the recipe was refused, when it was.
+    refused: Option<String>,
 }
 
 impl Row {
@@ -501,23 +692,88 @@ impl Row {
     }
 }
 
-fn parse_row(line: &str) -> Option<Row> {
-    let rest = line.strip_prefix("result ")?;
-    let fields: BTreeMap<String, f64> = rest
-        .split_whitespace()
+/// `key=value` words after the first.
+fn fields(rest: &str) -> BTreeMap<String, String> {
+    rest.split_whitespace()
         .filter_map(|kv| {
             let (k, v) = kv.split_once('=')?;
-            Some((k.to_string(), v.parse().ok()?))
+            Some((k.to_string(), v.trim_end_matches(':').to_string()))
         })
-        .collect();
+        .collect()
+}
+
+fn parse_row(line: &str, build: &'static str) -> Option<Row> {
+    if let Some(rest) = line.strip_prefix("refused ") {
+        let (head, why) = rest.split_once(": ").unwrap_or((rest, ""));
+        let f = fields(head);
+        return Some(Row {
+            shape: f.get("shape")?.clone(),
+            nodes: f.get("nodes")?.parse().ok()?,
+            build,
+            fields: BTreeMap::new(),
+            refused: Some(why.to_string()),
+        });
+    }
+    let rest = line.strip_prefix("result ")?;
+    let f = fields(rest);
     Some(Row {
-        nodes: fields.get("nodes").copied()? as usize,
-        fields,
+        // A build from before the shapes measured only `pd`, without a shape field.
+        shape: f.get("shape").cloned().unwrap_or_else(|| "pd".into()),
+        nodes: f.get("nodes")?.parse().ok()?,
+        build,
+        fields: f
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.parse().ok()?)))
+            .collect(),
+        refused: None,
     })
 }
 
 fn ms(us: f64) -> String {
     format!("{:.1}", us / 1000.0)
+}
+
+/// Run one child (`exe --child SHAPE NODES`) and collect its rows.
+fn run_child(
+    exe: &std::path::Path,
+    build: &'static str,
+    shape: &str,
+    nodes: usize,
+    reps: usize,
+    phases: bool,
+) -> Vec<Row> {
+    // Whether srt builds the recipe at all, in a process of its own (what it allocates
+    // would count in the measured child's peak otherwise).
+    let out = Command::new(exe)
+        .args(["--refusal", &nodes.to_string(), "--shape", shape])
+        .output()
+        .expect("run refusal check");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if let Some(row) = stdout.lines().find_map(|l| parse_row(l, build)) {
+        return vec![row];
+    }
+    let mut cmd = Command::new(exe);
+    cmd.args([
+        "--child",
+        &nodes.to_string(),
+        "--shape",
+        shape,
+        "--reps",
+        &reps.to_string(),
+    ]);
+    if phases {
+        cmd.arg("--phases");
+    }
+    let out = cmd.output().expect("run benchmark child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+        panic!("benchmark of {shape} at {nodes} nodes ({build}) failed");
+    }
+    for line in stdout.lines().filter(|l| l.starts_with("phases ")) {
+        println!("{build} {}", &line["phases ".len()..]);
+    }
+    stdout.lines().filter_map(|l| parse_row(l, build)).collect()
 }
 
 fn main() {
@@ -528,19 +784,27 @@ fn main() {
             .and_then(|i| args.get(i + 1))
             .cloned()
     };
+    let shape = arg("--shape").unwrap_or_else(|| "pd".into());
     // `cargo bench` passes `--bench`; without it (`cargo test --all-targets`, the test
     // suite) the benchmark only checks that it still runs.
     let smoke = args.iter().any(|a| a == "--smoke") || !args.iter().any(|a| a == "--bench");
     if let Some(n) = arg("--count") {
         let i = args.iter().position(|a| a == "--count").expect("present");
-        let what = args.get(i + 2).map(String::as_str).unwrap_or("plan");
-        count_one(n.parse().expect("--count NODES WHAT"), what);
+        let what = args.get(i + 2).map_or("plan", String::as_str);
+        count_one(&shape, n.parse().expect("--count NODES WHAT"), what);
+        return;
+    }
+    let phases = args.iter().any(|a| a == "--phases");
+    if let Some(n) = arg("--refusal") {
+        let nodes: usize = n.parse().expect("--refusal NODES");
+        if let Some(why) = refusal(&recipe_text(&shape, nodes, 32768)) {
+            println!("refused shape={shape} nodes={nodes}: {why}");
+        }
         return;
     }
     if let Some(n) = arg("--child") {
         let reps = arg("--reps").and_then(|r| r.parse().ok()).unwrap_or(5);
-        let phases = args.iter().any(|a| a == "--phases");
-        child(n.parse().expect("--child NODES"), reps, phases);
+        child(&shape, n.parse().expect("--child NODES"), reps, phases);
         return;
     }
     let sizes: Vec<usize> = match arg("--sizes") {
@@ -551,74 +815,96 @@ fn main() {
         None if smoke => vec![8, 64],
         None => DEFAULT_SIZES.to_vec(),
     };
+    let shapes: Vec<String> = match arg("--shapes") {
+        Some(s) => s.split(',').map(|s| s.trim().to_string()).collect(),
+        None => SHAPES
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect(),
+    };
     let reps: usize = arg("--reps")
         .and_then(|r| r.parse().ok())
         .unwrap_or(if smoke { 1 } else { 7 });
     let exe = std::env::current_exe().expect("current exe");
+    // `--before BIN`: another build of this benchmark, run alternately with this one
+    // (same shapes and sizes, one child each), so both are measured side by side.
+    let before = arg("--before").map(std::path::PathBuf::from);
     let mut rows = Vec::new();
-    for &nodes in &sizes {
-        // Each size in its own process, so that its peak memory is its own.
-        let mut cmd = Command::new(&exe);
-        cmd.args(["--child", &nodes.to_string(), "--reps", &reps.to_string()]);
-        if args.iter().any(|a| a == "--phases") {
-            cmd.arg("--phases");
+    for shape in &shapes {
+        for &nodes in &sizes {
+            // Each size in its own process, so that its peak memory is its own.
+            if let Some(b) = &before {
+                rows.extend(run_child(b, "before", shape, nodes, reps, phases));
+            }
+            rows.extend(run_child(&exe, "after", shape, nodes, reps, phases));
         }
-        let out = cmd.output().expect("run benchmark child");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        if !out.status.success() {
-            eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
-            panic!("benchmark of {nodes} nodes failed");
-        }
-        for line in stdout.lines().filter(|l| l.starts_with("phases ")) {
-            println!("{}", &line["phases ".len()..]);
-        }
-        rows.extend(stdout.lines().filter_map(parse_row));
     }
     println!(
         "srt plan benchmark: median of {reps} run(s) per figure, times in ms, memory in MiB\n"
     );
-    println!(
-        "| nodes x 8 GPUs | resources | processes | plan | re-plan | one role (replaced) | state save | state load | append 10 records | load with journal | state file MiB | plan peak MiB | run peak MiB |"
-    );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for r in &rows {
+    let builds: &[&str] = if before.is_some() {
+        &["before", "after"]
+    } else {
+        &["after"]
+    };
+    for shape in &shapes {
+        println!("{shape}:\n");
         println!(
-            "| {} | {} | {} | {} | {} | {} ({}) | {} | {} | {} | {} | {:.1} | {:.0} | {:.0} |",
-            r.nodes,
-            r.get("resources"),
-            r.get("processes"),
-            ms(r.get("plan_us")),
-            ms(r.get("replan_us")),
-            ms(r.get("role_us")),
-            r.get("replaced"),
-            ms(r.get("save_us")),
-            ms(r.get("load_us")),
-            ms(r.get("append_us")),
-            ms(r.get("replay_load_us")),
-            r.get("state_bytes") / 1048576.0,
-            r.get("plan_peak_kib") / 1024.0,
-            r.get("peak_kib") / 1024.0,
+            "| nodes x 8 GPUs | build | resources | processes | plan | re-plan | one role (replaced) | state save | state load | append 10 records | load with journal | state file MiB | plan peak MiB | run peak MiB |"
         );
-    }
-    if rows.len() > 1 {
-        // Growth exponent k between consecutive sizes: time ~ resources^k (1 is linear;
-        // n log n shows as slightly above 1; 2 is quadratic).
-        println!("\nGrowth exponent between consecutive sizes (time ~ resources^k):\n");
-        println!("| sizes | plan | re-plan | one role | save | load |");
-        println!("|---|---:|---:|---:|---:|---:|");
-        for w in rows.windows(2) {
-            let n = w[1].get("resources") / w[0].get("resources");
-            let k = |key: &str| (w[1].get(key) / w[0].get(key)).ln() / n.ln();
+        println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for r in rows.iter().filter(|r| &r.shape == shape) {
+            if let Some(why) = &r.refused {
+                println!("| {} | {} | refused: {why} |||||||||||", r.nodes, r.build);
+                continue;
+            }
             println!(
-                "| {} -> {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
-                w[0].nodes,
-                w[1].nodes,
-                k("plan_us"),
-                k("replan_us"),
-                k("role_us"),
-                k("save_us"),
-                k("load_us"),
+                "| {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} | {} | {} | {:.1} | {:.0} | {:.0} |",
+                r.nodes,
+                r.build,
+                r.get("resources"),
+                r.get("processes"),
+                ms(r.get("plan_us")),
+                ms(r.get("replan_us")),
+                ms(r.get("role_us")),
+                r.get("replaced"),
+                ms(r.get("save_us")),
+                ms(r.get("load_us")),
+                ms(r.get("append_us")),
+                ms(r.get("replay_load_us")),
+                r.get("state_bytes") / 1048576.0,
+                r.get("plan_peak_kib") / 1024.0,
+                r.get("peak_kib") / 1024.0,
             );
         }
+        for build in builds {
+            let measured: Vec<&Row> = rows
+                .iter()
+                .filter(|r| &r.shape == shape && r.build == *build && r.refused.is_none())
+                .collect();
+            if measured.len() < 2 {
+                continue;
+            }
+            // Growth exponent k between consecutive sizes: time ~ resources^k (1 is
+            // linear; n log n shows as slightly above 1; 2 is quadratic).
+            println!("\nGrowth exponent of {shape} ({build}) between consecutive sizes (time ~ resources^k):\n");
+            println!("| sizes | plan | re-plan | one role | save | load |");
+            println!("|---|---:|---:|---:|---:|---:|");
+            for w in measured.windows(2) {
+                let n = w[1].get("resources") / w[0].get("resources");
+                let k = |key: &str| (w[1].get(key) / w[0].get(key)).ln() / n.ln();
+                println!(
+                    "| {} -> {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                    w[0].nodes,
+                    w[1].nodes,
+                    k("plan_us"),
+                    k("replan_us"),
+                    k("role_us"),
+                    k("save_us"),
+                    k("load_us"),
+                );
+            }
+        }
+        println!();
     }
 }

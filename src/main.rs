@@ -3,7 +3,7 @@
 use clap::Parser;
 
 fn main() {
-    let cli = match srt::cli::Cli::try_parse() {
+    let cli = match srt_cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() {
@@ -15,5 +15,5 @@ fn main() {
             std::process::exit(code);
         }
     };
-    std::process::exit(srt::cli::run(cli));
+    std::process::exit(srt_cli::run(cli));
 }

@@ -1,0 +1,1079 @@
+//! Apply: execute a plan against the world, saving state before and after every launch.
+//!
+//! Phase 1 stops what is destroyed or replaced, dependents first and independent ones in
+//! parallel (destroy-before-create: a replaced process reuses its ports). Phase 2 walks the graph in topological order,
+//! running independent resources in parallel (bounded by `parallelism`); a resource
+//! waits for its dependencies except the ones it watches (a Router starts alongside its
+//! workers, see `graph::Resource::watches`): port blocks
+//! are checked free, processes started detached, gates polled. A failure skips only its
+//! descendants; independent branches finish. Every launch is recorded as `pending`
+//! before it starts and `running` (with its runtime identity) right after, under the
+//! state mutex, so an interrupted apply never loses a process. Processes ready together
+//! share those two saves; check results (port blocks, gates) are saved with the next
+//! launch and at the end.
+
+mod gate;
+mod members;
+mod rollout;
+#[cfg(test)]
+mod tests;
+
+use crate::exec::Executor;
+use crate::graph::{Kind, ResourceGraph, Target};
+use crate::launch::LaunchPlan;
+use crate::plan::{Action, Plan};
+use crate::recipe::HealthCheck;
+use crate::state::{ResourceState, State, StateLock, StateStore, Status};
+use futures::stream::{FuturesUnordered, StreamExt};
+use futures::FutureExt;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// Cancellation shared with the signal handler.
+#[derive(Clone, Default, Debug)]
+pub struct Cancel {
+    flag: Arc<AtomicBool>,
+    notify: Arc<tokio::sync::Notify>,
+}
+
+impl Cancel {
+    /// Request cancellation: start nothing new, stop waiting in gates.
+    pub fn trigger(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    /// Whether cancellation was requested.
+    pub fn is_cancelled(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once cancelled.
+    pub async fn cancelled(&self) {
+        loop {
+            let notified = self.notify.notified();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Progress events, for the CLI to print.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// Work on a resource started.
+    Started {
+        /// Address.
+        address: String,
+        /// What is done.
+        action: &'static str,
+    },
+    /// A resource finished.
+    Done {
+        /// Address.
+        address: String,
+        /// What was done.
+        action: &'static str,
+        /// Detail (pid, duration).
+        detail: String,
+    },
+    /// A gate is still waiting.
+    Waiting {
+        /// Address.
+        address: String,
+        /// For what.
+        detail: String,
+    },
+    /// A resource failed.
+    Failed(Failure),
+    /// A resource was skipped because a dependency failed or apply was interrupted.
+    Skipped {
+        /// Address.
+        address: String,
+        /// Why.
+        because: String,
+    },
+}
+
+/// A resource that failed: why, and the output of the process that explains it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// The failed resource.
+    pub address: String,
+    /// What went wrong (one line or a few).
+    pub error: String,
+    /// The end of the log of the process whose output explains the failure: the failed
+    /// process itself, or the process that died while a gate waited.
+    pub log: Option<LogTail>,
+}
+
+/// The last lines of a process's log, from its latest start only.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogTail {
+    /// Whose log.
+    pub of: String,
+    /// Its last lines, oldest first.
+    pub lines: Vec<String>,
+}
+
+/// Lines of a log shown with a failure.
+const FAILURE_LOG_LINES: usize = 20;
+
+/// Why a step failed, inside the walk: the message, and the process whose log explains
+/// it when that is not the failed resource itself.
+#[derive(Clone, Debug)]
+pub(crate) struct StepError {
+    message: String,
+    culprit: Option<String>,
+    /// Not a failure: the step did not run (a roll stopped by an earlier failure, an
+    /// interrupt).
+    skipped: bool,
+}
+
+impl StepError {
+    /// A failure explained by the log of the process at `culprit`.
+    pub(crate) fn caused_by(message: String, culprit: String) -> StepError {
+        StepError {
+            message,
+            culprit: Some(culprit),
+            skipped: false,
+        }
+    }
+
+    /// The step did not run, because of `why`.
+    pub(crate) fn skip(why: &str) -> StepError {
+        StepError {
+            message: why.to_string(),
+            culprit: None,
+            skipped: true,
+        }
+    }
+}
+
+impl From<String> for StepError {
+    fn from(message: String) -> StepError {
+        StepError {
+            message,
+            culprit: None,
+            skipped: false,
+        }
+    }
+}
+
+impl From<&str> for StepError {
+    fn from(message: &str) -> StepError {
+        StepError::from(message.to_string())
+    }
+}
+
+type StepResult = Result<String, StepError>;
+
+/// What apply did.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    /// Resources created (processes, their port blocks, memberships), counted as the
+    /// plan counts them.
+    pub created: usize,
+    /// Resources replaced.
+    pub replaced: usize,
+    /// Resources updated in place (memberships, nginx reloads).
+    pub updated: usize,
+    /// Resources destroyed.
+    pub destroyed: usize,
+    /// Processes no record tracked (found through their leases), stopped.
+    pub untracked: usize,
+    /// Gates and checks that passed.
+    pub checked: usize,
+    /// What failed, in the order it failed.
+    pub failed: Vec<Failure>,
+    /// Skipped addresses.
+    pub skipped: Vec<String>,
+    /// Apply was interrupted.
+    pub interrupted: bool,
+}
+
+/// Everything apply needs.
+pub struct Apply<'a> {
+    /// The launch plan whose processes the executor starts: the one the graph was
+    /// lowered from, or that plan transformed for the run mode (`--simulate`:
+    /// `workflow::simulated`). Records take their specs and hashes from the graph.
+    pub launch: &'a LaunchPlan,
+    /// The desired graph.
+    pub graph: &'a ResourceGraph,
+    /// The plan to execute.
+    pub plan: &'a Plan,
+    /// The executor.
+    pub exec: &'a dyn Executor,
+    /// Where state is saved.
+    pub store: &'a StateStore,
+    /// The lock held for this operation.
+    pub lock: &'a StateLock,
+    /// Max resources worked on at once.
+    pub parallelism: usize,
+    /// Readiness budget.
+    pub health: HealthCheck,
+    /// Cancellation.
+    pub cancel: Cancel,
+    /// Progress sink.
+    pub events: &'a (dyn Fn(Event) + Sync),
+}
+
+/// A finished stop: the target's position, when it started, and the result.
+type StopResult = (usize, Instant, Result<(), String>);
+
+/// State shared between apply and a signal handler that must save it before exiting.
+pub type Shared = Arc<Mutex<State>>;
+
+/// Wrap state for [`Apply::run`].
+pub fn shared(state: State) -> Shared {
+    Arc::new(Mutex::new(state))
+}
+
+fn save(store: &StateStore, lock: &StateLock, state: &mut State) -> Result<(), String> {
+    store
+        .save(lock, state)
+        .map(|_| ())
+        .map_err(|e| format!("saving state: {e}"))
+}
+
+/// Record the current records of `addresses` (an append to the state journal: its cost
+/// is those records, not the whole state).
+fn append(
+    store: &StateStore,
+    lock: &StateLock,
+    state: &mut State,
+    addresses: &[&str],
+) -> Result<(), String> {
+    store
+        .append(lock, state, addresses)
+        .map_err(|e| format!("saving state: {e}"))
+}
+
+impl Apply<'_> {
+    fn record(
+        &self,
+        state: &Shared,
+        address: &str,
+        f: impl FnOnce(&mut State),
+    ) -> Result<(), String> {
+        let mut s = state.lock().expect("state mutex");
+        f(&mut s);
+        append(self.store, self.lock, &mut s, &[address])
+    }
+
+    fn new_record(&self, i: usize, status: Status) -> ResourceState {
+        let r = &self.graph.resources[i];
+        let (ports, node) = match r.target {
+            Target::Process(p) => {
+                let proc_ = &self.launch.processes[p];
+                (
+                    proc_
+                        .ports
+                        .iter()
+                        .map(|(k, b)| (k.clone(), b.base))
+                        .collect(),
+                    Some(self.launch.nodes[proc_.node].name.clone()),
+                )
+            }
+            Target::Gate(_) | Target::Allocation | Target::Membership(_) => (BTreeMap::new(), None),
+        };
+        ResourceState {
+            kind: r.kind,
+            hash: r.hash.clone(),
+            dependencies: r.deps.clone(),
+            spec: r.spec.clone(),
+            status,
+            runtime: None,
+            node,
+            ports,
+            log_path: None,
+            error: None,
+        }
+    }
+
+    /// The plan's action per address, looked up once (a scan of the plan per resource
+    /// would be quadratic).
+    fn actions(&self) -> HashMap<&str, Action> {
+        let mut map = HashMap::with_capacity(self.plan.changes.len());
+        for c in &self.plan.changes {
+            // The first change of an address wins, as `Plan::change` finds it.
+            map.entry(c.address.as_str()).or_insert(c.action);
+        }
+        map
+    }
+
+    /// Run the plan. `state` is updated and saved as resources complete.
+    pub async fn run(&self, state: &Shared) -> Outcome {
+        let mut outcome = Outcome::default();
+        self.stop_phase(state, &mut outcome).await;
+        if !self.cancel.is_cancelled() {
+            self.create_phase(state, &mut outcome).await;
+            // Check results are saved with the next launch; whatever came after the
+            // last one is saved here.
+            let mut s = state.lock().expect("state mutex");
+            if let Err(e) = save(self.store, self.lock, &mut s) {
+                outcome.failed.push(Failure {
+                    address: "state".into(),
+                    error: e,
+                    log: None,
+                });
+            }
+        }
+        outcome.interrupted = self.cancel.is_cancelled();
+        outcome
+    }
+
+    /// Stop what is destroyed or replaced, in parallel (bounded by `parallelism`): a
+    /// resource is stopped once every recorded resource that depends on it and is being
+    /// stopped has stopped (a Router before its workers). Stops that finish together are
+    /// recorded with one state save; a crash before it leaves them recorded as running,
+    /// which the next refresh reports as drift.
+    async fn stop_phase(&self, state: &Shared, outcome: &mut Outcome) {
+        self.stop_untracked(outcome).await;
+        // Replaced processes roll in the create phase (unless their allocation goes).
+        let rolling = self.rolling();
+        let targets: Vec<&String> = self
+            .plan
+            .changes
+            .iter()
+            .filter(|c| match c.action {
+                Action::Destroy => true,
+                Action::Replace => !(rolling && c.kind.is_process()),
+                _ => false,
+            })
+            .map(|c| &c.address)
+            .collect();
+        // Per target (in a dependents-first order): its runtime, the targets it depends
+        // on, and how many targets depend on it and are not stopped yet.
+        let (order, runtimes, kinds, dependencies, mut waiting) = {
+            let s = state.lock().expect("state mutex");
+            let recorded: Vec<&String> = targets
+                .into_iter()
+                .filter(|a| s.resources.contains_key(*a))
+                .collect();
+            let order = crate::plan::destroy_order(&s, &recorded);
+            let position: HashMap<&str, usize> = order
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (a.as_str(), i))
+                .collect();
+            let mut dependencies: Vec<Vec<usize>> = vec![Vec::new(); order.len()];
+            let mut waiting = vec![0usize; order.len()];
+            for (i, a) in order.iter().enumerate() {
+                for d in &s.resources[a].dependencies {
+                    if let Some(&j) = position.get(d.as_str()) {
+                        dependencies[i].push(j);
+                        waiting[j] += 1;
+                    }
+                }
+            }
+            // The front door first: a Router stops before the workers it routes to
+            // (they do not depend on each other, but requests come in through it).
+            for r in s.resources.values().filter(|r| r.kind == Kind::Membership) {
+                let Some(&router) = r.spec["router"].as_str().and_then(|a| position.get(a)) else {
+                    continue;
+                };
+                for (_, worker) in crate::plan::members_of(&r.spec) {
+                    if let Some(&j) = position.get(worker.as_str()) {
+                        dependencies[router].push(j);
+                        waiting[j] += 1;
+                    }
+                }
+            }
+            let runtimes: Vec<Option<crate::state::Runtime>> = order
+                .iter()
+                .map(|a| s.resources[a].runtime.clone())
+                .collect();
+            let kinds: Vec<Kind> = order.iter().map(|a| s.resources[a].kind).collect();
+            (order, runtimes, kinds, dependencies, waiting)
+        };
+        let actions = self.actions();
+        let action_of = |i: usize| {
+            actions
+                .get(order[i].as_str())
+                .copied()
+                .unwrap_or(Action::Destroy)
+        };
+        let mut ready: std::collections::VecDeque<usize> =
+            (0..order.len()).filter(|&i| waiting[i] == 0).collect();
+        let mut running: FuturesUnordered<futures::future::LocalBoxFuture<'_, StopResult>> =
+            FuturesUnordered::new();
+        let mut started = vec![false; order.len()];
+        let parallelism = self.parallelism.max(1);
+        loop {
+            while running.len() < parallelism && !self.cancel.is_cancelled() {
+                let Some(i) = ready.pop_front() else { break };
+                if std::mem::replace(&mut started[i], true) {
+                    continue;
+                }
+                (self.events)(Event::Started {
+                    address: order[i].clone(),
+                    action: "stopping",
+                });
+                let runtime = &runtimes[i];
+                let address = &order[i];
+                let worker = kinds[i] == Kind::Worker;
+                running.push(Box::pin(async move {
+                    let t = Instant::now();
+                    // A worker leaves its Routers and finishes its requests first.
+                    if worker && runtime.is_some() {
+                        let withdrawn = match self.withdraw(state, address).await {
+                            Ok(w) => w,
+                            Err(e) => return (i, t, Err(e.message)),
+                        };
+                        let urls: Vec<String> = withdrawn.iter().map(|w| w.url.clone()).collect();
+                        self.drain(address, &urls).await;
+                    }
+                    let result = match runtime {
+                        Some(rt) => self.exec.stop(rt).await.map_err(|e| e.to_string()),
+                        None => Ok(()),
+                    };
+                    (i, t, result)
+                }));
+            }
+            if running.is_empty() && ready.is_empty() && !self.cancel.is_cancelled() {
+                // Nothing left can be released: what remains is in a recorded cycle (a
+                // hand-edited state). Stop it anyway, in `destroy_order`'s order.
+                if let Some(i) = started.iter().position(|s| !s) {
+                    ready.push_back(i);
+                    continue;
+                }
+            }
+            let Some(first) = running.next().await else {
+                break;
+            };
+            let mut finished = vec![first];
+            while let Some(Some(more)) = running.next().now_or_never() {
+                finished.push(more);
+            }
+            let mut stopped = Vec::with_capacity(finished.len());
+            for (i, t, result) in finished {
+                match result {
+                    Ok(()) => stopped.push((i, t)),
+                    Err(e) => self.fail(
+                        outcome,
+                        Failure {
+                            address: order[i].clone(),
+                            error: format!("stopping: {e}"),
+                            log: None,
+                        },
+                    ),
+                }
+                // What it depends on may stop even if it failed to: the dependency does
+                // not need it gone, only not to outlive it unnecessarily.
+                for &j in &dependencies[i] {
+                    waiting[j] -= 1;
+                    if waiting[j] == 0 {
+                        ready.push_back(j);
+                    }
+                }
+            }
+            if stopped.is_empty() {
+                continue;
+            }
+            let saved = {
+                let mut s = state.lock().expect("state mutex");
+                let mut emptied = Vec::new();
+                for &(i, _) in &stopped {
+                    if kinds[i] == Kind::Router {
+                        emptied.extend(self.router_stopped(&mut s, &order[i]));
+                    }
+                    if action_of(i) == Action::Destroy {
+                        s.resources.remove(&order[i]);
+                    } else if let Some(r) = s.resources.get_mut(&order[i]) {
+                        // Stopped for replacement: if apply stops here, the next plan
+                        // replaces it.
+                        r.status = Status::Tainted;
+                        r.runtime = None;
+                    }
+                }
+                let mut addresses: Vec<&str> =
+                    stopped.iter().map(|&(i, _)| order[i].as_str()).collect();
+                addresses.extend(emptied.iter().map(String::as_str));
+                append(self.store, self.lock, &mut s, &addresses)
+            };
+            for (i, t) in stopped {
+                let destroyed = action_of(i) == Action::Destroy;
+                if let Err(e) = &saved {
+                    outcome.failed.push(Failure {
+                        address: order[i].clone(),
+                        error: e.clone(),
+                        log: None,
+                    });
+                }
+                if destroyed {
+                    outcome.destroyed += 1;
+                }
+                (self.events)(Event::Done {
+                    address: order[i].clone(),
+                    action: if destroyed { "destroyed" } else { "stopped" },
+                    detail: format!("{:.1}s", t.elapsed().as_secs_f64()),
+                });
+            }
+        }
+    }
+
+    /// Stop the processes no record tracks (the plan's orphans), at most `parallelism`
+    /// at once. They have no record, so nothing is saved; a failure is reported and the
+    /// next plan finds them again.
+    async fn stop_untracked(&self, outcome: &mut Outcome) {
+        let mut pending = self.plan.orphans.iter();
+        let mut running = FuturesUnordered::new();
+        loop {
+            while running.len() < self.parallelism.max(1) && !self.cancel.is_cancelled() {
+                let Some(o) = pending.next() else { break };
+                (self.events)(Event::Started {
+                    address: o.address.clone(),
+                    action: "stopping untracked process",
+                });
+                running.push(async move {
+                    let result = self.exec.stop(&o.runtime).await;
+                    (o, Instant::now(), result.map_err(|e| e.to_string()))
+                });
+            }
+            let Some((o, t, result)) = running.next().await else {
+                break;
+            };
+            match result {
+                Ok(()) => {
+                    outcome.untracked += 1;
+                    (self.events)(Event::Done {
+                        address: o.address.clone(),
+                        action: "stopped untracked process",
+                        detail: format!("{:.1}s", t.elapsed().as_secs_f64()),
+                    });
+                }
+                Err(e) => self.fail(
+                    outcome,
+                    Failure {
+                        address: o.address.clone(),
+                        error: format!("stopping an untracked process: {e}"),
+                        log: None,
+                    },
+                ),
+            }
+        }
+    }
+
+    async fn create_phase(&self, state: &Shared, outcome: &mut Outcome) {
+        let n = self.graph.resources.len();
+        let by_address = self.actions();
+        let actions: Vec<Action> = self
+            .graph
+            .resources
+            .iter()
+            .map(|r| {
+                by_address
+                    .get(r.address.as_str())
+                    .copied()
+                    .unwrap_or(Action::NoOp)
+            })
+            .collect();
+        let roll = if self.rolling() {
+            self.plan_roll(&actions)
+        } else {
+            self.plan_roll(&vec![Action::NoOp; n])
+        };
+        let (mut indegree, children) = self.start_order(&actions, &roll);
+        let mut blocked: Vec<Option<String>> = vec![None; n];
+        let mut ready: std::collections::VecDeque<usize> =
+            (0..n).filter(|&i| indegree[i] == 0).collect();
+        let mut running: FuturesUnordered<
+            futures::future::LocalBoxFuture<'_, (usize, StepResult)>,
+        > = FuturesUnordered::new();
+        // Process launches ready in the same round are started as one batch (one intent
+        // save, the launches, one identity save); results of everything else arrive
+        // through `running`.
+        let mut launches: Vec<(usize, Action)> = Vec::new();
+        // Finished checks (port blocks, gates) whose records are not on disk yet.
+        let mut unsaved: Vec<usize> = Vec::new();
+        let mut done: std::collections::VecDeque<(usize, StepResult)> = Default::default();
+        let parallelism = self.parallelism.max(1);
+        loop {
+            while running.len() + launches.len() < parallelism {
+                let Some(i) = ready.pop_front() else { break };
+                let address = self.graph.resources[i].address.clone();
+                if let Some(because) = blocked[i].clone().or_else(|| {
+                    self.cancel
+                        .is_cancelled()
+                        .then(|| "apply was interrupted".to_string())
+                }) {
+                    (self.events)(Event::Skipped {
+                        address: address.clone(),
+                        because: because.clone(),
+                    });
+                    outcome.skipped.push(address.clone());
+                    for &c in &children[i] {
+                        blocked[c].get_or_insert_with(|| format!("`{address}` did not complete"));
+                        indegree[c] -= 1;
+                        if indegree[c] == 0 {
+                            ready.push_back(c);
+                        }
+                    }
+                    continue;
+                }
+                if actions[i] == Action::NoOp {
+                    for &c in &children[i] {
+                        indegree[c] -= 1;
+                        if indegree[c] == 0 {
+                            ready.push_back(c);
+                        }
+                    }
+                    continue;
+                }
+                let action = actions[i];
+                let kind = self.graph.resources[i].kind;
+                if let Some(&u) = roll.unit_of.get(&i) {
+                    let roll = &roll;
+                    let leads = roll.leader(i).is_some();
+                    running.push(Box::pin(async move {
+                        if leads {
+                            (i, self.roll_unit(state, roll, &roll.units[u]).await)
+                        } else {
+                            // Replaced with its unit's leader, which it waited for.
+                            (i, Ok("replaced with its endpoint".to_string()))
+                        }
+                    }));
+                    continue;
+                }
+                if kind == Kind::Membership || action == Action::Update {
+                    (self.events)(Event::Started {
+                        address: address.clone(),
+                        action: verb_ing(action, kind),
+                    });
+                    running.push(Box::pin(async move {
+                        let result = if kind == Kind::Membership {
+                            self.sync_members(state, i).await
+                        } else {
+                            self.reload_in_place(state, i).await
+                        };
+                        (i, result)
+                    }));
+                    continue;
+                }
+                if kind.is_process() {
+                    launches.push((i, action));
+                    continue;
+                }
+                running.push(Box::pin(async move {
+                    (i, self.run_one(state, i, action).await)
+                }));
+            }
+            if !launches.is_empty() {
+                for (i, started) in self.launch_batch(state, &launches, &mut unsaved) {
+                    match started {
+                        Err(e) => done.push_back((i, Err(e.into()))),
+                        // Identity recorded: wait (without the state mutex) until the
+                        // executor confirms the process runs, e.g. its SLURM step id.
+                        Ok(st) => running.push(Box::pin(async move {
+                            (i, self.confirm_launch(state, i, st).await)
+                        })),
+                    }
+                }
+                launches.clear();
+            }
+            if done.is_empty() {
+                let Some(first) = running.next().await else {
+                    break;
+                };
+                done.push_back(first);
+                // Take every other result already there, so that what they unblock
+                // starts together.
+                while let Some(Some(more)) = running.next().now_or_never() {
+                    done.push_back(more);
+                }
+            }
+            while let Some((i, result)) = done.pop_front() {
+                let address = self.graph.resources[i].address.clone();
+                if !self.graph.resources[i].kind.is_process() {
+                    // Its check result is in memory: recorded with the next launch.
+                    unsaved.push(i);
+                }
+                match result {
+                    Ok(detail) => {
+                        match actions[i] {
+                            // Every resource counts, as the plan counts them.
+                            Action::Create => outcome.created += 1,
+                            Action::Replace => outcome.replaced += 1,
+                            Action::Update => outcome.updated += 1,
+                            Action::Check => outcome.checked += 1,
+                            _ => {}
+                        }
+                        (self.events)(Event::Done {
+                            address: address.clone(),
+                            action: verb(actions[i], self.graph.resources[i].kind),
+                            detail,
+                        });
+                    }
+                    Err(error) if error.skipped => {
+                        (self.events)(Event::Skipped {
+                            address: address.clone(),
+                            because: error.message.clone(),
+                        });
+                        outcome.skipped.push(address.clone());
+                        for &c in &children[i] {
+                            blocked[c]
+                                .get_or_insert_with(|| format!("`{address}` did not complete"));
+                        }
+                    }
+                    Err(error) => {
+                        let own = self.graph.resources[i].kind.is_process();
+                        let culprit = error.culprit.or(own.then(|| address.clone()));
+                        let failure = Failure {
+                            address: address.clone(),
+                            error: error.message,
+                            log: culprit.and_then(|c| self.log_tail(&c)),
+                        };
+                        self.fail(outcome, failure);
+                        for &c in &children[i] {
+                            blocked[c].get_or_insert_with(|| format!("`{address}` failed"));
+                        }
+                    }
+                }
+                for &c in &children[i] {
+                    indegree[c] -= 1;
+                    if indegree[c] == 0 {
+                        ready.push_back(c);
+                    }
+                }
+            }
+        }
+    }
+
+    /// What each resource waits for in the create phase, as in-degrees and children: its
+    /// dependencies except those it watches (a Router starts alongside its workers), and
+    /// its `after` resources. A replaced process that watches others waits for them
+    /// when they are replaced too (a Router restarts once, after its workers rolled). A
+    /// unit's members wait for its leader, and the leader for everything they wait for.
+    fn start_order(
+        &self,
+        actions: &[Action],
+        roll: &rollout::Roll,
+    ) -> (Vec<usize>, Vec<Vec<usize>>) {
+        let n = self.graph.resources.len();
+        let mut waits: Vec<Vec<usize>> = self
+            .graph
+            .resources
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let mut w: Vec<usize> = r.waits_for().map(|d| self.graph.index[d]).collect();
+                if actions[i] == Action::Replace {
+                    w.extend(
+                        r.watches
+                            .iter()
+                            .map(|d| self.graph.index[d])
+                            .filter(|&d| actions[d] == Action::Replace),
+                    );
+                }
+                w
+            })
+            .collect();
+        for unit in &roll.units {
+            let leader = unit.members[0];
+            let mut all: Vec<usize> = Vec::new();
+            for &m in &unit.members {
+                all.extend(
+                    waits[m]
+                        .iter()
+                        .copied()
+                        .filter(|d| !unit.members.contains(d)),
+                );
+            }
+            for &m in &unit.members[1..] {
+                waits[m] = vec![leader];
+            }
+            waits[leader] = all;
+        }
+        let mut indegree = vec![0usize; n];
+        let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, w) in waits.iter_mut().enumerate() {
+            w.sort_unstable();
+            w.dedup();
+            indegree[i] = w.len();
+            for &d in w.iter() {
+                children[d].push(i);
+            }
+        }
+        (indegree, children)
+    }
+
+    /// Start processes together. Their intent (`pending`) records are saved once before
+    /// the first starts, and their identities once after the last started, all under
+    /// one hold of the state mutex: an interrupt never sees a started process without
+    /// its identity, and a crash leaves at worst `pending` records (replaced by the next
+    /// plan). A batch is at most `parallelism` launches.
+    fn launch_batch(
+        &self,
+        state: &Shared,
+        batch: &[(usize, Action)],
+        unsaved: &mut Vec<usize>,
+    ) -> Vec<(usize, Result<crate::exec::Started, String>)> {
+        // Executor errors are rendered as text from here on: in events, the outcome and
+        // the state record.
+        let address = |i: usize| self.graph.resources[i].address.as_str();
+        let launched: Vec<&str> = batch.iter().map(|&(i, _)| address(i)).collect();
+        for &(i, action) in batch {
+            let r = &self.graph.resources[i];
+            (self.events)(Event::Started {
+                address: r.address.clone(),
+                action: verb_ing(action, r.kind),
+            });
+        }
+        let mut s = state.lock().expect("state mutex");
+        for &(i, _) in batch {
+            let address = self.graph.resources[i].address.clone();
+            s.resources
+                .insert(address, self.new_record(i, Status::Pending));
+        }
+        // The intents, with the check results that came before them (a port block's
+        // before its process).
+        let intents: Vec<&str> = unsaved
+            .iter()
+            .map(|&i| address(i))
+            .chain(launched.iter().copied())
+            .collect();
+        if let Err(e) = append(self.store, self.lock, &mut s, &intents) {
+            return batch.iter().map(|&(i, _)| (i, Err(e.clone()))).collect();
+        }
+        unsaved.clear();
+        let mut results = Vec::with_capacity(batch.len());
+        for &(i, _) in batch {
+            let r = &self.graph.resources[i];
+            let Target::Process(p) = r.target else {
+                results.push((i, Err("unsupported resource".into())));
+                continue;
+            };
+            let started = self.exec.start(&self.launch.processes[p]);
+            let rec = s.resources.get_mut(&r.address).expect("just inserted");
+            let result = match started {
+                Ok(st) => {
+                    rec.status = Status::Running;
+                    rec.runtime = Some(st.runtime.clone());
+                    rec.log_path = Some(st.log_path.clone());
+                    Ok(st)
+                }
+                Err(e) => {
+                    let e = e.to_string();
+                    rec.status = Status::Failed;
+                    rec.error = Some(e.clone());
+                    Err(e)
+                }
+            };
+            results.push((i, result));
+        }
+        if let Err(e) = append(self.store, self.lock, &mut s, &launched) {
+            return results
+                .into_iter()
+                .map(|(i, _)| (i, Err(e.clone())))
+                .collect();
+        }
+        results
+    }
+
+    /// Wait for the executor to confirm a started process; record the completed runtime
+    /// (saved only when it changed, so local launches keep their batched saves) or the
+    /// failure (the runtime stays recorded so the next apply stops what may still run).
+    async fn confirm_launch(
+        &self,
+        state: &Shared,
+        i: usize,
+        started: crate::exec::Started,
+    ) -> StepResult {
+        let address = &self.graph.resources[i].address;
+        let confirmed = self.exec.confirm(&started).await.map_err(|e| e.to_string());
+        let mut s = state.lock().expect("state mutex");
+        match confirmed {
+            Ok(runtime) => {
+                let detail = runtime.describe();
+                if runtime != started.runtime {
+                    if let Some(rec) = s.resources.get_mut(address) {
+                        rec.runtime = Some(runtime);
+                    }
+                    append(self.store, self.lock, &mut s, &[address])?;
+                }
+                Ok(detail)
+            }
+            Err(e) => {
+                if let Some(rec) = s.resources.get_mut(address) {
+                    rec.status = Status::Failed;
+                    rec.error = Some(e.clone());
+                }
+                append(self.store, self.lock, &mut s, &[address])?;
+                Err(e.into())
+            }
+        }
+    }
+
+    async fn run_one(&self, state: &Shared, i: usize, action: Action) -> StepResult {
+        let r = &self.graph.resources[i];
+        (self.events)(Event::Started {
+            address: r.address.clone(),
+            action: verb_ing(action, r.kind),
+        });
+        let t = Instant::now();
+        match (r.kind, r.target) {
+            (Kind::Ports, Target::Process(p)) => {
+                let process = &self.launch.processes[p];
+                let result = self
+                    .exec
+                    .check_ports(process)
+                    .await
+                    .map_err(|e| e.to_string());
+                let mut rec = self.new_record(
+                    i,
+                    if result.is_ok() {
+                        Status::Running
+                    } else {
+                        Status::Failed
+                    },
+                );
+                rec.error = result.as_ref().err().cloned();
+                // Saved with its process's launch (or at the end): a lost port check
+                // only costs a re-check.
+                state
+                    .lock()
+                    .expect("state mutex")
+                    .resources
+                    .insert(r.address.clone(), rec);
+                Ok(result.map(|_| "free".to_string())?)
+            }
+            (Kind::Allocation, _) => Ok(self.allocate(state, i).await?),
+            (_, Target::Gate(g)) => {
+                let gate = &self.launch.gates[g];
+                let result = gate::run(self, state, gate).await;
+                let mut rec = self.new_record(
+                    i,
+                    if result.is_ok() {
+                        Status::Running
+                    } else {
+                        Status::Failed
+                    },
+                );
+                rec.error = result.as_ref().err().map(|e| e.message.clone());
+                if !(self.cancel.is_cancelled() && result.is_err()) {
+                    // Saved with the next launch or at the end: gates are re-checked by
+                    // every apply.
+                    state
+                        .lock()
+                        .expect("state mutex")
+                        .resources
+                        .insert(r.address.clone(), rec);
+                }
+                result.map(|d| format!("{d} in {:.2}s", t.elapsed().as_secs_f64()))
+            }
+            _ => Err("unsupported resource".into()),
+        }
+    }
+
+    /// Report a failure and record it in the outcome.
+    fn fail(&self, outcome: &mut Outcome, failure: Failure) {
+        (self.events)(Event::Failed(failure.clone()));
+        outcome.failed.push(failure);
+    }
+
+    /// The end of `address`'s log since its latest start, if it has any output.
+    fn log_tail(&self, address: &str) -> Option<LogTail> {
+        let text = self.exec.log_tail(address, FAILURE_LOG_LINES)?;
+        // Only this run's output: the log keeps earlier runs above a start header.
+        let latest = match text.rfind("--- srt: starting ") {
+            Some(i) => &text[i..],
+            None => &text,
+        };
+        let lines: Vec<String> = latest.lines().map(str::to_string).collect();
+        (!lines.iter().all(|l| l.trim().is_empty())).then(|| LogTail {
+            of: address.to_string(),
+            lines,
+        })
+    }
+}
+
+impl Apply<'_> {
+    /// Create the executor's allocation. Its identity is recorded as soon as it exists;
+    /// on failure or interrupt it is cancelled and recorded as failed without an
+    /// identity, so nothing is left half-recorded.
+    async fn allocate(&self, state: &Shared, i: usize) -> Result<String, String> {
+        let address = &self.graph.resources[i].address;
+        self.record(state, address, |s| {
+            s.resources
+                .insert(address.clone(), self.new_record(i, Status::Pending));
+        })?;
+        let submitted = |runtime: &crate::state::Runtime| {
+            self.record(state, address, |s| {
+                if let Some(r) = s.resources.get_mut(address) {
+                    r.runtime = Some(runtime.clone());
+                }
+            })
+            .map_err(crate::exec::ExecError::Record)
+        };
+        let result = tokio::select! {
+            r = self.exec.allocate(&submitted) => r.map_err(|e| e.to_string()),
+            _ = self.cancel.cancelled() => Err("interrupted while waiting for the allocation".to_string()),
+        };
+        match result {
+            Ok(started) => {
+                let detail = started.runtime.describe();
+                self.record(state, address, |s| {
+                    if let Some(r) = s.resources.get_mut(address) {
+                        r.status = Status::Running;
+                        r.runtime = Some(started.runtime.clone());
+                        r.log_path = Some(started.log_path.clone());
+                    }
+                })?;
+                Ok(detail)
+            }
+            Err(e) => {
+                let recorded = state
+                    .lock()
+                    .expect("state mutex")
+                    .resources
+                    .get(address)
+                    .and_then(|r| r.runtime.clone());
+                // An interrupted wait leaves a submitted job behind: cancel it now.
+                let kept = match &recorded {
+                    Some(rt) => self.exec.stop(rt).await.err().map(|_| rt.clone()),
+                    None => None,
+                };
+                self.record(state, address, |s| {
+                    if let Some(r) = s.resources.get_mut(address) {
+                        r.status = Status::Failed;
+                        r.runtime = kept;
+                        r.error = Some(e.clone());
+                    }
+                })?;
+                Err(e)
+            }
+        }
+    }
+}
+
+fn verb(action: Action, kind: Kind) -> &'static str {
+    match (action, kind) {
+        (Action::Check, _) => "passed",
+        (Action::Update, Kind::Membership) => "updated",
+        (Action::Update, _) => "reloaded",
+        (_, Kind::Ports) => "checked",
+        (Action::Replace, Kind::Allocation) => "reallocated",
+        (_, Kind::Allocation) => "allocated",
+        (Action::Replace, _) => "replaced",
+        (Action::Create, Kind::Membership) => "members added",
+        _ => "started",
+    }
+}
+
+fn verb_ing(action: Action, kind: Kind) -> &'static str {
+    match (action, kind) {
+        (Action::Check, _) => "checking",
+        (Action::Update, Kind::Membership) => "updating members",
+        (Action::Update, _) => "reloading",
+        (Action::Create, Kind::Membership) => "adding members",
+        (_, Kind::Ports) => "checking ports",
+        (_, Kind::Allocation) => "allocating",
+        (Action::Replace, _) => "replacing",
+        _ => "starting",
+    }
+}

@@ -1,0 +1,576 @@
+//! Apply's walk, in process, against the fake executor ([`crate::exec::fake`]): the
+//! order of starts and stops, the parallelism bound, what a failure skips,
+//! cancellation, and what the state records around a launch.
+
+use super::{Apply, Cancel, Event, Failure, LogTail, Outcome};
+use crate::exec::fake::{Behaviour, Call, FakeExecutor};
+use crate::exec::Executor;
+use crate::graph::{self, ResourceGraph};
+use crate::launch::{LaunchPlan, LaunchProcess, NodeSlot, ProcessKind};
+use crate::plan::{self, Action, Orphan, Plan, PlanOptions};
+use crate::recipe::HealthCheck;
+use crate::state::{ResourceState, State, StateLock, StateStore, Status};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const SLOW: Duration = Duration::from_millis(40);
+
+fn process(
+    address: &str,
+    kind: ProcessKind,
+    depends_on: &[&str],
+    watches: &[&str],
+) -> LaunchProcess {
+    let strings = |xs: &[&str]| {
+        xs.iter()
+            .map(std::string::ToString::to_string)
+            .collect::<Vec<_>>()
+    };
+    LaunchProcess {
+        address: address.to_string(),
+        kind,
+        node: 0,
+        devices: Vec::new(),
+        ports: BTreeMap::new(),
+        env: BTreeMap::new(),
+        env_unset: Vec::new(),
+        argv: vec!["prog".into(), address.to_string()],
+        files: BTreeMap::new(),
+        depends_on: strings(depends_on),
+        watches: strings(watches),
+        worker: None,
+        container_image: None,
+    }
+}
+
+fn worker(address: &str, depends_on: &[&str]) -> LaunchProcess {
+    process(address, ProcessKind::Worker, depends_on, &[])
+}
+
+/// A launch plan of `processes` on one node, no gates.
+fn launch(processes: Vec<LaunchProcess>) -> LaunchPlan {
+    let (mut plan, _) = crate::workflow::empty("t");
+    plan.nodes = vec![NodeSlot {
+        index: 0,
+        name: "node0".into(),
+        ip: "<node0-ip>".into(),
+        gpus: 0,
+    }];
+    plan.processes = processes;
+    plan
+}
+
+/// A deployment directory with a saved (empty) state, its lock held.
+struct Deployment {
+    _dir: tempfile::TempDir,
+    store: StateStore,
+    lock: StateLock,
+}
+
+fn deployment() -> Deployment {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StateStore::new(dir.path().join("t"));
+    let lock = store.lock("test", None).unwrap();
+    store.save(&lock, &mut State::new("t")).unwrap();
+    Deployment {
+        _dir: dir,
+        store,
+        lock,
+    }
+}
+
+/// What one run of apply did: its outcome, its events, and the state it saved.
+struct Ran {
+    outcome: Outcome,
+    events: Vec<Event>,
+    state: State,
+}
+
+async fn run_plan(
+    d: &Deployment,
+    launch: &LaunchPlan,
+    graph: &ResourceGraph,
+    plan: &Plan,
+    exec: &dyn Executor,
+    parallelism: usize,
+    cancel: Cancel,
+) -> Ran {
+    let events = Mutex::new(Vec::new());
+    let sink = |e: Event| events.lock().unwrap().push(e);
+    let apply = Apply {
+        launch,
+        graph,
+        plan,
+        exec,
+        store: &d.store,
+        lock: &d.lock,
+        parallelism,
+        health: HealthCheck {
+            timeout_secs: 1,
+            interval_secs: 1,
+            unhealthy_grace_secs: 1,
+        },
+        cancel,
+        events: &sink,
+    };
+    let shared = super::shared(d.store.load().unwrap().unwrap());
+    let outcome = apply.run(&shared).await;
+    let state = shared.lock().unwrap().clone();
+    Ran {
+        outcome,
+        events: events.into_inner().unwrap(),
+        state,
+    }
+}
+
+/// Plan `processes` against what `d` records, and apply it.
+async fn apply(
+    d: &Deployment,
+    processes: Vec<LaunchProcess>,
+    exec: &FakeExecutor,
+    parallelism: usize,
+    cancel: Cancel,
+) -> Ran {
+    let launch = launch(processes);
+    let graph = graph::lower(&launch, &exec.execution()).unwrap();
+    let state = d.store.load().unwrap().unwrap();
+    let plan = plan::diff(
+        &graph,
+        &state,
+        &BTreeMap::new(),
+        "h",
+        &PlanOptions::default(),
+    );
+    run_plan(d, &launch, &graph, &plan, exec, parallelism, cancel).await
+}
+
+/// Position of the first call matching `f`.
+fn at(calls: &[Call], what: &str, f: impl Fn(&Call) -> bool) -> usize {
+    calls
+        .iter()
+        .position(f)
+        .unwrap_or_else(|| panic!("no {what} in {calls:#?}"))
+}
+
+fn started(calls: &[Call], address: &str) -> usize {
+    at(
+        calls,
+        &format!("start of {address}"),
+        |c| matches!(c, Call::Start(a, _) if a == address),
+    )
+}
+
+fn confirmed(calls: &[Call], address: &str) -> usize {
+    at(
+        calls,
+        &format!("confirm of {address}"),
+        |c| matches!(c, Call::Confirmed(a) if a == address),
+    )
+}
+
+fn ports_checked(calls: &[Call], address: &str) -> usize {
+    at(
+        calls,
+        &format!("port check of {address}"),
+        |c| matches!(c, Call::Ports(a) if a == address),
+    )
+}
+
+/// The pipeline of a disaggregated deployment: a leader and its follower, another
+/// worker, a Router watching the workers, nginx watching the Router.
+fn pipeline() -> Vec<LaunchProcess> {
+    vec![
+        worker("w.leader", &[]),
+        worker("w.follower", &["w.leader"]),
+        worker("w.other", &[]),
+        process(
+            "router",
+            ProcessKind::Router,
+            &[],
+            &["w.leader", "w.follower", "w.other"],
+        ),
+        process("nginx", ProcessKind::Nginx, &[], &["router"]),
+    ]
+}
+
+#[tokio::test]
+async fn create_order_follows_dependencies_but_not_watched_edges() {
+    let d = deployment();
+    let exec = FakeExecutor::new().confirm_delay(&["w.leader"], SLOW);
+    let ran = apply(&d, pipeline(), &exec, 8, Cancel::default()).await;
+    assert!(ran.outcome.failed.is_empty(), "{:?}", ran.outcome.failed);
+    // Five processes, each with its port block: apply counts every resource it creates,
+    // as the plan does.
+    assert_eq!(ran.outcome.created, 10);
+    let calls = exec.calls();
+    // A port block is checked before its process starts.
+    for p in pipeline() {
+        assert!(ports_checked(&calls, &p.address) < started(&calls, &p.address));
+    }
+    // The follower waits for its leader to be confirmed running...
+    assert!(confirmed(&calls, "w.leader") < started(&calls, "w.follower"));
+    // ...but the Router and nginx start alongside what they watch.
+    assert!(started(&calls, "router") < confirmed(&calls, "w.leader"));
+    assert!(started(&calls, "nginx") < confirmed(&calls, "w.leader"));
+    for p in pipeline() {
+        let r = &ran.state.resources[&p.address];
+        assert_eq!(r.status, Status::Running, "{}", p.address);
+        assert!(r.runtime.is_some(), "{}", p.address);
+    }
+}
+
+#[tokio::test]
+async fn at_most_parallelism_resources_are_in_flight() {
+    let names: Vec<String> = (0..9).map(|i| format!("w{i}")).collect();
+    let processes: Vec<LaunchProcess> = names.iter().map(|n| worker(n, &[])).collect();
+    let addresses: Vec<&str> = names.iter().map(String::as_str).collect();
+    for parallelism in [1, 3] {
+        let d = deployment();
+        let exec = FakeExecutor::new().confirm_delay(&addresses, Duration::from_millis(15));
+        let ran = apply(&d, processes.clone(), &exec, parallelism, Cancel::default()).await;
+        assert!(ran.outcome.failed.is_empty(), "{:?}", ran.outcome.failed);
+        // Nine processes and their port blocks.
+        assert_eq!(ran.outcome.created, 18);
+        assert_eq!(
+            exec.max_in_flight(),
+            parallelism,
+            "parallelism {parallelism}: {:#?}",
+            exec.calls()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_failed_start_skips_only_its_descendants() {
+    let d = deployment();
+    let processes = vec![
+        worker("a", &[]),
+        worker("a.child", &["a"]),
+        worker("a.grandchild", &["a.child"]),
+        worker("b", &[]),
+        worker("b.child", &["b"]),
+        process("router", ProcessKind::Router, &[], &["a", "b"]),
+    ];
+    let exec = FakeExecutor::new().with(
+        "a",
+        Behaviour {
+            start_fails: Some("cannot start a".into()),
+            log: Some(
+                "--- srt: starting a ---\nan earlier run\n--- srt: starting a ---\nbad flag --x\n"
+                    .into(),
+            ),
+            ..Default::default()
+        },
+    );
+    let ran = apply(&d, processes, &exec, 4, Cancel::default()).await;
+    // The failure carries the failed process's own log, from its latest start only.
+    assert_eq!(
+        ran.outcome.failed,
+        [Failure {
+            address: "a".into(),
+            error: "cannot start a".into(),
+            log: Some(LogTail {
+                of: "a".into(),
+                lines: vec!["--- srt: starting a ---".into(), "bad flag --x".into()],
+            }),
+        }]
+    );
+    let mut skipped = ran.outcome.skipped.clone();
+    skipped.sort();
+    assert_eq!(skipped, ["a.child", "a.grandchild"]);
+    // The independent branch finished, and the Router (which only watches `a`) started.
+    // Those three, and all six port blocks (a port block depends on nothing).
+    assert_eq!(ran.outcome.created, 9);
+    for a in ["b", "b.child", "router"] {
+        assert_eq!(ran.state.resources[a].status, Status::Running, "{a}");
+    }
+    let failed = &ran.state.resources["a"];
+    assert_eq!(failed.status, Status::Failed);
+    assert_eq!(failed.error.as_deref(), Some("cannot start a"));
+    assert!(failed.runtime.is_none());
+    assert!(!ran.state.resources.contains_key("a.child"));
+    assert!(ran.events.iter().any(|e| matches!(e,
+        Event::Skipped { address, because } if address == "a.grandchild" && because == "`a.child` did not complete")));
+    // What apply saved is what it holds.
+    assert_eq!(
+        d.store.load().unwrap().unwrap().resources,
+        ran.state.resources
+    );
+}
+
+#[tokio::test]
+async fn a_failed_confirm_skips_its_descendants_and_keeps_the_runtime() {
+    let d = deployment();
+    let processes = vec![
+        worker("a", &[]),
+        worker("a.child", &["a"]),
+        worker("b", &[]),
+    ];
+    let exec = FakeExecutor::new().with(
+        "a",
+        Behaviour {
+            confirm_fails: Some("step did not start".into()),
+            ..Default::default()
+        },
+    );
+    let ran = apply(&d, processes, &exec, 4, Cancel::default()).await;
+    assert_eq!(ran.outcome.skipped, ["a.child"]);
+    let a = &ran.state.resources["a"];
+    assert_eq!(a.status, Status::Failed);
+    // Kept, so the next apply stops whatever may still run.
+    assert!(a.runtime.is_some());
+    assert_eq!(ran.state.resources["b"].status, Status::Running);
+}
+
+#[tokio::test]
+async fn state_records_pending_before_the_start_and_running_after() {
+    let d = deployment();
+    let store = d.store.clone();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let exec = FakeExecutor::new().on_start(move |address| {
+        // What is on disk at the moment the executor starts the process.
+        let on_disk = store.load().unwrap().unwrap();
+        let r = &on_disk.resources[address];
+        log.lock()
+            .unwrap()
+            .push((address.to_string(), r.status, r.runtime.is_some()));
+    });
+    let ran = apply(
+        &d,
+        vec![worker("a", &[]), worker("b", &["a"])],
+        &exec,
+        2,
+        Cancel::default(),
+    )
+    .await;
+    assert!(ran.outcome.failed.is_empty());
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            ("a".to_string(), Status::Pending, false),
+            ("b".to_string(), Status::Pending, false)
+        ]
+    );
+    let saved = d.store.load().unwrap().unwrap();
+    for a in ["a", "b"] {
+        let r = &saved.resources[a];
+        assert_eq!(r.status, Status::Running, "{a}");
+        assert!(r.runtime.is_some() && r.log_path.is_some(), "{a}");
+    }
+    // The port blocks' checks are recorded too.
+    assert_eq!(saved.resources["ports.a"].status, Status::Running);
+}
+
+#[tokio::test]
+async fn cancellation_starts_nothing_new_and_records_what_ran() {
+    let d = deployment();
+    let cancel = Cancel::default();
+    let trigger = cancel.clone();
+    let exec = FakeExecutor::new().on_start(move |address| {
+        if address == "b" {
+            trigger.trigger();
+        }
+    });
+    let processes = vec![
+        worker("a", &[]),
+        worker("b", &["a"]),
+        worker("c", &["b"]),
+        worker("d", &["c"]),
+    ];
+    let ran = apply(&d, processes, &exec, 1, cancel).await;
+    assert!(ran.outcome.interrupted);
+    // `b` was being started when the interrupt came: it finishes; nothing after it runs.
+    // Two processes; port blocks are checked ahead of their processes.
+    assert_eq!(ran.outcome.created, 6);
+    // `c` and `d` are skipped (their port blocks too, unless already checked).
+    let skipped = &ran.outcome.skipped;
+    assert!(skipped.iter().any(|a| a == "c") && skipped.iter().any(|a| a == "d"));
+    assert!(
+        skipped
+            .iter()
+            .all(|a| ["c", "d", "ports.c", "ports.d"].contains(&a.as_str())),
+        "{skipped:?}"
+    );
+    assert!(ran.events.iter().any(|e| matches!(e,
+        Event::Skipped { address, because } if address == "c" && because == "apply was interrupted")));
+    assert!(!exec
+        .calls()
+        .iter()
+        .any(|c| matches!(c, Call::Start(a, _) if a == "c" || a == "d")));
+    let saved = d.store.load().unwrap().unwrap();
+    assert_eq!(saved.resources["a"].status, Status::Running);
+    assert_eq!(saved.resources["b"].status, Status::Running);
+    assert!(!saved.resources.contains_key("c"));
+}
+
+/// State as if `processes` had been applied, their runtimes handed out by `exec`.
+fn recorded(d: &Deployment, processes: &[LaunchProcess], exec: &FakeExecutor) {
+    let launch = launch(processes.to_vec());
+    let graph = graph::lower(&launch, &exec.execution()).unwrap();
+    let mut state = d.store.load().unwrap().unwrap();
+    for r in &graph.resources {
+        state.resources.insert(
+            r.address.clone(),
+            ResourceState {
+                kind: r.kind,
+                hash: r.hash.clone(),
+                dependencies: r.deps.clone(),
+                spec: r.spec.clone(),
+                status: Status::Running,
+                runtime: r.kind.is_process().then(|| exec.runtime(&r.address)),
+                node: None,
+                ports: BTreeMap::new(),
+                log_path: None,
+                error: None,
+            },
+        );
+    }
+    d.store.save(&d.lock, &mut state).unwrap();
+}
+
+/// The order processes were stopped in (by address), with the calls.
+fn stops(exec: &FakeExecutor) -> (Vec<String>, Vec<Call>) {
+    let calls = exec.calls();
+    let order = calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::StopBegin(pid) => exec.address_of(*pid),
+            _ => None,
+        })
+        .collect();
+    (order, calls)
+}
+
+fn stop_began(exec: &FakeExecutor, calls: &[Call], address: &str) -> usize {
+    at(
+        calls,
+        &format!("stop of {address}"),
+        |c| matches!(c, Call::StopBegin(pid) if exec.address_of(*pid).as_deref() == Some(address)),
+    )
+}
+
+fn stop_ended(exec: &FakeExecutor, calls: &[Call], address: &str) -> usize {
+    at(
+        calls,
+        &format!("end of the stop of {address}"),
+        |c| matches!(c, Call::StopEnd(pid) if exec.address_of(*pid).as_deref() == Some(address)),
+    )
+}
+
+#[tokio::test]
+async fn destroy_stops_dependents_before_dependencies_in_parallel() {
+    let d = deployment();
+    let exec = FakeExecutor::new().stop_delay(Duration::from_millis(20));
+    recorded(&d, &pipeline(), &exec);
+    let (empty, graph) = crate::workflow::empty("t");
+    let state = d.store.load().unwrap().unwrap();
+    let plan = plan::diff(
+        &graph,
+        &state,
+        &BTreeMap::new(),
+        "",
+        &PlanOptions {
+            destroy: true,
+            ..Default::default()
+        },
+    );
+    let ran = run_plan(&d, &empty, &graph, &plan, &exec, 4, Cancel::default()).await;
+    assert!(ran.outcome.failed.is_empty(), "{:?}", ran.outcome.failed);
+    assert_eq!(
+        ran.outcome.destroyed, 10,
+        "5 processes and their port blocks"
+    );
+    assert!(ran.state.resources.is_empty());
+    assert!(d.store.load().unwrap().unwrap().resources.is_empty());
+    let (order, calls) = stops(&exec);
+    assert_eq!(order.len(), 5, "{calls:#?}");
+    // Whatever depends on a process (recorded dependencies, watched ones included) is
+    // gone before it is stopped: nginx, then the Router, then the workers.
+    for (dependent, dependency) in [
+        ("nginx", "router"),
+        ("router", "w.leader"),
+        ("router", "w.other"),
+        ("w.follower", "w.leader"),
+    ] {
+        assert!(
+            stop_ended(&exec, &calls, dependent) < stop_began(&exec, &calls, dependency),
+            "{dependent} before {dependency}: {order:?}"
+        );
+    }
+    // Independent stops overlap: the follower and the other worker together.
+    assert!(exec.max_stopping() >= 2, "{calls:#?}");
+    assert!(exec.max_stopping() <= 4);
+}
+
+#[tokio::test]
+async fn stops_are_bounded_by_parallelism() {
+    let d = deployment();
+    let processes: Vec<LaunchProcess> = (0..6).map(|i| worker(&format!("w{i}"), &[])).collect();
+    let exec = FakeExecutor::new().stop_delay(Duration::from_millis(10));
+    recorded(&d, &processes, &exec);
+    let (empty, graph) = crate::workflow::empty("t");
+    let state = d.store.load().unwrap().unwrap();
+    let plan = plan::diff(
+        &graph,
+        &state,
+        &BTreeMap::new(),
+        "",
+        &PlanOptions {
+            destroy: true,
+            ..Default::default()
+        },
+    );
+    let ran = run_plan(&d, &empty, &graph, &plan, &exec, 2, Cancel::default()).await;
+    assert_eq!(ran.outcome.destroyed, 12);
+    assert_eq!(exec.max_stopping(), 2);
+}
+
+#[tokio::test]
+async fn untracked_processes_are_stopped_first_then_replacements_stop_and_start() {
+    let d = deployment();
+    let exec = FakeExecutor::new().stop_delay(Duration::from_millis(5));
+    let before = vec![worker("a", &[]), worker("b", &[])];
+    recorded(&d, &before, &exec);
+    // `a` changes (replaced), `b` stays; a leftover process of `c` runs untracked.
+    let mut after = before.clone();
+    after[0].argv.push("--changed".into());
+    let launch = launch(after);
+    let graph = graph::lower(&launch, &exec.execution()).unwrap();
+    let state = d.store.load().unwrap().unwrap();
+    let mut plan = plan::diff(
+        &graph,
+        &state,
+        &BTreeMap::new(),
+        "h",
+        &PlanOptions::default(),
+    );
+    assert_eq!(plan.change("a").unwrap().action, Action::Replace);
+    assert_eq!(
+        plan.change("b").map_or(Action::NoOp, |c| c.action),
+        Action::NoOp
+    );
+    let orphan = exec.runtime("c");
+    plan.orphans.push(Orphan {
+        address: "c".into(),
+        pids: vec![1],
+        runtime: orphan.clone(),
+    });
+    let old_a = state.resources["a"].runtime.clone().unwrap();
+    let ran = run_plan(&d, &launch, &graph, &plan, &exec, 4, Cancel::default()).await;
+    assert!(ran.outcome.failed.is_empty(), "{:?}", ran.outcome.failed);
+    assert_eq!((ran.outcome.untracked, ran.outcome.replaced), (1, 1));
+    let (order, calls) = stops(&exec);
+    assert_eq!(order, ["c", "a"], "{calls:#?}");
+    // The untracked process is gone before anything else is stopped, and the old `a`
+    // before the new one starts (it reuses its ports).
+    assert!(stop_ended(&exec, &calls, "c") < stop_began(&exec, &calls, "a"));
+    assert!(stop_ended(&exec, &calls, "a") < started(&calls, "a"));
+    assert!(!calls
+        .iter()
+        .any(|c| matches!(c, Call::Start(x, _) if x == "b")));
+    let new_a = ran.state.resources["a"].runtime.clone().unwrap();
+    assert_ne!(new_a, old_a);
+    assert_eq!(ran.state.resources["a"].status, Status::Running);
+}

@@ -1,0 +1,574 @@
+//! Recipe -> launch plan: the one place that knows the registries of engines and
+//! frontends. It checks the recipe's cross-cutting rules (the role mix, limits),
+//! allocates endpoints ([`crate::topology`]), then lets the engine build each endpoint's
+//! workers and the frontend build what serves them, both through the narrow
+//! [`BuildContext`]. Engines and frontends depend only on that context and the launch
+//! model, never on each other or on this module.
+
+use crate::bench;
+use crate::engine::{self, ConnectorChoice, Engine, WorkerFeature};
+use crate::frontend::{self, Frontend, Layout};
+use crate::launch::{
+    node_ip, node_name, BuildContext, DiscoveryTarget, Gate, HostLayout, LaunchPlan, LaunchProcess,
+    NodeSlot, Probe, RolloutPlan, FORMAT_VERSION,
+};
+use crate::ports::{PortBlock, DISCOVERY, PUBLIC};
+use crate::recipe::diag::{did_you_mean, Problem};
+use crate::recipe::{Nodes, Recipe, RoleKind};
+use crate::topology::{self, Topology};
+
+/// Options for [`assemble`].
+#[derive(Clone, Debug, Default)]
+pub struct BuildOptions {
+    /// Nodes available (`None`: exactly as many as the roles need).
+    pub nodes: Option<usize>,
+    /// Host layout.
+    pub hosts: HostLayout,
+}
+
+/// Build the launch plan of `recipe`. All problems found are returned together.
+pub fn assemble(recipe: &Recipe, options: &BuildOptions) -> Result<LaunchPlan, Vec<Problem>> {
+    let mut problems = Vec::new();
+    let engine = lookup_engine(recipe, &mut problems);
+    let frontend = lookup_frontend(recipe, &mut problems);
+    if recipe.roles.is_empty() {
+        // The loader refuses this; a hand-built Recipe must not reach the allocator,
+        // which has no node to put the frontend on.
+        problems.push(
+            Problem::new(
+                "srt::recipe::no_roles",
+                recipe.name.span,
+                "the recipe declares no role",
+            )
+            .label("this deployment")
+            .help("add `roles.agg`, or `roles.prefill` and `roles.decode`"),
+        );
+        return Err(problems);
+    }
+    check_roles(recipe, &mut problems);
+    let (Some(engine), Some(frontend)) = (engine, frontend) else {
+        return Err(problems);
+    };
+    engine.validate(recipe, &mut problems);
+    crate::catalog::check_args(
+        frontend.catalog(),
+        &recipe.frontend.args,
+        "frontend.args",
+        &|flag| frontend.managed_by(flag),
+        &mut problems,
+    );
+    let connectors = connectors(recipe, engine, &mut problems);
+    check_discovery(frontend, &connectors, &mut problems);
+    frontend.validate(recipe, &connectors, &mut problems);
+    let features = worker_features(recipe, engine, frontend, &mut problems);
+    if problems.iter().any(|p| !p.is_warning()) {
+        return Err(problems);
+    }
+    let mut warnings = problems;
+    crate::recipe::limits::check(recipe, options.nodes)?;
+    let topo = topology::allocate(recipe, options.nodes)?;
+    let mut ctx = BuildContext::new(
+        &recipe.model,
+        &recipe.health_check,
+        topo.node_count,
+        topo.gpus_per_node,
+        options.hosts,
+    );
+    let layout = frontend.layout(recipe, &topo);
+    if layout.routers.is_empty() {
+        return Err(vec![Problem::new(
+            "srt::recipe::frontend",
+            recipe.frontend.kind.span,
+            format!(
+                "frontend `{}` placed no Router process for this topology",
+                recipe.frontend.kind.value
+            ),
+        )
+        .label("this frontend")]);
+    }
+    if let (Some(span), None) = (recipe.frontend.nginx.span, layout.nginx_node) {
+        warnings.push(
+            Problem::warning(
+                "srt::recipe::nginx_unused",
+                span,
+                "`frontend.nginx` is set but this layout runs no nginx",
+            )
+            .label("not used")
+            .help("nginx runs only with `enable_multiple_frontends: true` and more than one worker node; remove `nginx`, or enable multiple frontends"),
+        );
+    }
+    reserve_public(recipe, &layout, &mut ctx)?;
+    if connectors.iter().any(|c| c.discovery) {
+        reserve_discovery(recipe, frontend, &layout, &mut ctx)?;
+    }
+    let workers = workers(recipe, engine, &topo, &features, &mut ctx)?;
+    let parts = frontend
+        .build(&mut ctx, recipe, &layout, &workers, &connectors)
+        .map_err(|p| vec![p])?;
+    warnings.extend(parts.warnings);
+    let mut gates = parts.gates;
+    gates.extend(checks(recipe, &parts.public_url, &gates, &parts.processes));
+    let mut processes = workers;
+    processes.extend(parts.processes);
+    Ok(LaunchPlan {
+        format_version: FORMAT_VERSION,
+        deployment: recipe.name.value.clone(),
+        engine: engine.name().to_string(),
+        frontend: frontend.name().to_string(),
+        served_model_name: recipe.model.served_name.clone(),
+        precision: recipe.model.precision.clone(),
+        gpu_type: recipe.resources.gpu_type.clone(),
+        nodes: (0..topo.node_count)
+            .map(|i| NodeSlot {
+                index: i,
+                name: node_name(i),
+                ip: node_ip(i),
+                gpus: topo.gpus_per_node,
+            })
+            .collect(),
+        processes,
+        gates,
+        memberships: parts.memberships,
+        rollout: RolloutPlan {
+            max_unavailable: recipe.rollout.max_unavailable,
+            drain_seconds: recipe.rollout.drain_secs,
+        },
+        public_url: parts.public_url,
+        leases: ctx.leases(),
+        sensitive_env: recipe.sensitive_env.clone(),
+        warnings,
+    })
+}
+
+fn lookup_engine(recipe: &Recipe, problems: &mut Vec<Problem>) -> Option<&'static dyn Engine> {
+    let kind = &recipe.engine.kind;
+    let found = engine::lookup(&kind.value);
+    if found.is_none() {
+        let names = engine::ENGINES.iter().map(|e| e.name());
+        problems.push(unknown(
+            "srt::recipe::engine",
+            kind.span,
+            format!("unknown engine `{}`", kind.value),
+            "unknown engine",
+            &kind.value,
+            names,
+        ));
+    }
+    found
+}
+
+fn lookup_frontend(recipe: &Recipe, problems: &mut Vec<Problem>) -> Option<&'static dyn Frontend> {
+    let kind = &recipe.frontend.kind;
+    let found = frontend::lookup(&kind.value);
+    if found.is_none() {
+        let names = frontend::FRONTENDS.iter().map(|f| f.name());
+        problems.push(unknown(
+            "srt::recipe::frontend",
+            kind.span,
+            format!("unknown frontend type `{}`", kind.value),
+            "unknown frontend",
+            &kind.value,
+            names,
+        ));
+    }
+    found
+}
+
+/// An unknown table name, with a suggestion or the list of known ones.
+fn unknown<'a>(
+    code: &'static str,
+    span: miette::SourceSpan,
+    message: String,
+    label: &str,
+    written: &str,
+    names: impl Iterator<Item = &'a str> + Clone,
+) -> Problem {
+    let p = Problem::new(code, span, message).label(label);
+    match did_you_mean(written, names.clone()) {
+        Some(s) => p.help(format!("did you mean `{s}`?")),
+        None => p.help(format!(
+            "known {}s: {}",
+            label.trim_start_matches("unknown "),
+            names.collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
+/// Every role's connector, resolved once; roles sharing `engine.connector` report its
+/// problem once.
+fn connectors(
+    recipe: &Recipe,
+    engine: &dyn Engine,
+    problems: &mut Vec<Problem>,
+) -> Vec<ConnectorChoice> {
+    let mut out = Vec::new();
+    for role in &recipe.roles {
+        match engine.connector(recipe, role) {
+            Ok(c) => out.push(c),
+            Err(p) => {
+                if !problems
+                    .iter()
+                    .any(|q| q.code == p.code && q.span == p.span)
+                {
+                    problems.push(p);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What the frontend needs each role's workers to serve ([`WorkerFeature`]), checked
+/// with the engine: a feature the engine cannot serve is refused with the engine's
+/// reason, and a recipe flag that turns off what the feature needs is refused too.
+/// Returns the features to build the workers with.
+fn worker_features(
+    recipe: &Recipe,
+    engine: &dyn Engine,
+    frontend: &dyn Frontend,
+    problems: &mut Vec<Problem>,
+) -> Vec<(RoleKind, WorkerFeature)> {
+    let mut out = Vec::new();
+    for need in frontend.worker_features(recipe) {
+        let Some(role) = recipe.roles.iter().find(|r| r.kind == need.role) else {
+            continue;
+        };
+        match engine.feature_flags(recipe, need.feature) {
+            Err(why) => {
+                let new = match need.required {
+                    true => Problem::new,
+                    false => Problem::warning,
+                };
+                problems.push(
+                    new(
+                        "srt::recipe::worker_feature",
+                        need.span,
+                        format!(
+                            "{} needs every {} worker to answer {}; {} cannot: {why}",
+                            need.who,
+                            role.kind.name(),
+                            need.what,
+                            engine.name()
+                        ),
+                    )
+                    .label(need.label.clone())
+                    .help(need.alternative.clone()),
+                );
+            }
+            Ok(flags) => {
+                for (flag, value) in flags {
+                    let Some(arg) = role.args.get(&flag) else {
+                        continue;
+                    };
+                    if arg.value != value {
+                        problems.push(
+                            Problem::new(
+                                "srt::recipe::worker_feature",
+                                arg.value_span,
+                                format!(
+                                    "`roles.{}.args.{flag}: {}` stops the workers answering {}, which {} needs",
+                                    role.kind.name(),
+                                    arg.value.render(),
+                                    need.what,
+                                    need.who
+                                ),
+                            )
+                            .label("conflicts with the frontend's needs")
+                            .help(format!(
+                                "remove it: srt gives the {} workers `--{flag}` for the frontend; or {}",
+                                role.kind.name(),
+                                need.alternative
+                            )),
+                        );
+                    }
+                }
+                if !out.contains(&(need.role, need.feature)) {
+                    out.push((need.role, need.feature));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A connector whose workers register themselves needs a frontend that listens.
+fn check_discovery(
+    frontend: &dyn Frontend,
+    connectors: &[ConnectorChoice],
+    problems: &mut Vec<Problem>,
+) {
+    if frontend.supports_discovery() {
+        return;
+    }
+    for c in connectors.iter().filter(|c| c.discovery) {
+        problems.push(
+            Problem::new(
+                "srt::recipe::discovery_frontend",
+                c.span,
+                format!(
+                    "connector `{}` needs a frontend that discovers workers; `{}` does not",
+                    c.name,
+                    frontend.name()
+                ),
+            )
+            .label("discovery connector"),
+        );
+    }
+}
+
+/// The public port, on the node clients reach.
+fn reserve_public(
+    recipe: &Recipe,
+    layout: &Layout,
+    ctx: &mut BuildContext<'_>,
+) -> Result<(), Vec<Problem>> {
+    let fe = &recipe.frontend;
+    let owner = layout
+        .nginx_node
+        .map(|_| frontend::nginx::ADDRESS.to_string())
+        .unwrap_or_else(|| "router[0]".into());
+    let block = PortBlock {
+        base: fe.port.value,
+        count: 1,
+    };
+    ctx.reserve(layout.public_node(), PUBLIC, block, &owner)
+        .map_err(|e| {
+            vec![
+                Problem::new("srt::recipe::ports", fe.port.span, e.to_string())
+                    .label("public port"),
+            ]
+        })
+}
+
+/// The frontend's listener for worker registrations, reserved on its node, and handed
+/// to the engine through the context.
+fn reserve_discovery(
+    recipe: &Recipe,
+    frontend: &dyn Frontend,
+    layout: &Layout,
+    ctx: &mut BuildContext<'_>,
+) -> Result<(), Vec<Problem>> {
+    let fe = &recipe.frontend;
+    let (node, port) = frontend
+        .discovery_listener(layout)
+        .expect("a frontend that supports discovery has a listener");
+    let block = PortBlock {
+        base: port,
+        count: 1,
+    };
+    if ctx.reserve(node, DISCOVERY, block, "router[0]").is_err() {
+        // Only the public port is reserved before the discovery listener, and the
+        // listening Router is the public one: the clash is always `frontend.port`.
+        return Err(vec![Problem::new(
+            "srt::recipe::ports",
+            fe.port.span,
+            format!(
+                "`frontend.port` {} is the frontend's worker-discovery port",
+                fe.port.value
+            ),
+        )
+        .label("collides with the discovery listener")
+        .help(format!(
+            "the frontend listens for worker registrations on {port}; choose another public port"
+        ))]);
+    }
+    ctx.set_discovery(DiscoveryTarget {
+        ip: ctx.node_ip(node),
+        port,
+    });
+    Ok(())
+}
+
+/// Every endpoint's worker processes, in allocation order. One problem per role is
+/// enough: every endpoint of a role shares its args.
+fn workers(
+    recipe: &Recipe,
+    engine: &dyn Engine,
+    topo: &Topology,
+    features: &[(RoleKind, WorkerFeature)],
+    ctx: &mut BuildContext<'_>,
+) -> Result<Vec<LaunchProcess>, Vec<Problem>> {
+    let mut problems: Vec<Problem> = Vec::new();
+    let mut workers = Vec::new();
+    for endpoint in &topo.endpoints {
+        let role = recipe
+            .roles
+            .iter()
+            .find(|r| r.kind == endpoint.role)
+            .expect("endpoint of a declared role");
+        let wanted: Vec<WorkerFeature> = features
+            .iter()
+            .filter(|(r, _)| *r == role.kind)
+            .map(|(_, f)| *f)
+            .collect();
+        match engine.worker_processes(ctx, recipe, role, endpoint, &wanted) {
+            Ok(p) => workers.extend(p),
+            Err(p) => {
+                if !problems
+                    .iter()
+                    .any(|q| q.span == p.span && q.code == p.code)
+                {
+                    problems.push(p);
+                }
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(workers)
+    } else {
+        Err(problems)
+    }
+}
+
+/// The smoke completion through the public URL, after every readiness gate (and nginx,
+/// when there is one), and the recipe's benchmark after it.
+fn checks(
+    recipe: &Recipe,
+    public_url: &str,
+    gates: &[Gate],
+    frontend_processes: &[LaunchProcess],
+) -> Vec<Gate> {
+    let mut smoke_deps: Vec<String> = gates.iter().map(|g| g.address.clone()).collect();
+    smoke_deps.extend(
+        frontend_processes
+            .iter()
+            .filter(|p| p.address == frontend::nginx::ADDRESS)
+            .map(|p| p.address.clone()),
+    );
+    let mut out = vec![Gate {
+        address: "smoke".into(),
+        description: "a one-token completion through the public URL succeeds".into(),
+        probe: Probe::Completion {
+            url: public_url.to_string(),
+            model: recipe.model.served_name.clone(),
+        },
+        depends_on: smoke_deps,
+    }];
+    if let Some(b) = &recipe.benchmark {
+        let spec = benchmark_spec(recipe, b, public_url);
+        out.push(Gate {
+            address: "benchmark".into(),
+            description: format!(
+                "{} serving benchmark: TTFT, TPOT, ITL, E2E latency and throughput per concurrency level; every request succeeds",
+                b.kind
+            ),
+            probe: Probe::Benchmark(spec),
+            depends_on: vec!["smoke".into()],
+        });
+    }
+    out
+}
+
+/// The benchmark run the recipe asks for, through the public URL.
+fn benchmark_spec(recipe: &Recipe, b: &crate::recipe::Benchmark, public_url: &str) -> bench::Spec {
+    let dataset = match &b.dataset_path {
+        Some(path) => bench::Dataset::Sharegpt {
+            path: path.clone(),
+            osl: b.osl_written.then_some(b.osl),
+        },
+        None => bench::Dataset::Random {
+            isl: b.isl,
+            osl: b.osl,
+            range_ratio: b.random_range_ratio,
+            prefix_len: b.random_prefix_len,
+        },
+    };
+    let model_path = &recipe.model.path.value;
+    bench::Spec {
+        url: public_url.to_string(),
+        model: recipe.model.served_name.clone(),
+        tokenizer: b.tokenizer.clone().unwrap_or_else(|| model_path.clone()),
+        endpoint: if b.endpoint == "/v1/chat/completions" {
+            bench::Endpoint::Chat
+        } else {
+            bench::Endpoint::Completions
+        },
+        dataset,
+        concurrencies: b.concurrencies.clone(),
+        num_prompts_mult: b.num_prompts_mult,
+        num_warmup_mult: b.num_warmup_mult,
+        request_rate: match b.req_rate {
+            Some(r) => bench::Rate::PerSecond(r),
+            None => bench::Rate::Inf,
+        },
+        ignore_eos: b.ignore_eos,
+        seed: b.seed,
+        percentiles: b.percentiles.clone(),
+        goodput: bench::Slo {
+            ttft_ms: b.goodput[0],
+            tpot_ms: b.goodput[1],
+            e2el_ms: b.goodput[2],
+        },
+    }
+}
+
+/// Role-mix rules: agg or prefill+decode, `colocate` only on decode with explicit GPUs.
+fn check_roles(recipe: &Recipe, problems: &mut Vec<Problem>) {
+    let has = |k: RoleKind| recipe.roles.iter().find(|r| r.kind == k);
+    match (
+        has(RoleKind::Prefill),
+        has(RoleKind::Decode),
+        has(RoleKind::Agg),
+    ) {
+        (_, _, Some(agg))
+            if has(RoleKind::Prefill).is_some() || has(RoleKind::Decode).is_some() =>
+        {
+            problems.push(
+                Problem::new("srt::recipe::role_mix", agg.span, "a recipe is either aggregated (`agg`) or disaggregated (`prefill` + `decode`), not both")
+                    .label("agg next to prefill/decode")
+                    .help("remove `agg`, or remove `prefill` and `decode`"),
+            );
+        }
+        (Some(p), None, None) => problems.push(
+            Problem::new(
+                "srt::recipe::role_mix",
+                p.span,
+                "`prefill` needs a `decode` role",
+            )
+            .label("prefill without decode")
+            .help("add `roles.decode`"),
+        ),
+        (None, Some(d), None) => problems.push(
+            Problem::new(
+                "srt::recipe::role_mix",
+                d.span,
+                "`decode` needs a `prefill` role",
+            )
+            .label("decode without prefill")
+            .help("add `roles.prefill`"),
+        ),
+        _ => {}
+    }
+    for role in &recipe.roles {
+        if role.nodes.value == Nodes::Colocate {
+            if role.kind != RoleKind::Decode {
+                problems.push(
+                    Problem::new(
+                        "srt::recipe::colocate",
+                        role.nodes.span,
+                        format!(
+                            "`nodes: colocate` is only allowed on decode, not on {}",
+                            role.kind.name()
+                        ),
+                    )
+                    .label("colocate here")
+                    .help("give this role a node count"),
+                );
+                continue;
+            }
+            for other in recipe.roles.iter().filter(|r| r.kind == RoleKind::Prefill) {
+                if other.gpus.is_none() {
+                    problems.push(
+                        Problem::new(
+                            "srt::recipe::colocate_gpus",
+                            other.span,
+                            "colocated decode needs an explicit `gpus` on prefill too",
+                        )
+                        .label("prefill without `gpus`")
+                        .help("set `gpus` per worker on both prefill and decode"),
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,866 @@
+//! Cluster profiles: which executor runs a deployment and the facts it needs about the
+//! cluster (partition, account, time limit, GPUs per node, the network interface whose
+//! address workers advertise, container runtime, extra `sbatch`/`srun` options).
+//!
+//! A profile is a small YAML file, chosen with `--cluster FILE` (or `SRT_CLUSTER`), else
+//! `srt-cluster.yaml` in the current directory when it exists, else none: the local
+//! executor. The reference is `docs/slurm.md`.
+//!
+//! ```yaml
+//! executor: slurm
+//! partition: gpu
+//! account: llm-serving
+//! time_limit: "12:00:00"
+//! gpus_per_node: 8
+//! network_interface: ib0
+//! container:
+//!   runtime: pyxis
+//!   flags: ["--container-mounts=/models:/models"]
+//! ```
+//!
+//! [`ClusterProfile`] is tagged by `executor`: `local` (the default, no other key) or
+//! `slurm` with the keys of [`SlurmProfile`]. The file is read with the recipes' YAML 1.2
+//! reader ([`crate::recipe::yaml`], a spanned tree), and every problem is a diagnostic
+//! pointing at the offending key or value in the file, all of them at once, like a
+//! recipe's: an unknown key (with "did you mean"), a key of the SLURM executor in a local
+//! profile, a wrong type, a bad value.
+
+use crate::recipe::diag::{did_you_mean, Problem};
+use crate::recipe::yaml::{self, Key, Node, Value};
+use crate::recipe::Source;
+use miette::{Diagnostic, LabeledSpan, NamedSource, SourceSpan};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The profile file looked up in the current directory when no `--cluster` is given.
+pub const CONVENTIONAL_FILE: &str = "srt-cluster.yaml";
+
+/// The executors a profile can name, as written after `executor:`.
+pub const EXECUTORS: &[&str] = &["local", "slurm"];
+
+/// A cluster profile: the executor and its settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ClusterProfile {
+    /// `executor: local` (and no profile at all): every process on this machine.
+    #[default]
+    Local,
+    /// `executor: slurm`: processes as job steps of one SLURM allocation.
+    Slurm(Box<SlurmProfile>),
+}
+
+/// How the allocation asks SLURM for GPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GpuRequest {
+    /// `--gres=gpu:G` (the default; works on every SLURM with GRES).
+    #[default]
+    Gres,
+    /// `--gpus-per-node=G` (cons_tres clusters that prefer it).
+    GpusPerNode,
+    /// No GPU request (clusters that schedule whole nodes and do not track GPUs).
+    None,
+}
+
+impl GpuRequest {
+    /// Every value, as written in a profile.
+    pub const NAMES: &'static [&'static str] = &["gres", "gpus-per-node", "none"];
+
+    /// The value as written in a profile.
+    pub fn name(self) -> &'static str {
+        match self {
+            GpuRequest::Gres => "gres",
+            GpuRequest::GpusPerNode => "gpus-per-node",
+            GpuRequest::None => "none",
+        }
+    }
+}
+
+/// The container runtime processes run in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ContainerRuntime {
+    /// Processes run on the node directly.
+    #[default]
+    None,
+    /// NVIDIA pyxis/enroot: `srun --container-image=IMAGE` plus `flags`.
+    Pyxis,
+}
+
+impl ContainerRuntime {
+    /// Every value, as written in a profile.
+    pub const NAMES: &'static [&'static str] = &["none", "pyxis"];
+}
+
+/// Container settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Container {
+    /// The runtime.
+    pub runtime: ContainerRuntime,
+    /// Extra `srun` flags for containerized steps (e.g. `--container-mounts=...`).
+    pub flags: Vec<String>,
+}
+
+/// The settings of `executor: slurm`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlurmProfile {
+    /// `sbatch --partition`; the cluster's default partition when absent.
+    pub partition: Option<String>,
+    /// `sbatch --account`.
+    pub account: Option<String>,
+    /// `sbatch --time` (SLURM syntax, e.g. `"04:00:00"` or `"1-00:00:00"`).
+    pub time_limit: Option<String>,
+    /// GPUs each node of the cluster has. The allocation asks for the recipe's
+    /// `resources.gpus_per_node`; a recipe wanting more than this is refused.
+    pub gpus_per_node: Option<u32>,
+    /// How GPUs are requested.
+    pub gpu_request: GpuRequest,
+    /// The interface whose IPv4 address workers advertise and the Router is reached at
+    /// (e.g. `ib0`). When absent, node names are resolved on the machine running srt.
+    pub network_interface: Option<String>,
+    /// The variable SLURM sets to the GPUs a step may use (`CUDA_VISIBLE_DEVICES`,
+    /// `ROCR_VISIBLE_DEVICES`, ...). srt checks it on every node of the allocation and
+    /// never exports its own value of it into steps.
+    pub visible_devices_env: String,
+    /// Container runtime.
+    pub container: Container,
+    /// Extra `sbatch` options for the allocation (e.g. `--exclusive`, `--qos=high`).
+    pub sbatch_options: Vec<String>,
+    /// Extra `srun` options for every step (e.g. `--cpus-per-task=16`).
+    pub srun_options: Vec<String>,
+    /// How long to wait for the allocation to start running.
+    pub allocation_timeout_seconds: u64,
+    /// How long to wait for a launched step to appear in `squeue`.
+    pub step_start_timeout_seconds: u64,
+    /// Between `scancel --signal=TERM` and `scancel` of a step.
+    pub stop_grace_seconds: u64,
+}
+
+impl Default for SlurmProfile {
+    fn default() -> Self {
+        SlurmProfile {
+            partition: None,
+            account: None,
+            time_limit: None,
+            gpus_per_node: None,
+            gpu_request: GpuRequest::Gres,
+            network_interface: None,
+            visible_devices_env: "CUDA_VISIBLE_DEVICES".into(),
+            container: Container::default(),
+            sbatch_options: Vec::new(),
+            srun_options: Vec::new(),
+            allocation_timeout_seconds: 300,
+            step_start_timeout_seconds: 60,
+            stop_grace_seconds: 10,
+        }
+    }
+}
+
+/// The keys of `executor: slurm`, in the order of the reference.
+pub const SLURM_KEYS: &[&str] = &[
+    "partition",
+    "account",
+    "time_limit",
+    "gpus_per_node",
+    "gpu_request",
+    "network_interface",
+    "visible_devices_env",
+    "container",
+    "sbatch_options",
+    "srun_options",
+    "allocation_timeout_seconds",
+    "step_start_timeout_seconds",
+    "stop_grace_seconds",
+];
+
+/// The keys of `container:`.
+const CONTAINER_KEYS: &[&str] = &["runtime", "flags"];
+
+/// Options srt sets itself on `sbatch` and `srun`.
+const MANAGED_OPTIONS: &[&str] = &[
+    "--jobid",
+    "--nodelist",
+    "--job-name",
+    "--nodes",
+    "--ntasks",
+    "--wrap",
+];
+
+/// A profile that cannot be read or is invalid.
+#[derive(Debug, thiserror::Error, Diagnostic)]
+pub enum ProfileError {
+    /// The file cannot be read (missing, unreadable, not UTF-8).
+    #[error("cluster profile {}: cannot read it: {error}", path.display())]
+    #[diagnostic(
+        code(srt::cluster::read),
+        help("see docs/slurm.md for the cluster profile reference")
+    )]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        error: std::io::Error,
+    },
+    /// The profile is invalid: every problem, pointing into the file.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Invalid(InvalidProfile),
+}
+
+/// Every problem found in one profile file, rendered against its text.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", headline(.problems))]
+pub struct InvalidProfile {
+    /// The profile text (control characters escaped) and file name.
+    pub source_code: NamedSource<String>,
+    /// Every problem, in source order.
+    pub problems: Vec<Problem>,
+}
+
+fn headline(problems: &[Problem]) -> String {
+    match problems {
+        [one] => one.message.clone(),
+        many => format!("{} problems in cluster profile", many.len()),
+    }
+}
+
+impl Diagnostic for InvalidProfile {
+    fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        match self.problems.as_slice() {
+            [one] => Some(Box::new(one.code)),
+            _ => Some(Box::new("srt::cluster::invalid")),
+        }
+    }
+    fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        match self.problems.as_slice() {
+            [one] => one.help(),
+            _ => Some(Box::new(
+                "see docs/slurm.md for the cluster profile reference",
+            )),
+        }
+    }
+    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
+        Some(&self.source_code)
+    }
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
+        match self.problems.as_slice() {
+            [one] => one.labels(),
+            _ => None,
+        }
+    }
+    fn related<'a>(&'a self) -> Option<Box<dyn Iterator<Item = &'a dyn Diagnostic> + 'a>> {
+        match self.problems.as_slice() {
+            [_] => None,
+            many => Some(Box::new(many.iter().map(|p| p as &dyn Diagnostic))),
+        }
+    }
+}
+
+impl ClusterProfile {
+    /// Parse profile text; `path` names it in diagnostics. Blank text (or only
+    /// comments) is the local profile.
+    pub fn parse(text: &str, path: &Path) -> Result<ClusterProfile, ProfileError> {
+        Self::check(text).map_err(|problems| {
+            let shown = Source {
+                name: path.display().to_string(),
+                text: text.to_string(),
+            }
+            .error(problems);
+            ProfileError::Invalid(InvalidProfile {
+                source_code: shown.source_code,
+                problems: shown.problems,
+            })
+        })
+    }
+
+    /// [`parse`](Self::parse), with the problems as found (spans into `text`).
+    pub fn check(text: &str) -> Result<ClusterProfile, Vec<Problem>> {
+        if text.trim().is_empty() {
+            return Ok(ClusterProfile::Local);
+        }
+        let root = yaml::parse(text).map_err(|e| vec![syntax_problem(&e, text)])?;
+        if root.value == Value::Null {
+            return Ok(ClusterProfile::Local);
+        }
+        let tagged: Vec<Problem> = yaml::tags(text)
+            .into_iter()
+            .map(|t| {
+                Problem::new(
+                    "srt::cluster::yaml_tag",
+                    t.span,
+                    format!("YAML tag `{}` is not allowed in a cluster profile", t.tag),
+                )
+                .label("tagged value")
+                .help("remove the tag: srt reads plain YAML 1.2 values")
+            })
+            .collect();
+        if !tagged.is_empty() {
+            return Err(tagged);
+        }
+        let mut checker = Checker::default();
+        let profile = checker.profile(&root);
+        match profile {
+            Some(p) if checker.problems.is_empty() => Ok(p),
+            _ => Err(checker.problems),
+        }
+    }
+
+    /// Read and parse a profile file.
+    pub fn load(path: &Path) -> Result<ClusterProfile, ProfileError> {
+        let text = std::fs::read_to_string(path).map_err(|error| ProfileError::Read {
+            path: path.to_path_buf(),
+            error,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// The profile for a command: `explicit` (`--cluster`/`SRT_CLUSTER`), else
+    /// [`CONVENTIONAL_FILE`] in `cwd` when it exists, else the local default.
+    pub fn resolve(explicit: Option<&Path>, cwd: &Path) -> Result<ClusterProfile, ProfileError> {
+        if let Some(p) = explicit {
+            return Self::load(p);
+        }
+        let conventional = cwd.join(CONVENTIONAL_FILE);
+        if conventional.is_file() {
+            return Self::load(&conventional);
+        }
+        Ok(ClusterProfile::default())
+    }
+
+    /// The executor's name, as written after `executor:`.
+    pub fn executor(&self) -> &'static str {
+        match self {
+            ClusterProfile::Local => "local",
+            ClusterProfile::Slurm(_) => "slurm",
+        }
+    }
+
+    /// The SLURM settings, when the profile runs on SLURM.
+    pub fn slurm(&self) -> Option<&SlurmProfile> {
+        match self {
+            ClusterProfile::Slurm(s) => Some(s),
+            ClusterProfile::Local => None,
+        }
+    }
+
+    /// The profile with a recipe's own scheduler settings (each `Some` replaces the
+    /// profile's value); no change for executors without a scheduler.
+    pub fn with_scheduler_settings(
+        mut self,
+        time_limit: Option<&str>,
+        partition: Option<&str>,
+        account: Option<&str>,
+    ) -> ClusterProfile {
+        if let ClusterProfile::Slurm(s) = &mut self {
+            for (from, to) in [
+                (time_limit, &mut s.time_limit),
+                (partition, &mut s.partition),
+                (account, &mut s.account),
+            ] {
+                if let Some(v) = from {
+                    *to = Some(v.to_string());
+                }
+            }
+        }
+        self
+    }
+}
+
+/// A YAML syntax error as a problem at its location (never past the end of the text).
+fn syntax_problem(err: &serde_saphyr::Error, text: &str) -> Problem {
+    let span = err
+        .location()
+        .map(|loc| {
+            let s = loc.span();
+            let offset = (s.byte_offset().unwrap_or(s.offset()) as usize).min(text.len());
+            let len = (s.byte_len().unwrap_or(s.len()) as usize).max(1);
+            if offset + len <= text.len() {
+                return SourceSpan::new(offset.into(), len);
+            }
+            match text.char_indices().next_back() {
+                Some((i, c)) => SourceSpan::new(i.into(), c.len_utf8()),
+                None => SourceSpan::new(0.into(), 0),
+            }
+        })
+        .unwrap_or_else(|| SourceSpan::new(0.into(), 0));
+    if let serde_saphyr::Error::DuplicateMappingKey { key, .. } = err.without_snippet() {
+        let key = key.as_deref().unwrap_or("?");
+        return Problem::new(
+            "srt::cluster::duplicate_key",
+            span,
+            format!("key `{key}` is given twice in the same mapping"),
+        )
+        .label("second occurrence")
+        .help("remove one of them; YAML mappings cannot repeat a key");
+    }
+    // The plain message: serde-saphyr's default rendering embeds its own snippet.
+    let rendered = err.render_with_options(serde_saphyr::render_options! {
+        formatter: &serde_saphyr::UserMessageFormatter,
+        snippets: serde_saphyr::SnippetMode::Off,
+    });
+    let message = rendered
+        .split(" at line ")
+        .next()
+        .unwrap_or(&rendered)
+        .trim()
+        .to_string();
+    Problem::new(
+        "srt::cluster::syntax",
+        span,
+        format!("YAML error: {message}"),
+    )
+}
+
+/// Walks the spanned tree, collecting every problem.
+#[derive(Default)]
+struct Checker {
+    problems: Vec<Problem>,
+}
+
+impl Checker {
+    fn push(&mut self, p: Problem) {
+        self.problems.push(p);
+    }
+
+    fn type_error(&mut self, node: &Node, key: &str, expected: &str) {
+        self.push(
+            Problem::new(
+                "srt::cluster::type",
+                node.span,
+                format!("`{key}` must be {expected}, found {}", node.value.kind()),
+            )
+            .label(format!("expected {expected}")),
+        );
+    }
+
+    fn bad_value(&mut self, node: &Node, message: String, help: String) {
+        self.push(
+            Problem::new("srt::cluster::value", node.span, message)
+                .label("invalid value")
+                .help(help),
+        );
+    }
+
+    /// One of `choices`, with "did you mean" for a near miss.
+    fn choice(&mut self, node: &Node, key: &str, choices: &[&'static str]) -> Option<&'static str> {
+        let Value::Str(s) = &node.value else {
+            self.type_error(node, key, &format!("one of {}", choices.join(", ")));
+            return None;
+        };
+        if let Some(c) = choices.iter().copied().find(|c| c == s) {
+            return Some(c);
+        }
+        let help = match did_you_mean(s, choices.iter().copied()) {
+            Some(near) => format!("did you mean `{near}`?"),
+            None => format!("expected one of: {}", choices.join(", ")),
+        };
+        self.push(
+            Problem::new(
+                if key == "executor" {
+                    "srt::cluster::executor"
+                } else {
+                    "srt::cluster::value"
+                },
+                node.span,
+                format!("`{key}` must be one of {}, found `{s}`", choices.join(", ")),
+            )
+            .label("unknown value")
+            .help(help),
+        );
+        None
+    }
+
+    fn unknown_key(&mut self, key: &Key, path: &str, allowed: &[&str]) {
+        let help = match did_you_mean(&key.name, allowed.iter().copied()) {
+            Some(near) => format!("did you mean `{near}`?"),
+            None => format!("expected one of: {}", allowed.join(", ")),
+        };
+        self.push(
+            Problem::new(
+                "srt::cluster::unknown_key",
+                key.span,
+                format!("unknown key `{path}{}` in the cluster profile", key.name),
+            )
+            .label("unknown key")
+            .help(help),
+        );
+    }
+
+    fn profile(&mut self, root: &Node) -> Option<ClusterProfile> {
+        let Value::Map(entries) = &root.value else {
+            // A block collection's span is empty: point at its first character.
+            let span = SourceSpan::new(root.span.offset().into(), root.span.len().max(1));
+            self.push(
+                Problem::new(
+                    "srt::cluster::type",
+                    span,
+                    format!(
+                        "a cluster profile is a mapping of keys, found {}",
+                        root.value.kind()
+                    ),
+                )
+                .label("expected a mapping")
+                .help("start with `executor: slurm` (or `executor: local`); see docs/slurm.md"),
+            );
+            return None;
+        };
+        let executor = match entries.iter().find(|(k, _)| k.name == "executor") {
+            None => "local",
+            Some((_, n)) if n.value == Value::Null => "local",
+            Some((_, n)) => self.choice(n, "executor", EXECUTORS)?,
+        };
+        let mut all: Vec<&str> = vec!["executor"];
+        all.extend(SLURM_KEYS);
+        if executor == "local" {
+            for (k, _) in entries.iter().filter(|(k, _)| k.name != "executor") {
+                if SLURM_KEYS.contains(&k.name.as_str()) {
+                    self.push(
+                        Problem::new(
+                            "srt::cluster::slurm_only",
+                            k.span,
+                            format!(
+                                "`{}` is a setting of the SLURM executor, but this profile runs locally",
+                                k.name
+                            ),
+                        )
+                        .label("SLURM setting")
+                        .help(
+                            "add `executor: slurm` to run on SLURM, or remove the key \
+                             (a local profile has no other key)",
+                        ),
+                    );
+                } else {
+                    self.unknown_key(k, "", &all);
+                }
+            }
+            return Some(ClusterProfile::Local);
+        }
+        let mut p = SlurmProfile::default();
+        for (key, node) in entries {
+            let k = key.name.as_str();
+            if node.value == Value::Null && k != "executor" {
+                continue; // absent: the default
+            }
+            match k {
+                "executor" => {}
+                "partition" => p.partition = self.word(node, k),
+                "account" => p.account = self.word(node, k),
+                "time_limit" => p.time_limit = self.word(node, k),
+                "network_interface" => p.network_interface = self.word(node, k),
+                "gpus_per_node" => {
+                    p.gpus_per_node = self.integer(node, k, 1, u32::MAX.into()).map(|v| v as u32);
+                }
+                "gpu_request" => {
+                    p.gpu_request = match self.choice(node, k, GpuRequest::NAMES) {
+                        Some("gpus-per-node") => GpuRequest::GpusPerNode,
+                        Some("none") => GpuRequest::None,
+                        _ => GpuRequest::Gres,
+                    }
+                }
+                "visible_devices_env" => {
+                    if let Some(v) = self.variable(node, k) {
+                        p.visible_devices_env = v;
+                    }
+                }
+                "container" => p.container = self.container(node),
+                "sbatch_options" => p.sbatch_options = self.options(node, k),
+                "srun_options" => p.srun_options = self.options(node, k),
+                "allocation_timeout_seconds" => {
+                    p.allocation_timeout_seconds = self
+                        .integer(node, k, 1, i64::MAX)
+                        .unwrap_or(p.allocation_timeout_seconds);
+                }
+                "step_start_timeout_seconds" => {
+                    p.step_start_timeout_seconds = self
+                        .integer(node, k, 1, i64::MAX)
+                        .unwrap_or(p.step_start_timeout_seconds);
+                }
+                "stop_grace_seconds" => {
+                    p.stop_grace_seconds = self
+                        .integer(node, k, 0, i64::MAX)
+                        .unwrap_or(p.stop_grace_seconds);
+                }
+                _ => self.unknown_key(key, "", &all),
+            }
+        }
+        Some(ClusterProfile::Slurm(Box::new(p)))
+    }
+
+    fn string(&mut self, node: &Node, key: &str) -> Option<String> {
+        match &node.value {
+            Value::Str(s) => Some(s.clone()),
+            _ => {
+                self.type_error(node, key, "a string");
+                None
+            }
+        }
+    }
+
+    /// A scheduler value passed as one argument: non-empty, one line, no spaces.
+    fn word(&mut self, node: &Node, key: &str) -> Option<String> {
+        let s = self.string(node, key)?;
+        if s.is_empty() || s.contains(['\n', '\0']) || s.chars().any(char::is_whitespace) {
+            self.bad_value(
+                node,
+                format!("`{key}` must be a non-empty single word, found {s:?}"),
+                "SLURM names and durations have no spaces, e.g. `gpu` or `\"04:00:00\"`".into(),
+            );
+            return None;
+        }
+        Some(s)
+    }
+
+    fn variable(&mut self, node: &Node, key: &str) -> Option<String> {
+        let s = self.string(node, key)?;
+        if s.is_empty() || !s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            self.bad_value(
+                node,
+                format!("`{key}` must be a variable name, not {s:?}"),
+                "e.g. `CUDA_VISIBLE_DEVICES` or `ROCR_VISIBLE_DEVICES`".into(),
+            );
+            return None;
+        }
+        Some(s)
+    }
+
+    fn integer(&mut self, node: &Node, key: &str, min: i64, max: i64) -> Option<u64> {
+        match &node.value {
+            Value::Int(v) if (min..=max).contains(v) => Some(*v as u64),
+            Value::Int(v) => {
+                let bound = if max == i64::MAX {
+                    format!("at least {min}")
+                } else {
+                    format!("between {min} and {max}")
+                };
+                self.push(
+                    Problem::new(
+                        "srt::cluster::range",
+                        node.span,
+                        format!("`{key}` must be {bound}, found {v}"),
+                    )
+                    .label("out of range"),
+                );
+                None
+            }
+            _ => {
+                self.type_error(node, key, "an integer");
+                None
+            }
+        }
+    }
+
+    fn container(&mut self, node: &Node) -> Container {
+        let mut c = Container::default();
+        let Value::Map(entries) = &node.value else {
+            self.type_error(node, "container", "a mapping");
+            return c;
+        };
+        for (key, value) in entries {
+            if value.value == Value::Null {
+                continue;
+            }
+            match key.name.as_str() {
+                "runtime" => {
+                    if let Some(r) =
+                        self.choice(value, "container.runtime", ContainerRuntime::NAMES)
+                    {
+                        c.runtime = match r {
+                            "pyxis" => ContainerRuntime::Pyxis,
+                            _ => ContainerRuntime::None,
+                        };
+                    }
+                }
+                "flags" => c.flags = self.options(value, "container.flags"),
+                _ => self.unknown_key(key, "container.", CONTAINER_KEYS),
+            }
+        }
+        c
+    }
+
+    /// A list of options, each starting with `-`, none that srt sets itself.
+    fn options(&mut self, node: &Node, key: &str) -> Vec<String> {
+        let Value::Seq(items) = &node.value else {
+            self.type_error(node, key, "a list of options");
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for item in items {
+            let Value::Str(o) = &item.value else {
+                self.type_error(item, key, "a list of options (strings)");
+                continue;
+            };
+            if o.is_empty() || o.contains(['\n', '\0']) || !o.starts_with('-') {
+                self.push(
+                    Problem::new(
+                        "srt::cluster::option",
+                        item.span,
+                        format!("`{key}` entries are options starting with `-`, like `--qos=high`; got {o:?}"),
+                    )
+                    .label("not an option")
+                    .help("write each option as one string, e.g. `--exclusive` or `--cpus-per-task=16`"),
+                );
+                continue;
+            }
+            if let Some(managed) = MANAGED_OPTIONS
+                .iter()
+                .find(|m| o == *m || o.starts_with(&format!("{m}=")))
+            {
+                self.push(
+                    Problem::new(
+                        "srt::cluster::managed_option",
+                        item.span,
+                        format!(
+                            "`{o}` is set by srt from the recipe and the allocation; remove it"
+                        ),
+                    )
+                    .label(format!("srt sets `{managed}`"))
+                    .help(format!(
+                        "srt sets {} on every allocation and step",
+                        MANAGED_OPTIONS.join(", ")
+                    )),
+                );
+                continue;
+            }
+            out.push(o.clone());
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<ClusterProfile, String> {
+        ClusterProfile::parse(text, Path::new("p.yaml")).map_err(|e| e.to_string())
+    }
+
+    fn slurm(text: &str) -> SlurmProfile {
+        parse(text)
+            .unwrap()
+            .slurm()
+            .cloned()
+            .expect("a SLURM profile")
+    }
+
+    #[test]
+    fn defaults_are_local() {
+        assert_eq!(parse("").unwrap(), ClusterProfile::default());
+        assert_eq!(parse("# nothing\n").unwrap(), ClusterProfile::Local);
+        assert_eq!(parse("executor: local\n").unwrap(), ClusterProfile::Local);
+        assert_eq!(parse("executor: local\n").unwrap().executor(), "local");
+        assert_eq!(
+            slurm("executor: slurm\n"),
+            SlurmProfile::default(),
+            "every SLURM key is optional"
+        );
+    }
+
+    #[test]
+    fn full_profile_parses() {
+        let p = slurm(
+            "executor: slurm\npartition: gpu\naccount: a\ntime_limit: \"1:00:00\"\ngpus_per_node: 8\n\
+             gpu_request: gpus-per-node\nnetwork_interface: ib0\nvisible_devices_env: ROCR_VISIBLE_DEVICES\n\
+             container:\n  runtime: pyxis\n  flags: [\"--container-mounts=/m:/m\"]\n\
+             sbatch_options: [\"--exclusive\"]\nsrun_options: [\"--cpus-per-task=4\"]\n\
+             allocation_timeout_seconds: 30\nstep_start_timeout_seconds: 5\nstop_grace_seconds: 2\n",
+        );
+        assert_eq!(p.partition.as_deref(), Some("gpu"));
+        assert_eq!(p.gpus_per_node, Some(8));
+        assert_eq!(p.gpu_request, GpuRequest::GpusPerNode);
+        assert_eq!(p.visible_devices_env, "ROCR_VISIBLE_DEVICES");
+        assert_eq!(p.container.runtime, ContainerRuntime::Pyxis);
+        assert_eq!(p.container.flags, ["--container-mounts=/m:/m"]);
+        assert_eq!(p.sbatch_options, ["--exclusive"]);
+        assert_eq!(p.allocation_timeout_seconds, 30);
+        assert_eq!(p.step_start_timeout_seconds, 5);
+        assert_eq!(p.stop_grace_seconds, 2);
+        // A null value is the default, as if the key were absent.
+        assert_eq!(slurm("executor: slurm\npartition: ~\n").partition, None);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_refused() {
+        let e = parse("executor: slurm\npartiton: gpu\n").unwrap_err();
+        assert!(e.contains("partiton"), "{e}");
+        assert!(parse("executor: kubernetes\n").is_err());
+        let s = "executor: slurm\n";
+        assert!(parse(&format!("{s}container:\n  runtime: docker\n")).is_err());
+        assert!(parse(&format!("{s}container:\n  image: x\n")).is_err());
+        let e = parse(&format!("{s}sbatch_options: [\"exclusive\"]\n")).unwrap_err();
+        assert!(e.contains("starting with `-`"), "{e}");
+        let e = parse(&format!("{s}srun_options: [\"--nodelist=n1\"]\n")).unwrap_err();
+        assert!(e.contains("set by srt"), "{e}");
+        assert!(parse(&format!("{s}partition: \"a b\"\n")).is_err());
+        assert!(parse(&format!("{s}gpus_per_node: 0\n")).is_err());
+        assert!(parse(&format!("{s}visible_devices_env: \"A=B\"\n")).is_err());
+        assert!(parse(&format!("{s}allocation_timeout_seconds: 0\n")).is_err());
+        // A SLURM key in a local profile (explicit or by default) is refused, not ignored.
+        let e = parse("executor: local\npartition: gpu\n").unwrap_err();
+        assert!(e.contains("setting of the SLURM executor"), "{e}");
+        assert!(parse("partition: gpu\n").is_err());
+    }
+
+    #[test]
+    fn every_problem_is_reported_with_its_span() {
+        let text = "executor: slurm\ngpus_per_node: x\npartiton: gpu\nstop_grace_seconds: -1\n";
+        let problems = ClusterProfile::check(text).unwrap_err();
+        let shown: Vec<(&str, &str)> = problems
+            .iter()
+            .map(|p| {
+                (
+                    p.code,
+                    &text[p.span.offset()..p.span.offset() + p.span.len()],
+                )
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("srt::cluster::type", "x"),
+                ("srt::cluster::unknown_key", "partiton"),
+                ("srt::cluster::range", "-1"),
+            ]
+        );
+        assert_eq!(
+            problems[1].help.as_deref(),
+            Some("did you mean `partition`?")
+        );
+    }
+
+    #[test]
+    fn recipe_scheduler_settings_win() {
+        let p = parse("executor: slurm\npartition: gpu\ntime_limit: \"1:00:00\"\n")
+            .unwrap()
+            .with_scheduler_settings(Some("2:00:00"), None, Some("acct"));
+        let s = p.slurm().unwrap();
+        assert_eq!(s.time_limit.as_deref(), Some("2:00:00"));
+        assert_eq!(s.partition.as_deref(), Some("gpu"));
+        assert_eq!(s.account.as_deref(), Some("acct"));
+        assert_eq!(
+            ClusterProfile::Local.with_scheduler_settings(Some("1:00:00"), None, None),
+            ClusterProfile::Local
+        );
+    }
+
+    #[test]
+    fn resolve_prefers_explicit_then_convention() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            ClusterProfile::resolve(None, dir.path()).unwrap(),
+            ClusterProfile::default()
+        );
+        std::fs::write(dir.path().join(CONVENTIONAL_FILE), "executor: slurm\n").unwrap();
+        assert_eq!(
+            ClusterProfile::resolve(None, dir.path())
+                .unwrap()
+                .executor(),
+            "slurm"
+        );
+        let other = dir.path().join("other.yaml");
+        std::fs::write(&other, "executor: local\n").unwrap();
+        assert_eq!(
+            ClusterProfile::resolve(Some(&other), dir.path()).unwrap(),
+            ClusterProfile::Local
+        );
+        let missing = ClusterProfile::resolve(Some(&dir.path().join("nope.yaml")), dir.path());
+        assert!(missing.unwrap_err().to_string().contains("cannot read"));
+    }
+}

@@ -1,0 +1,110 @@
+//! Engines turn an endpoint into the worker processes that serve it.
+//!
+//! [`Engine`] is the seam; each engine is one implementation registered in [`ENGINES`]
+//! ([`vllm`] today). An engine owns everything about its program: the flags it derives
+//! and renders (checked against its flag catalog), its KV connectors, the environment it
+//! manages, and how the simulator stands in for it. It sees the assembly only through
+//! [`BuildContext`]; frontends learn what they need from the workers it returns
+//! ([`crate::launch::WorkerInfo`]) and from [`ConnectorChoice`].
+
+mod vllm;
+
+use crate::catalog::Catalog;
+use crate::launch::{BuildContext, LaunchProcess};
+use crate::recipe::diag::Problem;
+use crate::recipe::{ArgValue, Recipe, Role, RoleKind};
+use crate::topology::Endpoint;
+use miette::SourceSpan;
+
+/// A role's KV connector as the rest of srt sees it: a name, and whether its workers
+/// register themselves with the frontend (discovery) instead of being listed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnectorChoice {
+    /// The role.
+    pub role: RoleKind,
+    /// Connector name (`nixl`, `moriio`, `none`).
+    pub name: &'static str,
+    /// Workers register with the frontend over its discovery listener.
+    pub discovery: bool,
+    /// Where it was chosen (the role's override or `engine.connector`).
+    pub span: SourceSpan,
+}
+
+/// Something a frontend needs every worker of a role to serve besides completions (see
+/// [`crate::frontend::Frontend::worker_features`]); the engine turns it into its own
+/// flags ([`Engine::feature_flags`]), so a frontend never writes an engine flag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum WorkerFeature {
+    /// Render a request's prompt without running it (`POST /v1/completions/render`,
+    /// `/v1/chat/completions/render`): the token ids a Router routes on.
+    PromptRender,
+    /// Report the worker's load where the frontend polls it (`GET /get_load`).
+    LoadReport,
+    /// Describe the worker's KV cache (`GET /get_server_info`: block size and cache
+    /// identity) for a frontend that indexes the workers' KV-cache events.
+    KvCacheInfo,
+}
+
+/// An inference engine.
+pub trait Engine: Sync {
+    /// Recipe name (`engine.type`).
+    fn name(&self) -> &'static str;
+    /// Flags the engine derives from the topology; recipes may not set them.
+    fn managed_flags(&self) -> &'static [&'static str];
+    /// Who sets a flag the engine derives (for the diagnostic refusing it in a recipe),
+    /// or `None` when a recipe may set it.
+    fn managed_by(&self, flag: &str) -> Option<&'static str>;
+    /// Environment variables the engine sets from the topology; recipes may not set them.
+    fn managed_env(&self) -> &'static [&'static str];
+    /// The flag catalog of `version` of the engine's program (`None`: the release srt
+    /// ships), or the versions srt has catalogs for.
+    fn catalog(&self, version: Option<&str>) -> Result<&'static Catalog, Vec<&'static str>>;
+    /// The names of the KV connectors a recipe may choose (`engine.connector`).
+    fn connector_names(&self) -> &'static [&'static str];
+    /// The connector `role` runs (its own override, else the engine-wide one).
+    fn connector(&self, recipe: &Recipe, role: &Role) -> Result<ConnectorChoice, Problem>;
+    /// The engine's rules on the recipe, before anything is allocated: its args against
+    /// its flag catalog, parallel sizes, managed environment, connector configs.
+    fn validate(&self, recipe: &Recipe, problems: &mut Vec<Problem>);
+    /// The flags that make a worker serve `feature` (none when it always does), or why
+    /// this engine cannot serve it.
+    fn feature_flags(
+        &self,
+        recipe: &Recipe,
+        feature: WorkerFeature,
+    ) -> Result<Vec<(String, ArgValue)>, String>;
+    /// The processes of one endpoint of `role`, with their ports allocated from `ctx`,
+    /// serving `features` (checked with [`Engine::feature_flags`] beforehand).
+    fn worker_processes(
+        &self,
+        ctx: &mut BuildContext<'_>,
+        recipe: &Recipe,
+        role: &Role,
+        endpoint: &Endpoint,
+        features: &[WorkerFeature],
+    ) -> Result<Vec<LaunchProcess>, Problem>;
+    /// Make one of the engine's worker processes run `simulator` in place of the
+    /// engine's program (`--simulate`): the simulator takes the engine's own arguments,
+    /// so only the program changes. Applied to the processes handed to the executor,
+    /// never to the launch plan the graph is lowered from.
+    fn simulate(&self, process: &mut LaunchProcess, simulator: &std::path::Path);
+    /// How to get the engine's program when it is not on this machine's `PATH`: named
+    /// when a plan would start it and cannot find it.
+    fn install_hint(&self) -> &'static str;
+    /// Requests the worker at `url` is still working on (running and queued), or `None`
+    /// when it cannot tell: how apply knows a worker taken out of its Routers has
+    /// drained before stopping it.
+    fn in_flight<'a>(
+        &'a self,
+        http: &'a reqwest::Client,
+        url: &'a str,
+    ) -> futures::future::BoxFuture<'a, Option<u64>>;
+}
+
+/// Every engine srt knows.
+pub const ENGINES: &[&dyn Engine] = &[&vllm::Vllm];
+
+/// Look an engine up by its recipe name.
+pub fn lookup(name: &str) -> Option<&'static dyn Engine> {
+    ENGINES.iter().copied().find(|e| e.name() == name)
+}

@@ -1,0 +1,241 @@
+//! vLLM: `vllm serve` workers, their rank/rendezvous flags, ports and environment
+//! ([`process`]), the endpoint shapes ([`shape`]), the KV connectors ([`connector`]),
+//! and the flag catalogs of the releases srt checks recipes against (`catalog/`).
+
+mod connector;
+mod process;
+mod shape;
+mod validate;
+
+use super::{ConnectorChoice, Engine, WorkerFeature};
+use crate::catalog::Catalog;
+use crate::launch::{BuildContext, LaunchProcess};
+use crate::recipe::diag::Problem;
+use crate::recipe::{ArgValue, Recipe, Role};
+use crate::topology::Endpoint;
+
+/// The vLLM engine.
+pub(super) struct Vllm;
+
+/// Flags srt derives, with who sets them (what a recipe changes instead).
+const MANAGED: &[(&str, &str)] = &[
+    ("host", "every worker listens on 0.0.0.0"),
+    ("port", "each worker's HTTP port is allocated (port kind `http`)"),
+    ("headless", "the followers of a replica spanning nodes are headless"),
+    ("master-addr", "the rendezvous address is the endpoint leader's IP"),
+    ("master-port", "the rendezvous port is allocated per endpoint, on its leader, and given to every node of the endpoint (port kind `master`)"),
+    ("nnodes", "the node count follows the role's GPUs per worker (`gpus`, `resources.gpus_per_node`)"),
+    ("node-rank", "each node's rank follows its place in the endpoint"),
+    ("data-parallel-size-local", "the DP ranks per node follow `data-parallel-size`, the parallel sizes and the GPUs per node"),
+    ("data-parallel-start-rank", "each node's first DP rank follows its place in the endpoint"),
+    ("data-parallel-address", "the DP address is the endpoint leader's IP"),
+    ("data-parallel-rpc-port", "the DP RPC port is allocated per endpoint, on its leader, and given to every node of the endpoint (port kind `dp_rpc`)"),
+    ("data-parallel-hybrid-lb", "hybrid load balancing is how srt runs node-local DP (`engine.dp_launch_mode: per_node`)"),
+    ("data-parallel-rank", "per-rank DP launch (`per_gpu`) is not supported"),
+    ("data-parallel-external-lb", "per-rank DP launch (`per_gpu`) is not supported"),
+    ("device-ids", "each worker's GPUs come from the allocation (`gpus`, `resources.gpus_per_node`)"),
+];
+
+/// The switch that opens vLLM's render (and token-in) endpoints.
+const SCALE_OUT: &str = "enable-scale-out";
+
+/// The `vllm serve` releases srt has flag catalogs for, newest (the default) first.
+const CATALOGS: &[(&str, &str)] = &[("0.32.0", include_str!("catalog/vllm-0.32.0.json"))];
+
+fn catalogs() -> &'static [Catalog] {
+    static PARSED: std::sync::OnceLock<Vec<Catalog>> = std::sync::OnceLock::new();
+    PARSED.get_or_init(|| {
+        CATALOGS
+            .iter()
+            .map(|(v, text)| {
+                let c = Catalog::parse(text).expect("a shipped catalog parses");
+                assert_eq!(c.version, *v, "catalog file named by its version");
+                c
+            })
+            .collect()
+    })
+}
+
+const MANAGED_ENV: &[&str] = &[
+    "HEAD_NODE_IP",
+    "VLLM_PORT",
+    "VLLM_NIXL_SIDE_CHANNEL_HOST",
+    "VLLM_NIXL_SIDE_CHANNEL_PORT",
+];
+
+impl Engine for Vllm {
+    fn name(&self) -> &'static str {
+        "vllm"
+    }
+
+    fn in_flight<'a>(
+        &'a self,
+        http: &'a reqwest::Client,
+        url: &'a str,
+    ) -> futures::future::BoxFuture<'a, Option<u64>> {
+        use futures::FutureExt;
+        async move {
+            let r = http.get(format!("{url}/metrics")).send().await.ok()?;
+            if !r.status().is_success() {
+                return None;
+            }
+            requests_in_flight(&r.text().await.ok()?)
+        }
+        .boxed()
+    }
+
+    fn install_hint(&self) -> &'static str {
+        "without GPUs, apply with `--simulate` (srt's simulator answers as `vllm serve` \
+         would); otherwise install vLLM (`scripts/install-vllm.sh` installs its CPU build \
+         and links it as `.tools/bin/vllm`) and put `.tools/bin` on PATH, or name the program with \
+         `engine.serve_binary`"
+    }
+
+    fn simulate(&self, process: &mut LaunchProcess, simulator: &std::path::Path) {
+        // argv[0] is `vllm` (or `engine.serve_binary`); `srt-vllm-sim` reads the rest.
+        if let Some(program) = process.argv.first_mut() {
+            *program = simulator.display().to_string();
+        }
+    }
+
+    fn managed_flags(&self) -> &'static [&'static str] {
+        static NAMES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+        NAMES.get_or_init(|| MANAGED.iter().map(|(f, _)| *f).collect())
+    }
+
+    fn managed_by(&self, flag: &str) -> Option<&'static str> {
+        MANAGED
+            .iter()
+            .find(|(f, _)| *f == flag)
+            .map(|(_, why)| *why)
+    }
+
+    fn managed_env(&self) -> &'static [&'static str] {
+        MANAGED_ENV
+    }
+
+    fn catalog(&self, version: Option<&str>) -> Result<&'static Catalog, Vec<&'static str>> {
+        let all = catalogs();
+        match version {
+            None => Ok(&all[0]),
+            Some(v) => all
+                .iter()
+                .find(|c| c.version == v)
+                .ok_or_else(|| CATALOGS.iter().map(|(v, _)| *v).collect()),
+        }
+    }
+
+    fn connector_names(&self) -> &'static [&'static str] {
+        connector::NAMES
+    }
+
+    fn connector(&self, recipe: &Recipe, role: &Role) -> Result<ConnectorChoice, Problem> {
+        let c = connector::for_role(recipe, role)?;
+        Ok(ConnectorChoice {
+            role: role.kind,
+            name: c.name,
+            discovery: c.discovery,
+            span: role
+                .connector
+                .as_ref()
+                .map_or(recipe.engine.connector.span, |s| s.span),
+        })
+    }
+
+    fn validate(&self, recipe: &Recipe, problems: &mut Vec<Problem>) {
+        validate::recipe(self, recipe, problems);
+    }
+
+    fn feature_flags(
+        &self,
+        recipe: &Recipe,
+        feature: WorkerFeature,
+    ) -> Result<Vec<(String, ArgValue)>, String> {
+        let version = recipe.engine.version.as_ref().map(|v| v.value.as_str());
+        // An unknown release is refused on its own (`engine.version`); judge by the
+        // default one meanwhile.
+        let catalog = self
+            .catalog(version)
+            .or_else(|_| self.catalog(None))
+            .map_err(|_| "srt has no flag catalog for it".to_string())?;
+        match feature {
+            // vLLM 0.32 answers the render routes 403 ("Scale-out endpoints are
+            // disabled") unless `vllm serve` gets --enable-scale-out.
+            WorkerFeature::PromptRender => match catalog.resolve(SCALE_OUT) {
+                crate::catalog::Resolution::Exact(..) => {
+                    Ok(vec![(SCALE_OUT.to_string(), ArgValue::Bool(true))])
+                }
+                _ => Err(format!(
+                    "vLLM {} has no --{SCALE_OUT}, which opens its render endpoints",
+                    catalog.version
+                )),
+            },
+            WorkerFeature::LoadReport => Err(format!(
+                "vLLM {} reports its load at GET /load and answers /get_load with 404",
+                catalog.version
+            )),
+            WorkerFeature::KvCacheInfo => Err(format!(
+                "vLLM {} answers /get_server_info with 404, so the Router cannot index its KV cache (it logs \"cannot index\" and routes without KV awareness)",
+                catalog.version
+            )),
+        }
+    }
+
+    fn worker_processes(
+        &self,
+        ctx: &mut BuildContext<'_>,
+        recipe: &Recipe,
+        role: &Role,
+        endpoint: &Endpoint,
+        features: &[WorkerFeature],
+    ) -> Result<Vec<LaunchProcess>, Problem> {
+        let connector = connector::for_role(recipe, role)?;
+        let mut extra = Vec::new();
+        for f in features {
+            // Checked by the assembly before any worker is built.
+            extra.extend(self.feature_flags(recipe, *f).unwrap_or_default());
+        }
+        process::endpoint_processes(self, ctx, recipe, role, connector, endpoint, &extra)
+    }
+}
+
+/// The requests a vLLM server is working on, from its Prometheus text: the sum of
+/// `vllm:num_requests_running` and `vllm:num_requests_waiting` over every engine label.
+/// `None` when neither is there.
+fn requests_in_flight(metrics: &str) -> Option<u64> {
+    let mut seen = false;
+    let mut total = 0.0;
+    for line in metrics.lines() {
+        let Some(rest) = line
+            .strip_prefix("vllm:num_requests_running")
+            .or_else(|| line.strip_prefix("vllm:num_requests_waiting"))
+        else {
+            continue;
+        };
+        if !(rest.starts_with('{') || rest.starts_with(' ')) {
+            continue;
+        }
+        if let Some(v) = rest.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) {
+            seen = true;
+            total += v;
+        }
+    }
+    seen.then_some(total.max(0.0).round() as u64)
+}
+
+#[cfg(test)]
+mod in_flight_tests {
+    use super::requests_in_flight;
+
+    #[test]
+    fn running_and_waiting_are_summed_over_engines() {
+        let text = "# HELP vllm:num_requests_running Number of requests\n\
+vllm:num_requests_running{engine=\"0\",model_name=\"tiny\"} 2.0\n\
+vllm:num_requests_running{engine=\"1\",model_name=\"tiny\"} 1.0\n\
+vllm:num_requests_waiting{engine=\"0\",model_name=\"tiny\"} 3.0\n\
+vllm:num_requests_running_total 99\n";
+        assert_eq!(requests_in_flight(text), Some(6));
+        assert_eq!(requests_in_flight("vllm:num_requests_running 0\n"), Some(0));
+        assert_eq!(requests_in_flight("other 1\n"), None);
+    }
+}

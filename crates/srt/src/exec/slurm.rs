@@ -1,0 +1,1572 @@
+//! The SLURM executor: one allocation (an `sbatch` job holding the nodes), every process
+//! a named job step in it.
+//!
+//! * **Allocation.** `sbatch --nodes N --gres=gpu:G --job-name srt-<deployment>
+//!   --wrap 'exec sleep infinity'` (or the job of `SLURM_JOB_ID`, adopted and never
+//!   cancelled). srt waits for RUNNING (bounded; a pending reason that cannot resolve,
+//!   like `PartitionConfig`, fails at once), reads the node list (`scontrol show
+//!   hostnames`) and probes each node with one short step for its IPv4 address on the
+//!   profile's interface and the GPUs SLURM exposes. Job id, nodes and IPs are recorded
+//!   in state; `<nodeN-ip>` placeholders resolve against them.
+//! * **Steps.** `srun --jobid J --overlap --nodes 1 --ntasks 1 --nodelist NODE
+//!   --job-name <deployment>.<address> --export=ALL -- argv`, started as a detached
+//!   client ([`process::spawn_detached`]: own session, survives srt and its shell). The
+//!   environment reaches the step through the client's environment, never the command
+//!   line. The step id is found by name in `squeue --steps` and recorded with the
+//!   client's identity. Output goes through the client into the resource's log file.
+//! * **Stop.** `scancel --ctld --signal=TERM J.S`, wait up to the grace period, then
+//!   `scancel --ctld J.S`. The deployment's allocation is cancelled with `scancel J`
+//!   unless it was adopted.
+//! * **Refresh.** `squeue -j J` (job state) and `squeue --steps -j J` (live steps), no
+//!   accounting needed; a missing step or job is drift. Snapshots are reused for a
+//!   second so gates polling every process do not hammer the controller.
+//!
+//! * **Scheduler commands** (`sbatch`, `squeue`, `scontrol`, `scancel`, probe `srun`s)
+//!   run through `tokio::process` under `tokio::time::timeout` (60 s; a command that
+//!   does not answer is killed): waiting for the scheduler never holds one of the
+//!   runtime's two threads, and node probes run concurrently on it. So every
+//!   [`Executor`] method that may ask the scheduler is async: `allocate`, `confirm`,
+//!   `stop`, and also `observe`, `check_ports` and `restore`; the synchronous callers
+//!   (plan's refresh, `srt status` and `srt list`, the restore before a command) drive
+//!   them on a current-thread runtime of their own (`workflow::block_on`). The one synchronous
+//!   method that does work, `start`, runs no scheduler command: it forks the step's
+//!   detached `srun` client (milliseconds, under apply's state mutex), and `confirm`
+//!   then waits for the step without blocking.
+//!
+//! Why detached clients rather than an agent inside the allocation: see `docs/slurm.md`.
+
+use super::local::{write_files, DEPLOYMENT_MARKER, RESOURCE_MARKER};
+use super::process::{self, Liveness, ProcessIdentity, ProcessSpec};
+use super::{ExecError, Executor, OnSubmitted, Started};
+use crate::cluster::{ContainerRuntime, GpuRequest, SlurmProfile};
+use crate::launch::render::command_lines;
+use crate::launch::HostLayout;
+use crate::launch::{Bindings, LaunchPlan, LaunchProcess};
+use crate::plan::Observation;
+use crate::state::{Client, Runtime, State, Status};
+use futures::future::BoxFuture;
+use serde_json::{json, Value};
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+/// The longest a single scheduler command may take.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a `squeue` snapshot is reused by refresh and gate liveness checks.
+const SNAPSHOT_TTL: Duration = Duration::from_secs(1);
+/// How long to wait for a cancelled step or job to leave `squeue`.
+const GONE_WAIT: Duration = Duration::from_secs(30);
+/// How long a step's `srun` client may linger once its step is gone.
+const CLIENT_WAIT: Duration = Duration::from_secs(5);
+/// The batch script that holds the allocation.
+pub const HOLD_SCRIPT: &str = "exec sleep infinity";
+
+/// Pending reasons the scheduler will not resolve by itself: fail at once instead of
+/// waiting out the timeout. The text explains the reason code.
+const HOPELESS: &[(&str, &str)] = &[
+    (
+        "PartitionConfig",
+        "the request does not fit the partition: more nodes, GPUs or time than it offers",
+    ),
+    (
+        "PartitionNodeLimit",
+        "more nodes than the partition allows per job",
+    ),
+    (
+        "PartitionTimeLimit",
+        "a time limit above the partition's maximum",
+    ),
+    ("PartitionInactive", "the partition is inactive"),
+    ("BadConstraints", "constraints no node satisfies"),
+    ("InvalidAccount", "the account is not valid"),
+    ("InvalidQOS", "the QOS is not valid"),
+    (
+        "AccountNotAllowed",
+        "the account may not use this partition",
+    ),
+    ("QOSNotAllowed", "the QOS may not use this partition"),
+    (
+        "DependencyNeverSatisfied",
+        "a dependency that can never be satisfied",
+    ),
+    (
+        "QOSMaxNodePerJobLimit",
+        "more nodes than the QOS allows per job",
+    ),
+    ("QOSMaxGRESPerJob", "more GPUs than the QOS allows per job"),
+    (
+        "QOSMaxWallDurationPerJobLimit",
+        "a time limit above the QOS maximum",
+    ),
+    (
+        "AssocMaxNodesPerJobLimit",
+        "more nodes than the association allows per job",
+    ),
+    (
+        "AssocMaxWallDurationPerJobLimit",
+        "a time limit above the association's maximum",
+    ),
+];
+
+/// What srt knows about the allocation once it exists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Facts {
+    job_id: u64,
+    nodes: Vec<String>,
+    ips: Vec<String>,
+    adopted: bool,
+}
+
+/// One look at a job in `squeue`.
+#[derive(Clone, Debug)]
+struct Snapshot {
+    at: Instant,
+    /// Job state (`RUNNING`, ...); `None` when the scheduler does not list the job.
+    state: Option<String>,
+    /// Live steps: (step id, name).
+    steps: Vec<(u64, String)>,
+}
+
+impl Snapshot {
+    fn step_by_name(&self, name: &str) -> Option<u64> {
+        // A name is reused only after its step was stopped; the newest one is ours.
+        self.steps
+            .iter()
+            .filter(|(_, n)| n == name)
+            .map(|(id, _)| *id)
+            .max()
+    }
+}
+
+/// Runs processes as job steps of one SLURM allocation.
+pub struct SlurmExecutor {
+    profile: SlurmProfile,
+    deployment: String,
+    dir: PathBuf,
+    nodes: usize,
+    gpus_per_node: u32,
+    gpu_type: Option<String>,
+    simulate: bool,
+    adopt: Option<u64>,
+    facts: RwLock<Option<Facts>>,
+    snapshots: Mutex<HashMap<u64, Snapshot>>,
+    listening: Mutex<HashMap<String, BTreeSet<u16>>>,
+}
+
+impl SlurmExecutor {
+    /// An executor for `deployment` whose files live under `dir` (`<state dir>/<name>`,
+    /// on a filesystem the nodes share), needing `nodes` nodes with `gpus_per_node`
+    /// GPUs each. `adopt` is the job id of an existing allocation to use
+    /// (`SLURM_JOB_ID`); `simulate` when the processes it is handed run the simulator
+    /// (a mode hashed into every process spec).
+    pub fn new(
+        profile: SlurmProfile,
+        deployment: &str,
+        dir: &Path,
+        nodes: usize,
+        gpus_per_node: u32,
+        simulate: bool,
+        adopt: Option<u64>,
+    ) -> Self {
+        let dir = if dir.is_absolute() {
+            dir.to_path_buf()
+        } else {
+            std::env::current_dir()
+                .map(|c| c.join(dir))
+                .unwrap_or_else(|_| dir.to_path_buf())
+        };
+        SlurmExecutor {
+            profile,
+            deployment: deployment.to_string(),
+            dir,
+            nodes: nodes.max(1),
+            gpus_per_node,
+            gpu_type: None,
+            simulate,
+            adopt,
+            facts: RwLock::new(None),
+            snapshots: Mutex::new(HashMap::new()),
+            listening: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Request GPUs of this model (the recipe's `resources.gpu_type`):
+    /// `--gres gpu:TYPE:G` or `--gpus-per-node TYPE:G`.
+    pub fn with_gpu_type(mut self, gpu_type: Option<String>) -> Self {
+        self.gpu_type = gpu_type;
+        self
+    }
+
+    /// The log file of a resource.
+    pub fn log_path(&self, address: &str) -> PathBuf {
+        self.dir.join("logs").join(format!("{address}.log"))
+    }
+
+    fn facts(&self) -> Result<Facts, ExecError> {
+        self.facts
+            .read()
+            .expect("facts lock")
+            .clone()
+            .ok_or(ExecError::AllocationUnknown)
+    }
+
+    fn set_facts(&self, facts: Option<Facts>) {
+        *self.facts.write().expect("facts lock") = facts;
+        self.listening.lock().expect("ports cache").clear();
+    }
+
+    fn invalidate(&self, job: u64) {
+        self.snapshots.lock().expect("snapshots").remove(&job);
+    }
+
+    /// `squeue` for one job, reused for [`SNAPSHOT_TTL`] unless `fresh`.
+    async fn snapshot(&self, job: u64, fresh: bool) -> Result<Snapshot, ExecError> {
+        if !fresh {
+            if let Some(s) = self.snapshots.lock().expect("snapshots").get(&job) {
+                if s.at.elapsed() < SNAPSHOT_TTL {
+                    return Ok(s.clone());
+                }
+            }
+        }
+        let state = job_state(job).await?.map(|j| j.state);
+        let steps = if state.is_some() {
+            job_steps(job).await?
+        } else {
+            Vec::new()
+        };
+        let snap = Snapshot {
+            at: Instant::now(),
+            state,
+            steps,
+        };
+        self.snapshots
+            .lock()
+            .expect("snapshots")
+            .insert(job, snap.clone());
+        Ok(snap)
+    }
+
+    fn step_name(&self, address: &str) -> String {
+        step_name(&self.deployment, address)
+    }
+
+    /// The runtime of a step whose `srun` client a lease names, for a launch that was
+    /// never recorded: stopping it cancels the step by its name, then ends the client.
+    fn step_runtime(&self, address: &str, client: ProcessIdentity) -> Runtime {
+        let job_id = self
+            .facts
+            .read()
+            .expect("facts lock")
+            .as_ref()
+            .map_or(0, |f| f.job_id);
+        Runtime::Slurm {
+            job_id,
+            step_id: None,
+            step_name: Some(self.step_name(address)),
+            nodes: Vec::new(),
+            node_ips: Vec::new(),
+            adopted: false,
+            client: Some(client_of(client)),
+        }
+    }
+
+    /// Submit the allocation; returns its job id.
+    async fn submit(&self) -> Result<u64, ExecError> {
+        let log = self.log_path("allocation");
+        if let Some(dir) = log.parent() {
+            std::fs::create_dir_all(dir).map_err(|error| ExecError::File {
+                action: "create",
+                path: dir.to_path_buf(),
+                error,
+            })?;
+        }
+        // The batch output of an earlier allocation is kept beside, never shown as
+        // this one's: a submission that fails writes nothing.
+        match std::fs::rename(&log, log.with_extension("previous.log")) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => {
+                return Err(ExecError::File {
+                    action: "move aside",
+                    path: log,
+                    error,
+                })
+            }
+        }
+        let args = sbatch_args(
+            &self.profile,
+            &self.deployment,
+            self.nodes,
+            &gpu_count(self.gpu_type.as_deref(), self.gpus_per_node),
+            &log.display().to_string(),
+        );
+        let out = run("sbatch", &args).await.map_err(|e| match e {
+            ExecError::SchedulerUnreachable { .. } => {
+                ExecError::during("cannot submit the allocation", e)
+            }
+            e => ExecError::during("sbatch refused the allocation", e),
+        })?;
+        let id = out.trim().split(';').next().unwrap_or_default();
+        id.parse::<u64>().map_err(|_| ExecError::NoJobId {
+            output: out.trim().to_string(),
+        })
+    }
+
+    /// Wait until `job` runs, bounded by the profile's allocation timeout.
+    async fn wait_running(&self, job: u64) -> Result<(), ExecError> {
+        let timeout = Duration::from_secs(self.profile.allocation_timeout_seconds);
+        let deadline = Instant::now() + timeout;
+        let mut interval = Duration::from_millis(100);
+        loop {
+            // A scheduler that does not answer for a moment is waited out like a
+            // pending job, within the same bound.
+            let state = match job_state(job).await {
+                Ok(s) => s,
+                Err(e) if Instant::now() >= deadline => return Err(e),
+                Err(_) => {
+                    tokio::time::sleep(interval).await;
+                    continue;
+                }
+            };
+            match state {
+                Some(j) if j.state == "RUNNING" => return Ok(()),
+                Some(j) if matches!(j.state.as_str(), "PENDING" | "CONFIGURING") => {
+                    if let Some((_, why)) = HOPELESS.iter().find(|(r, _)| *r == j.reason) {
+                        return Err(ExecError::AllocationHopeless {
+                            job,
+                            reason: j.reason,
+                            why,
+                        });
+                    }
+                    if Instant::now() >= deadline {
+                        return Err(ExecError::AllocationTimeout {
+                            job,
+                            waited: timeout,
+                            reason: j.reason,
+                        });
+                    }
+                }
+                Some(j) => {
+                    return Err(ExecError::AllocationEnded {
+                        job,
+                        ended: Some((j.state, j.reason)),
+                        log: self.log_path("allocation"),
+                    })
+                }
+                None => {
+                    return Err(ExecError::AllocationEnded {
+                        job,
+                        ended: None,
+                        log: self.log_path("allocation"),
+                    })
+                }
+            }
+            tokio::time::sleep(interval).await;
+            interval = interval.mul_f32(1.5).min(Duration::from_secs(1));
+        }
+    }
+
+    /// The first `self.nodes` nodes of a running job.
+    async fn job_nodes(&self, job: u64) -> Result<Vec<String>, ExecError> {
+        let info = job_state(job)
+            .await?
+            .ok_or_else(|| ExecError::JobUnusable {
+                job,
+                detail: "is not known to SLURM".into(),
+            })?;
+        if info.state != "RUNNING" {
+            return Err(ExecError::JobUnusable {
+                job,
+                detail: format!(
+                    "is not running (state {}, reason `{}`)",
+                    info.state, info.reason
+                ),
+            });
+        }
+        let mut nodes: Vec<String> = run(
+            "scontrol",
+            &["show".into(), "hostnames".into(), info.nodes.clone()],
+        )
+        .await?
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect();
+        if nodes.len() < self.nodes {
+            return Err(ExecError::JobUnusable {
+                job,
+                detail: format!(
+                    "has {} node(s) ({}) but the deployment needs {}",
+                    nodes.len(),
+                    info.nodes,
+                    self.nodes
+                ),
+            });
+        }
+        nodes.truncate(self.nodes);
+        Ok(nodes)
+    }
+
+    /// Probe every node (in parallel): its IPv4 address and the GPUs SLURM exposes.
+    async fn probe_nodes(&self, job: u64, nodes: &[String]) -> Result<Vec<String>, ExecError> {
+        futures::future::join_all(nodes.iter().map(|node| self.probe_node(job, node)))
+            .await
+            .into_iter()
+            .collect()
+    }
+
+    async fn probe_node(&self, job: u64, node: &str) -> Result<String, ExecError> {
+        let var = &self.profile.visible_devices_env;
+        let mut script = format!("hostname; printf '%s\\n' \"${{{var}-<unset>}}\"");
+        if let Some(iface) = &self.profile.network_interface {
+            let _ = write!(
+                script,
+                "; ip -4 -o addr show dev {}",
+                crate::launch::render::quote(iface)
+            );
+        }
+        let out = run(
+            "srun",
+            &probe_args(
+                job,
+                node,
+                &self.step_name("probe"),
+                &["sh".into(), "-c".into(), script],
+            ),
+        )
+        .await
+        .map_err(|e| ExecError::during(format!("probing node {node} of job {job}"), e))?;
+        let mut lines = out.lines();
+        let _hostname = lines.next();
+        let devices = lines.next().unwrap_or("<unset>").trim().to_string();
+        if devices != "<unset>" && self.profile.gpu_request != GpuRequest::None {
+            let count = devices.split(',').filter(|d| !d.trim().is_empty()).count();
+            if count < self.gpus_per_node as usize {
+                return Err(ExecError::Node {
+                    node: node.to_string(),
+                    detail: format!(
+                        "node {node} of job {job} exposes {count} GPU(s) in {var} ({devices:?}) but the recipe places {} per node",
+                        self.gpus_per_node
+                    ),
+                });
+            }
+        }
+        match &self.profile.network_interface {
+            Some(iface) => {
+                let rest: Vec<&str> = lines.collect();
+                rest.iter()
+                    .find_map(|l| {
+                        let after = l.split("inet ").nth(1)?;
+                        let ip = after.split(['/', ' ']).next()?;
+                        ip.parse::<std::net::Ipv4Addr>().ok().map(|a| a.to_string())
+                    })
+                    .ok_or_else(|| ExecError::Node {
+                        node: node.to_string(),
+                        detail: format!(
+                            "node {node} has no IPv4 address on interface `{iface}` (network_interface in the cluster profile): {}",
+                            rest.join(" ").trim()
+                        ),
+                    })
+            }
+            None => resolve_ipv4(node).await,
+        }
+    }
+
+    /// Cancel a job srt submitted and wait (bounded) for it to leave the queue.
+    async fn cancel_job(&self, job: u64) -> Result<(), ExecError> {
+        match run("scancel", &[job.to_string()]).await {
+            Ok(_) => {}
+            // Already purged by the controller: nothing left to cancel.
+            Err(e) if invalid_job(&e) => {}
+            Err(e) => return Err(ExecError::during(format!("cancelling job {job}"), e)),
+        }
+        let deadline = Instant::now() + GONE_WAIT;
+        loop {
+            match job_state(job).await {
+                Ok(None) => break,
+                Ok(Some(j))
+                    if !matches!(
+                        j.state.as_str(),
+                        "RUNNING" | "PENDING" | "CONFIGURING" | "COMPLETING" | "SUSPENDED"
+                    ) =>
+                {
+                    break
+                }
+                _ if Instant::now() >= deadline => break,
+                _ => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+        self.invalidate(job);
+        Ok(())
+    }
+
+    /// Wait until step `job.step` is no longer listed, up to `wait`.
+    async fn wait_step_gone(&self, job: u64, step: u64, wait: Duration) -> Result<bool, ExecError> {
+        let deadline = Instant::now() + wait;
+        let mut interval = Duration::from_millis(50);
+        loop {
+            if !job_steps(job).await?.iter().any(|(id, _)| *id == step) {
+                return Ok(true);
+            }
+            if Instant::now() >= deadline {
+                return Ok(false);
+            }
+            tokio::time::sleep(interval).await;
+            interval = interval.mul_f32(1.5).min(Duration::from_millis(500));
+        }
+    }
+
+    async fn stop_step(
+        &self,
+        job: u64,
+        step: Option<u64>,
+        name: &str,
+        client: Option<&Client>,
+    ) -> Result<(), ExecError> {
+        let live = job_steps(job).await?;
+        let step = match step {
+            Some(id) => live.iter().any(|(s, _)| *s == id).then_some(id),
+            None => live
+                .iter()
+                .filter(|(_, n)| n == name)
+                .map(|(id, _)| *id)
+                .max(),
+        };
+        if let Some(id) = step {
+            let target = format!("{job}.{id}");
+            let grace = Duration::from_secs(self.profile.stop_grace_seconds);
+            let term = run(
+                "scancel",
+                &["--ctld".into(), "--signal=TERM".into(), target.clone()],
+            )
+            .await;
+            if !self.wait_step_gone(job, id, grace).await? {
+                // The step may end between the two looks; only a step still listed
+                // afterwards is an error, reported with what scancel said.
+                let kill = run("scancel", &["--ctld".into(), target.clone()]).await;
+                if !self.wait_step_gone(job, id, GONE_WAIT).await? {
+                    let said: Vec<String> = [term.err(), kill.err()]
+                        .into_iter()
+                        .flatten()
+                        .map(|e| e.to_string())
+                        .collect();
+                    return Err(ExecError::StepStillRunning {
+                        target,
+                        waited: GONE_WAIT,
+                        said: if said.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({})", said.join("; "))
+                        },
+                    });
+                }
+            }
+        }
+        if let Some(c) = client {
+            end_client(c).await;
+        }
+        self.invalidate(job);
+        Ok(())
+    }
+
+    /// What [`Executor::restore`] does: learn the recorded allocation and read the
+    /// scheduler.
+    async fn read_back(&self, state: &State) -> Result<(), ExecError> {
+        let recorded = state
+            .resources
+            .get(crate::graph::ALLOCATION)
+            .filter(|r| r.status == Status::Running);
+        if let Some(Runtime::Slurm {
+            job_id,
+            nodes,
+            node_ips,
+            adopted,
+            ..
+        }) = recorded.and_then(|r| r.runtime.as_ref())
+        {
+            self.set_facts(Some(Facts {
+                job_id: *job_id,
+                nodes: nodes.clone(),
+                ips: node_ips.clone(),
+                adopted: *adopted,
+            }));
+        }
+        // Read the scheduler now, so that refresh works on a current snapshot and a
+        // scheduler that does not answer fails the command instead of looking like drift.
+        let jobs: BTreeSet<u64> = state
+            .resources
+            .values()
+            .filter_map(|r| match &r.runtime {
+                Some(Runtime::Slurm { job_id, .. }) => Some(*job_id),
+                _ => None,
+            })
+            .collect();
+        for job in jobs {
+            self.snapshot(job, true)
+                .await
+                .map_err(|e| ExecError::during("cannot read the SLURM scheduler", e))?;
+        }
+        Ok(())
+    }
+
+    /// What [`Executor::observe`] does.
+    async fn look(&self, runtime: &Runtime) -> Observation {
+        let (job_id, step_id, step_name, client) = match runtime {
+            Runtime::Local { pid, .. } => {
+                let id = super::local_identity(runtime).expect("a local runtime");
+                return match process::liveness(&id) {
+                    Liveness::Alive => Observation::Alive,
+                    _ => Observation::Gone(format!("process {pid} exited")),
+                };
+            }
+            Runtime::Slurm {
+                job_id,
+                step_id,
+                step_name,
+                client,
+                ..
+            } => (*job_id, *step_id, step_name.as_deref(), client.as_ref()),
+        };
+        // A scheduler that does not answer is not drift: restore() already failed the
+        // command if it did not answer at the start.
+        let Ok(snap) = self.snapshot(job_id, false).await else {
+            return Observation::Alive;
+        };
+        match snap.state.as_deref() {
+            Some("RUNNING") => {}
+            Some(state) => return Observation::Gone(format!("job {job_id} is {state}")),
+            None => return Observation::Gone(format!("job {job_id} is gone")),
+        }
+        let Some(name) = step_name else {
+            return Observation::Alive;
+        };
+        let found = match step_id {
+            Some(id) => snap.steps.iter().any(|(s, _)| *s == id),
+            None => snap.step_by_name(name).is_some() || client.is_some_and(client_alive),
+        };
+        if found {
+            Observation::Alive
+        } else {
+            let id = step_id
+                .map(|s| format!("{job_id}.{s}"))
+                .unwrap_or_else(|| job_id.to_string());
+            Observation::Gone(format!("step {id} (`{name}`) is no longer running"))
+        }
+    }
+
+    async fn listening_ports(&self, job: u64, node: &str) -> Result<BTreeSet<u16>, ExecError> {
+        if let Some(p) = self.listening.lock().expect("ports cache").get(node) {
+            return Ok(p.clone());
+        }
+        let script = "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; true".to_string();
+        let out = run(
+            "srun",
+            &probe_args(
+                job,
+                node,
+                &self.step_name("ports"),
+                &["sh".into(), "-c".into(), script],
+            ),
+        )
+        .await
+        .map_err(|e| ExecError::during(format!("checking ports on node {node}"), e))?;
+        let ports = parse_listening(&out);
+        self.listening
+            .lock()
+            .expect("ports cache")
+            .insert(node.to_string(), ports.clone());
+        Ok(ports)
+    }
+}
+
+/// A job as `squeue` lists it.
+struct JobInfo {
+    state: String,
+    reason: String,
+    nodes: String,
+}
+
+/// `squeue -h -j J -o '%T|%r|%N'`; `None` when the scheduler does not list the job.
+async fn job_state(job: u64) -> Result<Option<JobInfo>, ExecError> {
+    match run(
+        "squeue",
+        &[
+            "-h".into(),
+            "-j".into(),
+            job.to_string(),
+            "-o".into(),
+            "%T|%r|%N".into(),
+        ],
+    )
+    .await
+    {
+        Ok(out) => Ok(out.lines().find(|l| !l.trim().is_empty()).map(|l| {
+            let mut f = l.trim().splitn(3, '|');
+            JobInfo {
+                state: f.next().unwrap_or_default().to_string(),
+                reason: f.next().unwrap_or_default().to_string(),
+                nodes: f.next().unwrap_or_default().to_string(),
+            }
+        })),
+        Err(e) if invalid_job(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// `squeue --steps -h -j J -o '%i %j'`: live numbered steps (the batch and extern
+/// steps are left out).
+async fn job_steps(job: u64) -> Result<Vec<(u64, String)>, ExecError> {
+    let out = run(
+        "squeue",
+        &[
+            "--steps".into(),
+            "-h".into(),
+            "-j".into(),
+            job.to_string(),
+            "-o".into(),
+            "%i %j".into(),
+        ],
+    )
+    .await?;
+    Ok(parse_steps(job, &out))
+}
+
+fn parse_steps(job: u64, out: &str) -> Vec<(u64, String)> {
+    out.lines()
+        .filter_map(|l| {
+            let (id, name) = l.trim().split_once(' ').unwrap_or((l.trim(), ""));
+            let (j, s) = id.split_once('.')?;
+            if j.parse::<u64>().ok()? != job {
+                return None;
+            }
+            Some((s.parse::<u64>().ok()?, name.trim().to_string()))
+        })
+        .collect()
+}
+
+/// Ports in LISTEN state in `/proc/net/tcp{,6}` text.
+fn parse_listening(text: &str) -> BTreeSet<u16> {
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 4 || f[3] != "0A" {
+                return None;
+            }
+            u16::from_str_radix(f[1].rsplit(':').next()?, 16).ok()
+        })
+        .collect()
+}
+
+/// The first IPv4 address a node name resolves to on this machine.
+async fn resolve_ipv4(node: &str) -> Result<String, ExecError> {
+    let failed = |detail: String| ExecError::Node {
+        node: node.to_string(),
+        detail,
+    };
+    tokio::net::lookup_host((node, 0))
+        .await
+        .map_err(|e| {
+            failed(format!(
+                "cannot resolve node {node}: {e}; set network_interface in the cluster profile"
+            ))
+        })?
+        .find(std::net::SocketAddr::is_ipv4)
+        .map(|a| a.ip().to_string())
+        .ok_or_else(|| {
+            failed(format!(
+                "node {node} has no IPv4 address; set network_interface in the cluster profile"
+            ))
+        })
+}
+
+/// Whether a scheduler command failed because the job is unknown (already purged).
+fn invalid_job(e: &ExecError) -> bool {
+    e.scheduler_words()
+        .is_some_and(|w| w.contains("Invalid job id"))
+}
+
+/// Wait for a step's `srun` client to exit (it does once its step is gone), then make
+/// sure. Killing the client is safe only now: a client killed while its step runs
+/// (whole process group, SIGKILL) would orphan the step.
+async fn end_client(c: &Client) {
+    let id = client_identity(c);
+    let deadline = Instant::now() + CLIENT_WAIT;
+    while process::liveness(&id) == Liveness::Alive && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if process::liveness(&id) == Liveness::Alive {
+        let _ = process::terminate(&id, Duration::from_secs(2)).await;
+    }
+}
+
+fn client_alive(c: &Client) -> bool {
+    process::liveness(&client_identity(c)) == Liveness::Alive
+}
+
+/// The recorded form of a step client's identity.
+fn client_of(id: ProcessIdentity) -> Client {
+    Client {
+        pid: id.pid,
+        start_time: id.start_time,
+        pgid: id.pgid,
+        host: id.host,
+        lease: id.lease,
+    }
+}
+
+/// The identity of a step's `srun` client on the submitting machine.
+fn client_identity(c: &Client) -> ProcessIdentity {
+    ProcessIdentity {
+        pid: c.pid,
+        pgid: c.pgid,
+        start_time: c.start_time,
+        host: c.host.clone(),
+        lease: c.lease.clone(),
+    }
+}
+
+/// Run a scheduler command with a timeout; its stdout, or an error carrying the
+/// scheduler's own words (stderr, then stdout, one line). The command runs under tokio
+/// (`tokio::process`): waiting for it never holds a runtime thread, and a command that
+/// does not answer within [`COMMAND_TIMEOUT`] is killed (dropping the child kills it).
+async fn run(program: &str, args: &[String]) -> Result<String, ExecError> {
+    let child = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|error| ExecError::SchedulerMissing {
+            program: program.to_string(),
+            error,
+        })?;
+    let out = match tokio::time::timeout(COMMAND_TIMEOUT, child.wait_with_output()).await {
+        Ok(Ok(out)) => out,
+        Ok(Err(e)) => {
+            return Err(ExecError::SchedulerFailed {
+                program: program.to_string(),
+                status: "failed".into(),
+                words: e.to_string(),
+            })
+        }
+        Err(_) => {
+            return Err(ExecError::SchedulerTimeout {
+                program: program.to_string(),
+                timeout: COMMAND_TIMEOUT,
+            })
+        }
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        return Ok(stdout);
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let words: Vec<&str> = stderr
+        .lines()
+        .chain(stdout.lines())
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let status = out
+        .status
+        .code()
+        .map(|c| format!("exit {c}"))
+        .unwrap_or_else(|| "killed".into());
+    let words = words.join("; ");
+    let program = program.to_string();
+    if unreachable(&words) {
+        return Err(ExecError::SchedulerUnreachable {
+            program,
+            status,
+            words,
+        });
+    }
+    Err(ExecError::SchedulerFailed {
+        program,
+        status,
+        words,
+    })
+}
+
+/// Whether a scheduler command's words say it never reached the scheduler: no
+/// configuration to find it, no munge daemon to sign the request, or no controller
+/// answering.
+fn unreachable(words: &str) -> bool {
+    const SIGNS: [&str; 6] = [
+        "Could not establish a configuration source",
+        "Munge encode failed",
+        "munge.socket",
+        "Protocol authentication error",
+        "Unable to contact slurm controller",
+        "Zero Bytes were transmitted or received",
+    ];
+    SIGNS.iter().any(|s| words.contains(s))
+}
+
+/// The name of a resource's step: `<deployment>.<address>`.
+pub fn step_name(deployment: &str, address: &str) -> String {
+    format!("{deployment}.{address}")
+}
+
+/// The GPUs per node as SLURM counts them: `G`, or `TYPE:G` for a GPU model.
+pub fn gpu_count(gpu_type: Option<&str>, gpus_per_node: u32) -> String {
+    match gpu_type {
+        Some(t) => format!("{t}:{gpus_per_node}"),
+        None => gpus_per_node.to_string(),
+    }
+}
+
+/// `sbatch` arguments for the allocation; `gpus` is [`gpu_count`], `log` the batch
+/// script's output file.
+pub fn sbatch_args(
+    profile: &SlurmProfile,
+    deployment: &str,
+    nodes: usize,
+    gpus: &str,
+    log: &str,
+) -> Vec<String> {
+    let mut a = vec![
+        "--parsable".to_string(),
+        "--job-name".into(),
+        format!("srt-{deployment}"),
+        "--nodes".into(),
+        nodes.to_string(),
+    ];
+    match profile.gpu_request {
+        GpuRequest::Gres => a.extend(["--gres".to_string(), format!("gpu:{gpus}")]),
+        GpuRequest::GpusPerNode => a.extend(["--gpus-per-node".to_string(), gpus.to_string()]),
+        GpuRequest::None => {}
+    }
+    if let Some(p) = &profile.partition {
+        a.extend(["--partition".to_string(), p.clone()]);
+    }
+    if let Some(x) = &profile.account {
+        a.extend(["--account".to_string(), x.clone()]);
+    }
+    if let Some(t) = &profile.time_limit {
+        a.extend(["--time".to_string(), t.clone()]);
+    }
+    // The job only holds the nodes: no environment of srt's (it may hold tokens) is
+    // stored with it, and a failed node ends it instead of requeueing it elsewhere.
+    a.extend(["--export".to_string(), "NONE".into()]);
+    a.push("--no-requeue".into());
+    a.extend(["--output".to_string(), log.to_string()]);
+    a.extend(profile.sbatch_options.iter().cloned());
+    a.extend(["--wrap".to_string(), HOLD_SCRIPT.to_string()]);
+    a
+}
+
+/// `srun` arguments for a short probe step on one node.
+fn probe_args(job: u64, node: &str, name: &str, argv: &[String]) -> Vec<String> {
+    let mut a = step_placement(&job.to_string(), node, name);
+    a.push("--".into());
+    a.extend(argv.iter().cloned());
+    a
+}
+
+/// The `srun` arguments every step shares: one task of `job` on `node`, named `name`,
+/// beside the allocation's other steps.
+fn step_placement(job: &str, node: &str, name: &str) -> Vec<String> {
+    vec![
+        "--jobid".into(),
+        job.to_string(),
+        "--overlap".into(),
+        "--nodes".into(),
+        "1".into(),
+        "--ntasks".into(),
+        "1".into(),
+        "--nodelist".into(),
+        node.to_string(),
+        "--job-name".into(),
+        name.to_string(),
+    ]
+}
+
+/// `srun` arguments that run `argv` as step `name` of `job` on `node`; `image` is the
+/// container image when the profile's runtime runs containers.
+pub fn srun_args(
+    profile: &SlurmProfile,
+    job: &str,
+    node: &str,
+    name: &str,
+    image: Option<&str>,
+    argv: &[String],
+) -> Vec<String> {
+    let mut a = step_placement(job, node, name);
+    a.extend(["--export".to_string(), "ALL".to_string()]);
+    if let (ContainerRuntime::Pyxis, Some(image)) = (profile.container.runtime, image) {
+        a.extend(["--container-image".to_string(), image.to_string()]);
+        a.extend(profile.container.flags.iter().cloned());
+    }
+    a.extend(profile.srun_options.iter().cloned());
+    a.push("--".into());
+    a.extend(argv.iter().cloned());
+    a
+}
+
+/// The SLURM commands a launch plan runs as (`srt render --cluster FILE`): the
+/// allocation's `sbatch` and each process's `srun`, with `<job-id>`, `<nodeN-host>`
+/// and `<state-dir>` placeholders.
+pub fn render(plan: &LaunchPlan, profile: &SlurmProfile) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# SLURM commands (executor slurm)");
+    let _ = writeln!(out);
+    let _ = writeln!(out, "## allocation");
+    let gpus = gpu_count(
+        plan.gpu_type.as_deref(),
+        plan.nodes.first().map(|n| n.gpus).unwrap_or(0),
+    );
+    let log = format!("<state-dir>/{}/logs/allocation.log", plan.deployment);
+    let mut sbatch = vec!["sbatch".to_string()];
+    sbatch.extend(sbatch_args(
+        profile,
+        &plan.deployment,
+        plan.nodes.len(),
+        &gpus,
+        &log,
+    ));
+    write_lines(&mut out, &sbatch);
+    for p in &plan.processes {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "## {}", p.address);
+        let mut srun = vec!["srun".to_string()];
+        srun.extend(srun_args(
+            profile,
+            "<job-id>",
+            &format!("<node{}-host>", p.node),
+            &step_name(&plan.deployment, &p.address),
+            p.container_image.as_deref(),
+            &p.argv,
+        ));
+        write_lines(&mut out, &srun);
+    }
+    out
+}
+
+fn write_lines(out: &mut String, argv: &[String]) {
+    let lines = command_lines(argv);
+    let last = lines.len().saturating_sub(1);
+    for (i, line) in lines.iter().enumerate() {
+        let indent = if i == 0 { "  " } else { "    " };
+        let cont = if i < last { " \\" } else { "" };
+        let _ = writeln!(out, "{indent}{line}{cont}");
+    }
+}
+
+impl Executor for SlurmExecutor {
+    fn bindings(&self) -> Bindings {
+        Bindings {
+            node_ips: self
+                .facts
+                .read()
+                .expect("facts lock")
+                .as_ref()
+                .map(|f| f.ips.clone())
+                .unwrap_or_default(),
+            run_dir: self.dir.join("run").display().to_string(),
+        }
+    }
+
+    fn host_layout(&self) -> HostLayout {
+        HostLayout::Distinct
+    }
+
+    fn execution(&self) -> Value {
+        let container = match self.profile.container.runtime {
+            ContainerRuntime::Pyxis if !self.simulate => {
+                json!({ "runtime": "pyxis", "flags": self.profile.container.flags })
+            }
+            _ => Value::Null,
+        };
+        json!({
+            "executor": "slurm",
+            "simulate": self.simulate,
+            "container": container,
+            "srun_options": self.profile.srun_options,
+            "visible_devices_env": self.profile.visible_devices_env,
+        })
+    }
+
+    fn allocation(&self) -> Option<Value> {
+        let gpu_request = self.profile.gpu_request.name();
+        Some(json!({
+            "adopt_job_id": self.adopt,
+            "nodes": self.nodes,
+            "gpus_per_node": self.gpus_per_node,
+            "gpu_type": self.gpu_type,
+            "gpu_request": gpu_request,
+            "partition": self.profile.partition,
+            "account": self.profile.account,
+            "time_limit": self.profile.time_limit,
+            "sbatch_options": self.profile.sbatch_options,
+            "network_interface": self.profile.network_interface,
+        }))
+    }
+
+    fn allocate<'a>(
+        &'a self,
+        submitted: OnSubmitted<'a>,
+    ) -> BoxFuture<'a, Result<Started, ExecError>> {
+        Box::pin(async move {
+            let (job, adopted) = match self.adopt {
+                Some(job) => (job, true),
+                None => (self.submit().await?, false),
+            };
+            let base = Runtime::Slurm {
+                job_id: job,
+                step_id: None,
+                step_name: None,
+                nodes: Vec::new(),
+                node_ips: Vec::new(),
+                adopted,
+                client: None,
+            };
+            let result: Result<(Vec<String>, Vec<String>), ExecError> = async {
+                submitted(&base)?;
+                if !adopted {
+                    self.wait_running(job).await?;
+                }
+                let nodes = self.job_nodes(job).await.map_err(|e| {
+                    if adopted {
+                        ExecError::Adopted {
+                            job,
+                            cause: Box::new(e),
+                        }
+                    } else {
+                        e
+                    }
+                })?;
+                let ips = self.probe_nodes(job, &nodes).await?;
+                Ok((nodes, ips))
+            }
+            .await;
+            let (nodes, ips) = match result {
+                Ok(x) => x,
+                Err(e) if !adopted => {
+                    return Err(match self.cancel_job(job).await {
+                        Ok(()) => ExecError::AllocationCancelled {
+                            job,
+                            cause: Box::new(e),
+                        },
+                        Err(c) => ExecError::AllocationLeft {
+                            cause: Box::new(e),
+                            cancel: Box::new(c),
+                        },
+                    })
+                }
+                Err(e) => return Err(e),
+            };
+            self.set_facts(Some(Facts {
+                job_id: job,
+                nodes: nodes.clone(),
+                ips: ips.clone(),
+                adopted,
+            }));
+            self.invalidate(job);
+            Ok(Started {
+                runtime: Runtime::Slurm {
+                    job_id: job,
+                    step_id: None,
+                    step_name: None,
+                    nodes,
+                    node_ips: ips,
+                    adopted,
+                    client: None,
+                },
+                log_path: self.log_path("allocation"),
+            })
+        })
+    }
+
+    fn restore<'a>(&'a self, state: &'a State) -> BoxFuture<'a, Result<(), ExecError>> {
+        Box::pin(self.read_back(state))
+    }
+
+    fn start(&self, p: &LaunchProcess) -> Result<Started, ExecError> {
+        let facts = self.facts()?;
+        let node = facts
+            .nodes
+            .get(p.node)
+            .ok_or_else(|| ExecError::NoSuchNode {
+                address: p.address.clone(),
+                node: p.node,
+                nodes: facts.nodes.len(),
+            })?;
+        let bindings = self.bindings();
+        write_files(&bindings, p)?;
+        let argv: Vec<String> = p.argv.iter().map(|a| bindings.resolve(a)).collect();
+        let name = self.step_name(&p.address);
+        let image = p.container_image.as_deref();
+        let log_path = self.log_path(&p.address);
+        let mut spec = ProcessSpec::new("srun", &log_path);
+        spec.args = srun_args(
+            &self.profile,
+            &facts.job_id.to_string(),
+            node,
+            &name,
+            image,
+            &argv,
+        );
+        spec.env = p
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), bindings.resolve(v)))
+            .collect();
+        spec.env
+            .insert(DEPLOYMENT_MARKER.into(), self.deployment.clone());
+        spec.env.insert(RESOURCE_MARKER.into(), p.address.clone());
+        spec.env_remove = p.env_unset.clone();
+        spec.env_remove
+            .push(self.profile.visible_devices_env.clone());
+        let lease = super::local::lease_path(&self.dir, &p.address);
+        super::local::check_no_survivor(&lease, &p.address)?;
+        spec.lease = Some(lease);
+        let id = process::spawn_detached(&spec)?;
+        Ok(Started {
+            runtime: Runtime::Slurm {
+                job_id: facts.job_id,
+                step_id: None,
+                step_name: Some(name),
+                nodes: vec![node.clone()],
+                node_ips: Vec::new(),
+                adopted: false,
+                client: Some(client_of(id)),
+            },
+            log_path,
+        })
+    }
+
+    fn leases(&self) -> Vec<(String, ProcessIdentity)> {
+        super::local::signed_leases(&self.dir)
+    }
+
+    fn leased_runtime(&self, address: &str, id: ProcessIdentity) -> Option<Runtime> {
+        // Known once restore() read the allocation; without one there is no step.
+        self.facts.read().expect("facts lock").as_ref()?;
+        Some(self.step_runtime(address, id))
+    }
+
+    fn confirm<'a>(&'a self, started: &'a Started) -> BoxFuture<'a, Result<Runtime, ExecError>> {
+        Box::pin(async move {
+            let Runtime::Slurm {
+                job_id,
+                step_name: Some(name),
+                client,
+                ..
+            } = &started.runtime
+            else {
+                return Ok(started.runtime.clone());
+            };
+            let timeout = Duration::from_secs(self.profile.step_start_timeout_seconds);
+            let deadline = Instant::now() + timeout;
+            let mut interval = Duration::from_millis(30);
+            let tail = || {
+                process::tail_file(&started.log_path, 10)
+                    .map(|t| {
+                        format!(
+                            "\n--- last lines of {} ---\n{}",
+                            started.log_path.display(),
+                            t.trim_end()
+                        )
+                    })
+                    .unwrap_or_default()
+            };
+            let mut last_error = String::new();
+            loop {
+                match self.snapshot(*job_id, true).await {
+                    Ok(snap) => {
+                        if let Some(id) = snap.step_by_name(name) {
+                            let mut runtime = started.runtime.clone();
+                            if let Runtime::Slurm { step_id, .. } = &mut runtime {
+                                *step_id = Some(id);
+                            }
+                            return Ok(runtime);
+                        }
+                        if snap.state.as_deref() != Some("RUNNING") {
+                            return Err(ExecError::JobGone {
+                                job: *job_id,
+                                tail: tail(),
+                            });
+                        }
+                    }
+                    Err(e) => last_error = format!(" (last scheduler error: {e})"),
+                }
+                if let Some(c) = client {
+                    if !client_alive(c) {
+                        return Err(ExecError::StepEnded {
+                            name: name.clone(),
+                            tail: tail(),
+                        });
+                    }
+                }
+                if Instant::now() >= deadline {
+                    if let Some(c) = client {
+                        end_client(c).await;
+                    }
+                    return Err(ExecError::StepNotStarted {
+                        name: name.clone(),
+                        timeout,
+                        last_error,
+                        tail: tail(),
+                    });
+                }
+                tokio::time::sleep(interval).await;
+                interval = interval.mul_f32(1.5).min(Duration::from_millis(500));
+            }
+        })
+    }
+
+    fn observe<'a>(&'a self, runtime: &'a Runtime) -> BoxFuture<'a, Observation> {
+        Box::pin(self.look(runtime))
+    }
+
+    fn stop<'a>(&'a self, runtime: &'a Runtime) -> BoxFuture<'a, Result<(), ExecError>> {
+        Box::pin(async move {
+            match runtime {
+                Runtime::Local { .. } => {
+                    let id = super::local_identity(runtime).expect("a local runtime");
+                    let grace = Duration::from_secs(self.profile.stop_grace_seconds);
+                    process::terminate(&id, grace)
+                        .await
+                        .map(|_| ())
+                        .map_err(ExecError::from)
+                }
+                Runtime::Slurm {
+                    job_id,
+                    step_name: None,
+                    adopted,
+                    ..
+                } => {
+                    let ours = self
+                        .facts
+                        .read()
+                        .expect("facts lock")
+                        .as_ref()
+                        .is_some_and(|f| f.job_id == *job_id);
+                    if ours {
+                        self.set_facts(None);
+                    }
+                    if *adopted {
+                        // Never cancel an allocation srt did not submit.
+                        return Ok(());
+                    }
+                    self.cancel_job(*job_id).await
+                }
+                Runtime::Slurm {
+                    job_id,
+                    step_id,
+                    step_name: Some(name),
+                    client,
+                    ..
+                } => {
+                    self.stop_step(*job_id, *step_id, name, client.as_ref())
+                        .await
+                }
+            }
+        })
+    }
+
+    fn check_ports<'a>(&'a self, p: &'a LaunchProcess) -> BoxFuture<'a, Result<(), ExecError>> {
+        Box::pin(async move {
+            let facts = self.facts()?;
+            let node = facts
+                .nodes
+                .get(p.node)
+                .ok_or_else(|| ExecError::NoSuchNode {
+                    address: p.address.clone(),
+                    node: p.node,
+                    nodes: facts.nodes.len(),
+                })?;
+            let listening = self.listening_ports(facts.job_id, node).await?;
+            for (kind, block) in &p.ports {
+                for i in 0..block.count {
+                    let port = block.base + i;
+                    if listening.contains(&port) {
+                        return Err(ExecError::port_taken(
+                            port,
+                            kind,
+                            &p.address,
+                            format!("on node {node}"),
+                        ));
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn log_tail(&self, address: &str, lines: usize) -> Option<String> {
+        process::tail_file(&self.log_path(address), lines).ok()
+    }
+
+    /// Rewrite the process's files (on the shared run directory) and signal its step
+    /// with SIGHUP through the scheduler.
+    fn reload<'a>(
+        &'a self,
+        runtime: &'a Runtime,
+        p: &'a LaunchProcess,
+    ) -> BoxFuture<'a, Result<(), ExecError>> {
+        Box::pin(async move {
+            let not_running = || ExecError::NotRunning {
+                address: p.address.clone(),
+            };
+            let Runtime::Slurm {
+                job_id,
+                step_name: Some(name),
+                step_id,
+                ..
+            } = runtime
+            else {
+                return Err(not_running());
+            };
+            let live = job_steps(*job_id).await?;
+            let step = match step_id {
+                Some(id) => live.iter().any(|(s, _)| s == id).then_some(*id),
+                None => live
+                    .iter()
+                    .filter(|(_, n)| n == name)
+                    .map(|(id, _)| *id)
+                    .max(),
+            }
+            .ok_or_else(not_running)?;
+            write_files(&self.bindings(), p)?;
+            run(
+                "scancel",
+                &[
+                    "--ctld".into(),
+                    "--signal=HUP".into(),
+                    format!("{job_id}.{step}"),
+                ],
+            )
+            .await?;
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scheduler_that_is_down_is_told_from_a_refused_job() {
+        // What sbatch 24.11 printed here: no slurm.conf yet; munged stopped; slurmctld
+        // stopped.
+        for words in [
+            "sbatch: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host; sbatch: error: fetch_config: DNS SRV lookup failed; sbatch: error: _establish_config_source: failed to fetch config; sbatch: fatal: Could not establish a configuration source",
+            "sbatch: error: If munged is up, restart with --num-threads=10; sbatch: error: Munge encode failed: Failed to access \"/run/munge/munge.socket.2\": No such file or directory (Did you start munged?); sbatch: error: slurm_send_node_msg: auth_g_create: REQUEST_SUBMIT_BATCH_JOB has authentication error; sbatch: error: Batch job submission failed: Protocol authentication error",
+            "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)",
+        ] {
+            assert!(unreachable(words), "{words}");
+        }
+        for words in [
+            "sbatch: error: Batch job submission failed: Requested node configuration is not available",
+            "sbatch: error: invalid partition specified: gpu",
+        ] {
+            assert!(!unreachable(words), "{words}");
+        }
+    }
+
+    /// A relative `--state-dir` still gives programs absolute paths: nginx resolves a
+    /// relative `-c` against its own prefix, and steps start in the job's directory.
+    #[test]
+    fn a_relative_state_dir_binds_an_absolute_run_dir() {
+        let exec = SlurmExecutor::new(
+            SlurmProfile::default(),
+            "d",
+            Path::new(".srt/d"),
+            1,
+            1,
+            true,
+            None,
+        );
+        let conf = exec.bindings().resolve("<run-dir>/nginx.conf");
+        assert!(Path::new(&conf).is_absolute(), "{conf}");
+        assert!(conf.ends_with(".srt/d/run/nginx.conf"), "{conf}");
+    }
+
+    #[test]
+    fn steps_parse_skips_batch_and_other_jobs() {
+        let out = "12.0 d.router[0]\n12.batch batch\n12.3 d.worker.agg[0].node[0]\n13.1 x\n12.extern extern\n";
+        assert_eq!(
+            parse_steps(12, out),
+            vec![
+                (0, "d.router[0]".to_string()),
+                (3, "d.worker.agg[0].node[0]".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn listening_ports_parse() {
+        let text = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 00000000:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1\n   1: 0B004D0A:17D4 0C004D0A:9C40 01 00000000:00000000 00:00000000 00000000     0        0 2\n   0: 00000000000000000000000000000000:1770 00000000000000000000000000000000:0000 0A 0\n";
+        assert_eq!(parse_listening(text), BTreeSet::from([8000, 6000]));
+    }
+
+    #[test]
+    fn sbatch_and_srun_lines() {
+        let mut profile = SlurmProfile {
+            partition: Some("gpu".into()),
+            time_limit: Some("1:00:00".into()),
+            sbatch_options: vec!["--exclusive".into()],
+            srun_options: vec!["--cpus-per-task=4".into()],
+            ..Default::default()
+        };
+        let a = sbatch_args(&profile, "d", 2, "4", "/s/d/logs/allocation.log");
+        assert_eq!(
+            a.join(" "),
+            "--parsable --job-name srt-d --nodes 2 --gres gpu:4 --partition gpu --time 1:00:00 \
+             --export NONE --no-requeue --output /s/d/logs/allocation.log --exclusive \
+             --wrap exec sleep infinity"
+        );
+        let argv = vec!["vllm".to_string(), "serve".into()];
+        let s = srun_args(&profile, "7", "n2", "d.router[0]", Some("img"), &argv);
+        assert_eq!(
+            s.join(" "),
+            "--jobid 7 --overlap --nodes 1 --ntasks 1 --nodelist n2 --job-name d.router[0] \
+             --export ALL --cpus-per-task=4 -- vllm serve"
+        );
+        profile.container.runtime = ContainerRuntime::Pyxis;
+        profile.container.flags = vec!["--container-mounts=/m:/m".into()];
+        let s = srun_args(
+            &profile,
+            "7",
+            "n2",
+            "d.router[0]",
+            Some("nvcr.io/x:1"),
+            &argv,
+        );
+        assert!(
+            s.join(" ").contains(
+                "--export ALL --container-image nvcr.io/x:1 --container-mounts=/m:/m --cpus-per-task=4 -- vllm"
+            ),
+            "{s:?}"
+        );
+        let s = srun_args(&profile, "7", "n2", "d.router[0]", None, &argv);
+        assert!(!s.iter().any(|x| x.starts_with("--container")), "{s:?}");
+        profile.gpu_request = GpuRequest::GpusPerNode;
+        assert!(sbatch_args(&profile, "d", 1, &gpu_count(None, 8), "l")
+            .join(" ")
+            .contains("--gpus-per-node 8"));
+        assert!(
+            sbatch_args(&profile, "d", 1, &gpu_count(Some("h100"), 8), "l")
+                .join(" ")
+                .contains("--gpus-per-node h100:8")
+        );
+        profile.gpu_request = GpuRequest::Gres;
+        assert!(
+            sbatch_args(&profile, "d", 1, &gpu_count(Some("h100"), 8), "l")
+                .join(" ")
+                .contains("--gres gpu:h100:8")
+        );
+        profile.gpu_request = GpuRequest::None;
+        assert!(!sbatch_args(&profile, "d", 1, &gpu_count(None, 8), "l")
+            .join(" ")
+            .contains("--g"));
+    }
+}

@@ -1,0 +1,259 @@
+//! Frontends: what sits on the public port in front of the workers.
+//!
+//! [`Frontend`] is the seam; each frontend type is one implementation registered in
+//! [`FRONTENDS`], in its own folder (its code, its flag catalog). Frontends own their
+//! command lines, their recipe rules, their layout and their readiness probes; core
+//! code never compares a frontend name. A frontend sees the assembly only through
+//! [`BuildContext`], and the workers through the [`crate::launch::WorkerInfo`] the
+//! engine put on them.
+
+pub(crate) mod nginx;
+mod sglang_router;
+mod vllm_router;
+
+use crate::catalog::Catalog;
+use crate::engine::{ConnectorChoice, WorkerFeature};
+use crate::launch::{BuildContext, Gate, LaunchProcess, Membership};
+use crate::ports::{PortBlock, FRONTEND_INTERNAL, PUBLIC, ROUTER_METRICS};
+use crate::recipe::diag::Problem;
+use crate::recipe::{Placement, Recipe, RoleKind};
+use crate::topology::Topology;
+use futures::future::BoxFuture;
+use miette::SourceSpan;
+use std::collections::BTreeMap;
+
+/// Where frontend processes run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// nginx on this node, in front of every Router.
+    pub nginx_node: Option<usize>,
+    /// The Router processes.
+    pub routers: Vec<RouterSlot>,
+}
+
+/// One Router process's place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RouterSlot {
+    /// Node index.
+    pub node: usize,
+    /// True when it listens on an internal port behind nginx.
+    pub behind_nginx: bool,
+}
+
+impl Layout {
+    /// The node whose public port clients use.
+    pub fn public_node(&self) -> usize {
+        self.nginx_node.unwrap_or(self.routers[0].node)
+    }
+}
+
+/// What a frontend adds to the launch plan.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FrontendParts {
+    /// Router / nginx processes.
+    pub processes: Vec<LaunchProcess>,
+    /// Readiness gates, in order.
+    pub gates: Vec<Gate>,
+    /// The workers each Router routes to (none in discovery mode).
+    pub memberships: Vec<Membership>,
+    /// The URL clients use.
+    pub public_url: String,
+    /// What the frontend decided that the recipe did not say, as located warnings
+    /// (e.g. a flag it left out, and why).
+    pub warnings: Vec<Problem>,
+}
+
+/// A feature the frontend needs the workers of one role to serve, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FeatureNeed {
+    /// The role whose workers must serve it.
+    pub role: RoleKind,
+    /// The feature.
+    pub feature: WorkerFeature,
+    /// What asks for it (the policy value, or the frontend key when defaulted).
+    pub span: SourceSpan,
+    /// The label under `span`.
+    pub label: String,
+    /// Who needs it: "the Router's `policy: cache_aware`".
+    pub who: String,
+    /// What it asks the workers, and what for: "POST /v1/completions/render for every
+    /// request (the prompt's tokens, to route on)".
+    pub what: String,
+    /// What the recipe can do instead, when the engine cannot serve it.
+    pub alternative: String,
+    /// Whether the frontend cannot do its job without it (the recipe is refused when
+    /// the engine cannot serve it); otherwise it works less well (a warning).
+    pub required: bool,
+}
+
+/// A frontend type.
+pub trait Frontend: Sync {
+    /// `frontend.type` value.
+    fn name(&self) -> &'static str;
+    /// Program run when `frontend.binary` is not set.
+    fn default_binary(&self) -> &'static str;
+    /// How to get [`Frontend::default_binary`] when it is not on this machine's `PATH`:
+    /// named when a plan would start it and cannot find it.
+    fn install_hint(&self) -> &'static str;
+    /// The flag catalog of the program it runs, which `frontend.args` are checked
+    /// against.
+    fn catalog(&self) -> &'static Catalog;
+    /// Who sets a flag the frontend derives, or `None` when a recipe may set it.
+    fn managed_by(&self, flag: &str) -> Option<&'static str>;
+    /// Whether it can discover workers that register themselves (discovery connectors).
+    fn supports_discovery(&self) -> bool {
+        false
+    }
+    /// Where it listens for worker registrations in `layout`: (node, port).
+    fn discovery_listener(&self, layout: &Layout) -> Option<(usize, u16)> {
+        let _ = layout;
+        None
+    }
+    /// What the frontend needs each role's workers to serve besides completions; the
+    /// engine renders the flags for it or refuses the combination.
+    fn worker_features(&self, recipe: &Recipe) -> Vec<FeatureNeed> {
+        let _ = recipe;
+        Vec::new()
+    }
+    /// Frontend rules on the recipe.
+    fn validate(
+        &self,
+        recipe: &Recipe,
+        connectors: &[ConnectorChoice],
+        problems: &mut Vec<Problem>,
+    );
+    /// Where its processes run.
+    fn layout(&self, recipe: &Recipe, topology: &Topology) -> Layout {
+        default_layout(recipe, topology)
+    }
+    /// Its admin API, when srt can change a running Router's workers through it.
+    fn admin(&self) -> Option<&'static dyn Admin> {
+        None
+    }
+    /// Its processes and readiness gates, given the workers.
+    fn build(
+        &self,
+        ctx: &mut BuildContext<'_>,
+        recipe: &Recipe,
+        layout: &Layout,
+        workers: &[LaunchProcess],
+        connectors: &[ConnectorChoice],
+    ) -> Result<FrontendParts, Problem>;
+}
+
+/// A running Router's worker list, through its admin API: what apply uses to add a
+/// worker once it is healthy and to take one out before it stops, and refresh to see
+/// what a Router routes to. URLs are the base URLs srt gives (a Router that expands
+/// data-parallel ranks into `URL@rank` entries lists them folded back).
+pub trait Admin: Sync {
+    /// The worker URLs the Router at `router` routes to now, sorted.
+    fn list<'a>(
+        &'a self,
+        http: &'a reqwest::Client,
+        router: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, String>>;
+    /// Add `worker` (already healthy); adding a present worker succeeds.
+    fn add<'a>(
+        &'a self,
+        http: &'a reqwest::Client,
+        router: &'a str,
+        worker: &'a str,
+    ) -> BoxFuture<'a, Result<(), String>>;
+    /// Take `worker` out: no new request goes to it, requests in flight finish. Removing
+    /// an absent worker succeeds.
+    fn remove<'a>(
+        &'a self,
+        http: &'a reqwest::Client,
+        router: &'a str,
+        worker: &'a str,
+    ) -> BoxFuture<'a, Result<(), String>>;
+    /// Whether the Router answers at all (it has bound its port).
+    fn live<'a>(&'a self, http: &'a reqwest::Client, router: &'a str) -> BoxFuture<'a, bool>;
+}
+
+/// Every frontend srt knows.
+pub const FRONTENDS: &[&dyn Frontend] = &[&vllm_router::VllmRouter, &sglang_router::SglangRouter];
+
+/// Look a frontend up by `frontend.type`.
+pub fn lookup(name: &str) -> Option<&'static dyn Frontend> {
+    FRONTENDS.iter().copied().find(|f| f.name() == name)
+}
+
+/// The ports of a Router in `slot`, leased to `address`: the public port, or an
+/// internal one behind nginx, and its own metrics port (every Router on a host needs its
+/// own: a taken one makes it exit). Returns them with the port it listens on and the
+/// metrics port.
+pub fn router_ports(
+    ctx: &mut BuildContext<'_>,
+    fe: &crate::recipe::Frontend,
+    slot: RouterSlot,
+    address: &str,
+) -> Result<(BTreeMap<String, PortBlock>, u16, u16), Problem> {
+    let port_problem = |e: crate::ports::PortError| {
+        Problem::new("srt::recipe::ports", fe.span, e.to_string())
+            .label("while allocating frontend ports")
+    };
+    let mut ports = BTreeMap::new();
+    let port = if slot.behind_nginx {
+        let b = ctx
+            .allocate(&FRONTEND_INTERNAL, slot.node, 1, address)
+            .map_err(port_problem)?;
+        ports.insert(FRONTEND_INTERNAL.name.to_string(), b);
+        b.base
+    } else {
+        let public = PortBlock {
+            base: fe.port.value,
+            count: 1,
+        };
+        ports.insert(PUBLIC.to_string(), public);
+        fe.port.value
+    };
+    let metrics = ctx
+        .allocate(&ROUTER_METRICS, slot.node, 1, address)
+        .map_err(port_problem)?;
+    ports.insert(ROUTER_METRICS.name.to_string(), metrics);
+    Ok((ports, port, metrics.base))
+}
+
+/// srtctl's layout: with one worker node, or `enable_multiple_frontends: false`, one
+/// frontend on the placed node; otherwise nginx on the head and
+/// `min(num_additional_frontends + 1, worker nodes - 1)` Routers on the other nodes.
+pub fn default_layout(recipe: &Recipe, topology: &Topology) -> Layout {
+    let fe = &recipe.frontend;
+    let mut worker_nodes: Vec<usize> = topology
+        .endpoints
+        .iter()
+        .flat_map(|e| e.nodes.iter().copied())
+        .collect();
+    worker_nodes.sort_unstable();
+    worker_nodes.dedup();
+    if fe.enable_multiple_frontends.value && worker_nodes.len() > 1 {
+        let head = worker_nodes[0];
+        let count = (fe.num_additional_frontends.value as usize + 1).min(worker_nodes.len() - 1);
+        return Layout {
+            nginx_node: Some(head),
+            routers: worker_nodes[1..=count]
+                .iter()
+                .map(|&node| RouterSlot {
+                    node,
+                    behind_nginx: true,
+                })
+                .collect(),
+        };
+    }
+    let node = match fe.orchestrator_placement.value {
+        Placement::Head => 0,
+        Placement::FirstDecode => topology
+            .role(RoleKind::Decode)
+            .map(super::topology::Endpoint::leader)
+            .next()
+            .unwrap_or(0),
+    };
+    Layout {
+        nginx_node: None,
+        routers: vec![RouterSlot {
+            node,
+            behind_nginx: false,
+        }],
+    }
+}

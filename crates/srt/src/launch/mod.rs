@@ -1,0 +1,442 @@
+//! The launch plan: every process the deployment runs, with its node, devices, ports,
+//! environment and command line, plus the readiness gates, fully determined by the
+//! recipe and the node count.
+//!
+//! Values only known at apply time are symbolic placeholders ([`node_ip`], [`RUN_DIR`]),
+//! resolved by the executor through [`Bindings`]. This keeps the plan, its hashes and the
+//! golden files byte-identical on every host.
+
+mod context;
+pub mod render;
+
+pub use context::BuildContext;
+
+use crate::ports::PortBlock;
+use crate::recipe::RoleKind;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Version of the JSON form of the launch plan (`srt render --json`).
+pub const FORMAT_VERSION: u32 = 3;
+
+/// Placeholder for the deployment's run directory (logs, generated config files).
+pub const RUN_DIR: &str = "<run-dir>";
+
+/// Placeholder for the IP of node `i`.
+pub fn node_ip(i: usize) -> String {
+    format!("<node{i}-ip>")
+}
+
+/// Symbolic name of node `i`.
+pub fn node_name(i: usize) -> String {
+    format!("node{i}")
+}
+
+/// How nodes map to hosts when allocating per-node ports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HostLayout {
+    /// Every node is its own host (a cluster).
+    #[default]
+    Distinct,
+    /// All nodes share one host (the local executor): per-node port kinds never repeat.
+    Shared,
+}
+
+impl HostLayout {
+    /// The host key of node `i`, which the port allocator counts on.
+    pub fn host(self, i: usize) -> String {
+        match self {
+            HostLayout::Distinct => node_name(i),
+            HostLayout::Shared => "localhost".to_string(),
+        }
+    }
+}
+
+/// Where discovery-connector workers register: the frontend's listener.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DiscoveryTarget {
+    /// The listening node's IP (placeholder).
+    pub ip: String,
+    /// The listener port.
+    pub port: u16,
+}
+
+/// Concrete values for the placeholders, provided by an executor at apply time.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Bindings {
+    /// IP of each node, by index.
+    pub node_ips: Vec<String>,
+    /// The run directory.
+    pub run_dir: String,
+}
+
+impl Bindings {
+    /// Replace every placeholder in `text`.
+    ///
+    /// One pass over the text: each `<nodeN-ip>` (N as [`node_ip`] writes it) with N
+    /// bound is replaced, anything else is kept. Trying every node's placeholder in turn
+    /// cost O(nodes) per string, and a Router's argv has a URL per worker.
+    pub fn resolve(&self, text: &str) -> String {
+        if !text.contains('<') {
+            return text.to_string();
+        }
+        let text = text.replace(RUN_DIR, &self.run_dir);
+        const OPEN: &str = "<node";
+        const CLOSE: &str = "-ip>";
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find(OPEN) {
+            out.push_str(&rest[..at]);
+            let after = &rest[at + OPEN.len()..];
+            let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+            let canonical = digits == 1 || (digits > 1 && !after.starts_with('0'));
+            let ip = (canonical && after[digits..].starts_with(CLOSE))
+                .then(|| after[..digits].parse::<usize>().ok())
+                .flatten()
+                .and_then(|i| self.node_ips.get(i));
+            match ip {
+                Some(ip) => {
+                    out.push_str(ip);
+                    rest = &after[digits + CLOSE.len()..];
+                }
+                None => {
+                    out.push_str(OPEN);
+                    rest = after;
+                }
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+}
+
+/// The launch plan.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LaunchPlan {
+    /// JSON format version.
+    pub format_version: u32,
+    /// Deployment name.
+    pub deployment: String,
+    /// Engine type (`engine.type`).
+    pub engine: String,
+    /// Frontend type.
+    pub frontend: String,
+    /// Served model name.
+    pub served_model_name: String,
+    /// srtctl's precision label, shown for reference (not passed to vLLM).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub precision: Option<String>,
+    /// GPU model the nodes need, when the recipe names one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_type: Option<String>,
+    /// Nodes, symbolic.
+    pub nodes: Vec<NodeSlot>,
+    /// Every process, in launch order (workers, then frontends).
+    pub processes: Vec<LaunchProcess>,
+    /// Readiness gates and the smoke check, in order.
+    pub gates: Vec<Gate>,
+    /// The workers each Router routes to (absent from the JSON when none: discovery).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub memberships: Vec<Membership>,
+    /// How apply replaces workers while the deployment serves.
+    pub rollout: RolloutPlan,
+    /// The public URL clients use.
+    pub public_url: String,
+    /// Every port lease, for invariant checks and display.
+    pub leases: Vec<crate::ports::Lease>,
+    /// Variables the recipe marks sensitive (`sensitive_env`), on top of the default
+    /// list of [`crate::secrets`]; absent from the JSON when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sensitive_env: Vec<String>,
+    /// What srt noticed about the recipe and went on with (located warnings: a shape
+    /// vLLM is known to refuse, a setting nothing reads, a flag srt left out and why),
+    /// shown by `srt validate`, `render`, `plan` and `apply`; absent from the JSON when
+    /// empty, else `[{code, message, help}]`.
+    #[serde(
+        skip_serializing_if = "Vec::is_empty",
+        serialize_with = "serialize_warnings"
+    )]
+    pub warnings: Vec<crate::recipe::diag::Problem>,
+}
+
+fn serialize_warnings<S: serde::Serializer>(
+    warnings: &[crate::recipe::diag::Problem],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Warning<'a> {
+        code: &'a str,
+        message: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        help: Option<&'a str>,
+    }
+    s.collect_seq(warnings.iter().map(|w| Warning {
+        code: w.code,
+        message: &w.message,
+        help: w.help.as_deref(),
+    }))
+}
+
+impl LaunchPlan {
+    /// Whether the value of variable `name` is a secret in this plan: a default
+    /// sensitive name, or one the recipe marks.
+    pub fn is_sensitive(&self, name: &str) -> bool {
+        crate::secrets::is_sensitive(name) || self.sensitive_env.iter().any(|n| n == name)
+    }
+}
+
+/// How a Router learns the workers it routes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MembershipMode {
+    /// srt adds and removes them through the Router's admin API while it runs; the
+    /// Router starts with none, and a changed set never restarts it.
+    Managed,
+    /// They are on the Router's command line. srt can take one out through the admin
+    /// API (before stopping it) but not put one in: a changed set restarts the Router.
+    Static,
+    /// They register themselves with the Router (MoRI-IO over ZMQ) and cannot be taken
+    /// out: a stopped one stays routed until its registration expires.
+    Discovery,
+}
+
+/// The workers one Router routes to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Membership {
+    /// Address of the membership resource, `members.router[0]`.
+    pub address: String,
+    /// The Router process's address.
+    pub router: String,
+    /// The Router's base URL, for its admin API (placeholder IP).
+    pub admin_url: String,
+    /// Managed through the admin API, or on the command line.
+    pub mode: MembershipMode,
+    /// What the plan says about this membership's limit: why the Router restarts when
+    /// its workers change (static), or why a stopped worker stays routed for a while
+    /// (discovery).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The members, in the order the Router lists them.
+    pub members: Vec<Member>,
+}
+
+/// One worker of a [`Membership`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Member {
+    /// The worker process's address.
+    pub worker: String,
+    /// The URL the Router gets.
+    pub url: String,
+}
+
+/// The recipe's `rollout`, as apply uses it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RolloutPlan {
+    /// Workers of a role out of service at once.
+    pub max_unavailable: crate::recipe::Amount,
+    /// Seconds a worker taken out of its Routers may take to finish its requests.
+    pub drain_seconds: u64,
+}
+
+impl Default for RolloutPlan {
+    fn default() -> Self {
+        let r = crate::recipe::Rollout::default();
+        RolloutPlan {
+            max_unavailable: r.max_unavailable,
+            drain_seconds: r.drain_secs,
+        }
+    }
+}
+
+/// Address of the membership resource of Router `router`.
+pub fn membership_address(router: &str) -> String {
+    format!("members.{router}")
+}
+
+/// A node of the deployment.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NodeSlot {
+    /// Index.
+    pub index: usize,
+    /// Symbolic name (`node0`).
+    pub name: String,
+    /// IP placeholder.
+    pub ip: String,
+    /// GPUs on the node.
+    pub gpus: u32,
+}
+
+/// What a process is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcessKind {
+    /// An engine worker.
+    Worker,
+    /// A Router (or other frontend process).
+    Router,
+    /// nginx in front of several Routers.
+    Nginx,
+}
+
+impl ProcessKind {
+    /// Short name used as the resource kind.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProcessKind::Worker => "worker",
+            ProcessKind::Router => "router",
+            ProcessKind::Nginx => "nginx",
+        }
+    }
+}
+
+/// Worker-specific facts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WorkerInfo {
+    /// Role.
+    pub role: RoleKind,
+    /// Endpoint index within the role.
+    pub endpoint: u32,
+    /// Rank of this process's node within the endpoint.
+    pub node_rank: u32,
+    /// Base URL advertised to the frontend, if this process serves HTTP and is routable.
+    pub advertised_url: Option<String>,
+    /// DP ranks served behind this process's API (1 without DP).
+    pub local_dp: u32,
+    /// Port advertised after a prefill URL (the NIXL side channel of its first rank).
+    pub bootstrap_port: Option<u16>,
+}
+
+impl Serialize for RoleKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+/// One process.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LaunchProcess {
+    /// Stable address, e.g. `worker.prefill[0].node[0]`.
+    pub address: String,
+    /// Kind.
+    pub kind: ProcessKind,
+    /// Node index.
+    pub node: usize,
+    /// GPU indices on the node.
+    pub devices: Vec<u32>,
+    /// Ports by kind.
+    pub ports: BTreeMap<String, PortBlock>,
+    /// Environment set for the process (sorted).
+    pub env: BTreeMap<String, String>,
+    /// Variables removed from the inherited environment.
+    pub env_unset: Vec<String>,
+    /// argv, program first.
+    pub argv: Vec<String>,
+    /// Generated files the process reads (path -> content).
+    pub files: BTreeMap<String, String>,
+    /// Processes that must run before this one (their replacement replaces this one).
+    pub depends_on: Vec<String>,
+    /// Processes this one watches without waiting for them: their replacement replaces
+    /// this one (its hash covers theirs), but it starts alongside them because it waits
+    /// for them itself (a Router polls the workers it lists; nginx proxies to Routers).
+    pub watches: Vec<String>,
+    /// Worker facts, for workers.
+    pub worker: Option<WorkerInfo>,
+    /// Container image, when the executor runs containers.
+    pub container_image: Option<String>,
+}
+
+/// A readiness probe, in terms any frontend can state: the frontend that builds a gate
+/// chooses the request and what its answer must show; apply runs it without knowing
+/// which program answers.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Probe {
+    /// `GET <url><path>` must answer 2xx, for every URL.
+    Http {
+        /// Base URLs.
+        urls: Vec<String>,
+        /// Path, e.g. `/health` or `/readiness`.
+        path: String,
+    },
+    /// `GET <url><path>` must answer JSON whose counts reach their minimums, for every URL.
+    JsonCounts {
+        /// Base URLs.
+        urls: Vec<String>,
+        /// Path, e.g. `/workers`.
+        path: String,
+        /// The counts to reach.
+        counts: Vec<Count>,
+    },
+    /// A one-token completion through the public URL must succeed.
+    Completion {
+        /// Public base URL.
+        url: String,
+        /// Model name to request.
+        model: String,
+    },
+    /// The serving benchmark (run once per apply, not polled): see [`crate::bench`].
+    Benchmark(crate::bench::Spec),
+}
+
+/// One count a [`Probe::JsonCounts`] answer must reach: the sum of the integers at
+/// some JSON pointers (a missing one counts 0).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Count {
+    /// What is counted, for messages (`prefill workers`).
+    pub name: String,
+    /// JSON pointers (RFC 6901) whose integers are summed: `/stats/decode_count`.
+    pub pointers: Vec<String>,
+    /// The minimum.
+    pub at_least: u32,
+}
+
+/// A gate: a check re-run on every apply.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Gate {
+    /// Address, e.g. `gate.router`.
+    pub address: String,
+    /// What it proves.
+    pub description: String,
+    /// The probe.
+    pub probe: Probe,
+    /// Resources it probes (processes or earlier gates).
+    pub depends_on: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The former implementation: every bound placeholder replaced in turn.
+    fn resolve_each(b: &Bindings, text: &str) -> String {
+        let mut out = text.replace(RUN_DIR, &b.run_dir);
+        for (i, ip) in b.node_ips.iter().enumerate().rev() {
+            out = out.replace(&node_ip(i), ip);
+        }
+        out
+    }
+
+    #[test]
+    fn resolve_replaces_bound_placeholders_only() {
+        let b = Bindings {
+            node_ips: (0..12).map(|i| format!("10.0.0.{i}")).collect(),
+            run_dir: "/run/x".into(),
+        };
+        for text in [
+            "",
+            "plain",
+            "http://<node0-ip>:6100",
+            "<node11-ip>,<node1-ip>,<node10-ip>",
+            "<run-dir>/nginx.conf with <node3-ip>",
+            "<node12-ip> is not bound, <node-ip> <node01-ip> <node1-ip",
+            "<node<node2-ip>-ip> <<node5-ip>> <node99999999999999999999999-ip>",
+            "<nod <node7-ip><node7-ip>",
+        ] {
+            assert_eq!(b.resolve(text), resolve_each(&b, text), "{text}");
+        }
+        assert_eq!(
+            b.resolve("--prefill http://<node11-ip>:6100 5400"),
+            "--prefill http://10.0.0.11:6100 5400"
+        );
+    }
+}

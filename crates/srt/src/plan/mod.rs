@@ -1,0 +1,608 @@
+//! Plans: the desired resource graph diffed against the refreshed state.
+//!
+//! Every resource gets an action and every change a reason. Replacement cascades only
+//! through hashes (a dependency's spec changed, so the dependent's Merkle hash changed);
+//! drift, taint or a failed/interrupted launch replaces just that resource. Gates and the
+//! smoke check are re-checked on every apply.
+
+pub mod file;
+pub mod render;
+
+use crate::graph::{Kind, ResourceGraph};
+use crate::state::{ResourceState, State, Status};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Version of the JSON plan format (`srt plan --json`, saved plan files).
+pub const FORMAT_VERSION: u32 = 1;
+
+/// What apply will do to one resource.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// Nothing.
+    NoOp,
+    /// Start it.
+    Create,
+    /// Stop it, then start it again (destroy-before-create: ports are reused).
+    Replace,
+    /// Stop it and forget it.
+    Destroy,
+    /// Re-run the check (gates, smoke).
+    Check,
+    /// Change it while it keeps running: a Router's members through its admin API,
+    /// nginx's configuration by a reload.
+    Update,
+}
+
+impl Action {
+    /// Terraform-style symbol.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Action::NoOp => " ",
+            Action::Create => "+",
+            Action::Replace => "-/+",
+            Action::Destroy => "-",
+            Action::Check => "<=",
+            Action::Update => "~",
+        }
+    }
+
+    /// JSON `actions` array (a replace is delete then create).
+    pub fn steps(self) -> &'static [&'static str] {
+        match self {
+            Action::NoOp => &["no-op"],
+            Action::Create => &["create"],
+            Action::Replace => &["delete", "create"],
+            Action::Destroy => &["delete"],
+            Action::Check => &["read"],
+            Action::Update => &["update"],
+        }
+    }
+}
+
+/// Why a resource is replaced or destroyed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum Reason {
+    /// Its own spec changed in these fields.
+    SpecChanged {
+        /// Changed top-level fields (`argv`, `env.NAME`, `ports`, ...).
+        fields: Vec<String>,
+    },
+    /// These dependencies' hashes changed.
+    DependencyChanged {
+        /// Dependency addresses.
+        dependencies: Vec<String>,
+    },
+    /// The recorded process is no longer running (changed outside srt).
+    Drift {
+        /// What refresh observed.
+        detail: String,
+    },
+    /// Marked tainted.
+    Tainted,
+    /// The last attempt failed.
+    Failed {
+        /// The recorded error.
+        error: String,
+    },
+    /// An apply was interrupted while launching it.
+    Interrupted,
+    /// Requested with `--replace`.
+    Requested,
+    /// Not in the recipe any more.
+    NotInRecipe,
+    /// Dependencies changed that a running program cannot take in: it restarts.
+    MustRestart {
+        /// The dependencies.
+        dependencies: Vec<String>,
+        /// Why it cannot take them in while running.
+        why: String,
+    },
+}
+
+impl Reason {
+    /// One line for the human plan.
+    pub fn describe(&self) -> String {
+        match self {
+            Reason::SpecChanged { fields } => format!("its spec changed: {}", fields.join(", ")),
+            Reason::DependencyChanged { dependencies } => {
+                format!("dependencies changed: {}", dependencies.join(", "))
+            }
+            Reason::Drift { detail } => format!("drift: {detail}"),
+            Reason::Tainted => "it is tainted".into(),
+            Reason::Failed { error } => format!("its last launch failed: {error}"),
+            Reason::Interrupted => "an earlier apply was interrupted while launching it".into(),
+            Reason::Requested => "replacement was requested".into(),
+            Reason::NotInRecipe => "it is not in the recipe".into(),
+            Reason::MustRestart { dependencies, why } => format!(
+                "it must restart: {why} (dependencies changed: {})",
+                dependencies.join(", ")
+            ),
+        }
+    }
+}
+
+/// One planned change.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    /// Resource address.
+    pub address: String,
+    /// Resource kind.
+    pub kind: Kind,
+    /// Action.
+    pub action: Action,
+    /// Why (empty for create, no-op and check).
+    pub reasons: Vec<Reason>,
+    /// Hash before (from state).
+    pub before_hash: Option<String>,
+    /// Hash after (desired).
+    pub after_hash: Option<String>,
+    /// Command line before, for a word diff (processes replaced or destroyed only).
+    pub before_command: Option<String>,
+    /// Command line after (processes created or replaced only).
+    pub after_command: Option<String>,
+    /// For a membership created or updated: the workers added to and removed from its
+    /// Router.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub members: Option<MemberDiff>,
+    /// What this change costs that srt cannot avoid (a worker that registered itself
+    /// with its Router stays routed for a while after it stops).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// The workers a membership update adds and removes, as (URL, worker address).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberDiff {
+    /// Added to the Router.
+    pub added: Vec<(String, String)>,
+    /// Taken out of the Router.
+    pub removed: Vec<(String, String)>,
+}
+
+/// A drifted resource found by refresh.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Drift {
+    /// Address.
+    pub address: String,
+    /// What was observed.
+    pub detail: String,
+}
+
+/// A process srt started that no state record tracks, found through its lease file:
+/// left by an apply killed after the fork and before it recorded the launch, or still
+/// running after its record was removed. Apply and destroy stop it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Orphan {
+    /// The resource it was launched for.
+    pub address: String,
+    /// Its live processes when the plan was made.
+    pub pids: Vec<u32>,
+    /// How to stop it.
+    pub runtime: crate::state::Runtime,
+}
+
+/// The plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// JSON format version.
+    pub format_version: u32,
+    /// Deployment.
+    pub deployment: String,
+    /// State lineage the plan was made against.
+    pub lineage: String,
+    /// State serial the plan was made against.
+    pub serial: u64,
+    /// Hash of the recipe and options it was made from.
+    pub recipe_hash: String,
+    /// srt version.
+    pub srt_version: String,
+    /// Drift observed by refresh.
+    pub drift: Vec<Drift>,
+    /// Changes, desired resources in dependency order, then destroys.
+    pub changes: Vec<Change>,
+    /// Processes no record tracks, to stop (absent from the JSON when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub orphans: Vec<Orphan>,
+}
+
+/// Counts for the summary line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    /// To create.
+    pub create: usize,
+    /// To replace.
+    pub replace: usize,
+    /// To update in place.
+    pub update: usize,
+    /// To destroy.
+    pub destroy: usize,
+    /// Unchanged.
+    pub no_op: usize,
+    /// Checks.
+    pub check: usize,
+}
+
+impl Plan {
+    /// Counts by action.
+    pub fn summary(&self) -> Summary {
+        let mut s = Summary::default();
+        for c in &self.changes {
+            match c.action {
+                Action::Create => s.create += 1,
+                Action::Replace => s.replace += 1,
+                Action::Update => s.update += 1,
+                Action::Destroy => s.destroy += 1,
+                Action::NoOp => s.no_op += 1,
+                Action::Check => s.check += 1,
+            }
+        }
+        s
+    }
+
+    /// True when apply would start or stop something.
+    pub fn has_changes(&self) -> bool {
+        let s = self.summary();
+        s.create + s.replace + s.update + s.destroy > 0 || !self.orphans.is_empty()
+    }
+
+    /// The change for an address.
+    pub fn change(&self, address: &str) -> Option<&Change> {
+        self.changes.iter().find(|c| c.address == address)
+    }
+}
+
+/// What refresh saw of a recorded process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Observation {
+    /// Running as recorded.
+    Alive,
+    /// Gone (with a detail such as "process 123 exited").
+    Gone(String),
+}
+
+/// Options that change planning.
+#[derive(Clone, Debug, Default)]
+pub struct PlanOptions {
+    /// Addresses to replace even if unchanged.
+    pub replace: BTreeSet<String>,
+    /// Plan to destroy everything.
+    pub destroy: bool,
+}
+
+fn command_of(spec: &serde_json::Value) -> Option<String> {
+    let argv = spec.get("argv")?.as_array()?;
+    let argv: Vec<&str> = argv.iter().filter_map(|v| v.as_str()).collect();
+    Some(crate::launch::render::command_line(&argv))
+}
+
+/// Top-level fields that differ; `env` is reported per variable.
+fn changed_fields(before: &serde_json::Value, after: &serde_json::Value) -> Vec<String> {
+    let (Some(b), Some(a)) = (before.as_object(), after.as_object()) else {
+        return vec!["spec".into()];
+    };
+    let keys: BTreeSet<&String> = b.keys().chain(a.keys()).collect();
+    let mut out = Vec::new();
+    for k in keys {
+        let (bv, av) = (b.get(k), a.get(k));
+        if bv == av {
+            continue;
+        }
+        if k == "env" {
+            let empty = serde_json::Map::new();
+            let be = bv.and_then(|v| v.as_object()).unwrap_or(&empty);
+            let ae = av.and_then(|v| v.as_object()).unwrap_or(&empty);
+            let names: BTreeSet<&String> = be.keys().chain(ae.keys()).collect();
+            for n in names {
+                if be.get(n) != ae.get(n) {
+                    out.push(format!("env.{n}"));
+                }
+            }
+        } else {
+            out.push(k.clone());
+        }
+    }
+    out
+}
+
+/// Diff the desired graph against state and refresh observations.
+pub fn diff(
+    graph: &ResourceGraph,
+    state: &State,
+    observed: &BTreeMap<String, Observation>,
+    recipe_hash: &str,
+    options: &PlanOptions,
+) -> Plan {
+    let mut changes = Vec::with_capacity(graph.resources.len());
+    let mut drift = Vec::new();
+    for (address, obs) in observed {
+        if let Observation::Gone(detail) = obs {
+            drift.push(Drift {
+                address: address.clone(),
+                detail: detail.clone(),
+            });
+        }
+    }
+    if !options.destroy {
+        // Replaced resources whose dependents cannot outlive them (the allocation).
+        let mut replaced_hosts: BTreeSet<&str> = BTreeSet::new();
+        for r in &graph.resources {
+            let prior: Option<&ResourceState> = state.resources.get(&r.address);
+            // Command lines are rendered only for what is created or replaced (a plan
+            // shows them, a no-op does not), so only those carry them.
+            let mut change = Change {
+                address: r.address.clone(),
+                kind: r.kind,
+                action: Action::NoOp,
+                reasons: Vec::new(),
+                before_hash: prior.map(|p| p.hash.clone()),
+                after_hash: Some(r.hash.clone()),
+                before_command: None,
+                after_command: None,
+                members: None,
+                note: None,
+            };
+            let Some(prior) = prior else {
+                change.action = if r.kind.is_check() {
+                    Action::Check
+                } else {
+                    Action::Create
+                };
+                if r.kind.is_process() {
+                    change.after_command = command_of(&r.spec);
+                }
+                if r.kind == Kind::Membership {
+                    change.members = Some(member_diff(None, &r.spec));
+                }
+                changes.push(change);
+                continue;
+            };
+            if r.kind.is_check() {
+                change.action = Action::Check;
+                changes.push(change);
+                continue;
+            }
+            let mut reasons = Vec::new();
+            if prior.hash != r.hash {
+                let fields = changed_fields(&prior.spec, &r.spec);
+                let deps: Vec<String> = r
+                    .deps
+                    .iter()
+                    .filter(|d| {
+                        let now = graph.get(d).map(|x| x.hash.as_str());
+                        state.resources.get(*d).map(|s| s.hash.as_str()) != now
+                    })
+                    .cloned()
+                    .collect();
+                let dep_set_changed = prior.dependencies != r.deps;
+                if !fields.is_empty() {
+                    reasons.push(Reason::SpecChanged { fields });
+                }
+                if !deps.is_empty() {
+                    reasons.push(Reason::DependencyChanged { dependencies: deps });
+                } else if dep_set_changed || reasons.is_empty() {
+                    reasons.push(Reason::SpecChanged {
+                        fields: vec!["dependencies".into()],
+                    });
+                }
+            }
+            match prior.status {
+                Status::Tainted => reasons.push(Reason::Tainted),
+                Status::Failed => reasons.push(Reason::Failed {
+                    error: prior.error.clone().unwrap_or_default(),
+                }),
+                Status::Pending => reasons.push(Reason::Interrupted),
+                Status::Running => {}
+            }
+            if let Some(Observation::Gone(detail)) = observed.get(&r.address) {
+                reasons.push(Reason::Drift {
+                    detail: detail.clone(),
+                });
+            }
+            if options.replace.contains(&r.address) {
+                reasons.push(Reason::Requested);
+            }
+            let forced: Vec<String> = r
+                .deps
+                .iter()
+                .filter(|d| replaced_hosts.contains(d.as_str()))
+                .filter(|d| {
+                    !reasons.iter().any(|x| {
+                        matches!(x, Reason::DependencyChanged { dependencies } if dependencies.contains(d))
+                    })
+                })
+                .cloned()
+                .collect();
+            if !forced.is_empty() {
+                reasons.push(Reason::DependencyChanged {
+                    dependencies: forced,
+                });
+            }
+            if !reasons.is_empty() && r.kind.replaces_dependents() {
+                replaced_hosts.insert(&r.address);
+            }
+            if let Some(why) = &r.restart_note {
+                restart_reason(&mut reasons, why, graph);
+            }
+            if !reasons.is_empty() {
+                change.action = if in_place(r.kind, &reasons) {
+                    Action::Update
+                } else {
+                    Action::Replace
+                };
+                change.reasons = reasons;
+                if r.kind.is_process() {
+                    change.before_command = command_of(&prior.spec);
+                    change.after_command = command_of(&r.spec);
+                }
+                change.note = r.leave_note.clone();
+                if r.kind == Kind::Membership {
+                    // A replaced Router starts with no member: every one is added again.
+                    let restarted = change.reasons.iter().any(|x| {
+                        matches!(x, Reason::DependencyChanged { dependencies } if dependencies.iter().any(|d| graph.get(d).is_some_and(|g| g.kind == Kind::Router)))
+                    });
+                    let before = (!restarted).then_some(&prior.spec);
+                    change.members = Some(member_diff(before, &r.spec));
+                }
+            }
+            changes.push(change);
+        }
+    }
+    // Destroys: recorded resources not desired, dependents first.
+    let gone: Vec<&String> = state
+        .resources
+        .keys()
+        .filter(|a| options.destroy || graph.get(a).is_none())
+        .collect();
+    // Workers that registered themselves leave their Router only when the registration
+    // expires: said of a removed one too.
+    let discovery_note = graph.resources.iter().find_map(|r| r.leave_note.clone());
+    for address in destroy_order(state, &gone) {
+        let prior = &state.resources[&address];
+        let kind_is_process = prior.kind.is_process();
+        changes.push(Change {
+            address: address.clone(),
+            kind: prior.kind,
+            action: Action::Destroy,
+            reasons: vec![Reason::NotInRecipe],
+            before_hash: Some(prior.hash.clone()),
+            after_hash: None,
+            before_command: if kind_is_process {
+                command_of(&prior.spec)
+            } else {
+                None
+            },
+            after_command: None,
+            members: None,
+            note: (prior.kind == Kind::Worker)
+                .then(|| discovery_note.clone())
+                .flatten(),
+        });
+    }
+    if options.destroy {
+        for c in &mut changes {
+            c.reasons = Vec::new();
+        }
+    }
+    Plan {
+        format_version: FORMAT_VERSION,
+        deployment: state.deployment.clone(),
+        lineage: state.lineage.clone(),
+        serial: state.serial,
+        recipe_hash: recipe_hash.to_string(),
+        srt_version: env!("CARGO_PKG_VERSION").to_string(),
+        drift,
+        changes,
+        orphans: Vec::new(),
+    }
+}
+
+/// Whether a resource with these reasons changes in place: a membership always (its
+/// Router's worker list is edited, the Router keeps running); nginx when only its
+/// configuration changed (it is reloaded).
+fn in_place(kind: Kind, reasons: &[Reason]) -> bool {
+    match kind {
+        Kind::Membership => true,
+        Kind::Nginx => reasons.iter().all(
+            |r| matches!(r, Reason::SpecChanged { fields } if fields.iter().all(|f| f == "files")),
+        ),
+        _ => false,
+    }
+}
+
+/// A process that restarts because its worker dependencies changed, and cannot take
+/// them in while running: say so, rather than "dependencies changed".
+fn restart_reason(reasons: &mut [Reason], why: &str, graph: &ResourceGraph) {
+    for r in reasons.iter_mut() {
+        if let Reason::DependencyChanged { dependencies } = r {
+            let workers = dependencies
+                .iter()
+                .all(|d| graph.get(d).is_some_and(|g| g.kind == Kind::Worker));
+            if workers {
+                *r = Reason::MustRestart {
+                    dependencies: std::mem::take(dependencies),
+                    why: why.to_string(),
+                };
+            }
+        }
+    }
+}
+
+/// The members of a membership spec, as (URL, worker).
+pub fn members_of(spec: &serde_json::Value) -> Vec<(String, String)> {
+    spec["members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| {
+            Some((
+                m["url"].as_str()?.to_string(),
+                m["worker"].as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// What changes from the members of `before` (none: a Router with no member) to those
+/// of `after`.
+fn member_diff(before: Option<&serde_json::Value>, after: &serde_json::Value) -> MemberDiff {
+    let was: BTreeSet<(String, String)> = before
+        .map(members_of)
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let now: BTreeSet<(String, String)> = members_of(after).into_iter().collect();
+    MemberDiff {
+        added: now.difference(&was).cloned().collect(),
+        removed: was.difference(&now).cloned().collect(),
+    }
+}
+
+/// Recorded resources in an order where every dependent comes before its dependencies.
+pub fn destroy_order(state: &State, addresses: &[&String]) -> Vec<String> {
+    let wanted: BTreeSet<&str> = addresses.iter().map(|a| a.as_str()).collect();
+    // Kahn over the recorded (direct) dependencies, restricted to `wanted`, reversed.
+    let mut indegree: BTreeMap<&str, usize> = wanted.iter().map(|a| (*a, 0)).collect();
+    let mut dependents: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for a in &wanted {
+        for d in &state.resources[*a].dependencies {
+            if wanted.contains(d.as_str()) {
+                *indegree.get_mut(a).expect("wanted") += 1;
+                dependents.entry(d.as_str()).or_default().push(a);
+            }
+        }
+    }
+    let mut ready: Vec<&str> = indegree
+        .iter()
+        .filter(|(_, n)| **n == 0)
+        .map(|(a, _)| *a)
+        .collect();
+    ready.reverse();
+    let mut order = Vec::with_capacity(wanted.len());
+    while let Some(a) = ready.pop() {
+        order.push(a.to_string());
+        if let Some(ds) = dependents.get(a) {
+            for d in ds {
+                let n = indegree.get_mut(d).expect("wanted");
+                *n -= 1;
+                if *n == 0 {
+                    ready.push(d);
+                }
+            }
+        }
+    }
+    // Anything left is in a recorded cycle (should not happen); append it deterministically.
+    if order.len() < wanted.len() {
+        let placed: BTreeSet<&str> = order.iter().map(String::as_str).collect();
+        let left: Vec<String> = wanted
+            .iter()
+            .filter(|a| !placed.contains(*a))
+            .map(std::string::ToString::to_string)
+            .collect();
+        order.extend(left);
+    }
+    order.reverse();
+    order
+}

@@ -1,0 +1,379 @@
+//! Human plan output: Terraform-style symbols, a reason per change, a word-level diff of
+//! changed command lines, and the summary line. No colour, stable order.
+
+use super::{Action, Plan};
+use similar::{ChangeTag, TextDiff};
+use std::fmt::Write;
+
+/// A word-level diff: removed words as `[-old-]`, added as `{+new+}`. Consecutive
+/// words of one kind share one marker (`{+--max-model-len 1024+}`), with the spaces
+/// around the run left outside it.
+pub fn word_diff(before: &str, after: &str) -> String {
+    let diff = TextDiff::from_words(before, after);
+    let mut out = String::new();
+    let mut run: Option<(ChangeTag, String)> = None;
+    let flush = |out: &mut String, run: Option<(ChangeTag, String)>| {
+        let Some((tag, text)) = run else { return };
+        let body = text.trim();
+        let lead = &text[..text.len() - text.trim_start().len()];
+        let trail = &text[text.trim_end().len()..];
+        match tag {
+            ChangeTag::Equal => out.push_str(&text),
+            _ if body.is_empty() => out.push_str(&text),
+            ChangeTag::Delete => {
+                let _ = write!(out, "{lead}[-{body}-]{trail}");
+            }
+            ChangeTag::Insert => {
+                let _ = write!(out, "{lead}{{+{body}+}}{trail}");
+            }
+        }
+    };
+    for change in diff.iter_all_changes() {
+        let tag = change.tag();
+        match &mut run {
+            Some((t, text)) if *t == tag => text.push_str(change.value()),
+            _ => {
+                flush(&mut out, run.take());
+                run = Some((tag, change.value().to_string()));
+            }
+        }
+    }
+    flush(&mut out, run);
+    out
+}
+
+fn verb(action: Action) -> &'static str {
+    match action {
+        Action::Create => "will be created",
+        Action::Replace => "will be replaced",
+        Action::Destroy => "will be destroyed",
+        Action::Check => "will be checked",
+        Action::Update => "will be updated in-place",
+        Action::NoOp => "is up to date",
+    }
+}
+
+/// The plan as text.
+pub fn render(plan: &Plan) -> String {
+    let mut out = String::new();
+    if !plan.drift.is_empty() {
+        out.push_str("Note: objects changed outside srt:\n\n");
+        for d in &plan.drift {
+            let _ = writeln!(out, "  ~ {}: {}", d.address, d.detail);
+        }
+        out.push('\n');
+    }
+    if !plan.orphans.is_empty() {
+        out.push_str(
+            "Note: processes srt started that no record tracks (left by an interrupted srt); apply and destroy stop them:\n\n",
+        );
+        for o in &plan.orphans {
+            let _ = writeln!(out, "  ! {}: pid {}", o.address, pids(&o.pids));
+        }
+        out.push('\n');
+    }
+    let s = plan.summary();
+    if !plan.has_changes() {
+        out.push_str("No changes. The deployment matches the recipe.\n");
+        if s.check > 0 {
+            let _ = writeln!(out, "Apply would re-check {} gate(s).", s.check);
+        }
+        return out;
+    }
+    let present: Vec<Action> = [
+        Action::Create,
+        Action::Update,
+        Action::Replace,
+        Action::Destroy,
+        Action::Check,
+    ]
+    .into_iter()
+    .filter(|a| plan.changes.iter().any(|c| c.action == *a))
+    .collect();
+    out.push_str("srt will perform the following actions:\n");
+    for a in &present {
+        let legend = match a {
+            Action::Create => "create",
+            Action::Update => "update in-place",
+            Action::Replace => "destroy and then create replacement",
+            Action::Destroy => "destroy",
+            Action::Check => "check (re-run every apply)",
+            Action::NoOp => "",
+        };
+        let _ = writeln!(out, "  {:>3} {legend}", a.symbol());
+    }
+    out.push('\n');
+    for c in plan.changes.iter().filter(|c| c.action != Action::NoOp) {
+        let _ = writeln!(out, "  # {} {}", c.address, verb(c.action));
+        for r in &c.reasons {
+            let _ = writeln!(out, "  #   because {}", r.describe());
+        }
+        if let Some(note) = &c.note {
+            let _ = writeln!(out, "  #   note: {note}");
+        }
+        let _ = writeln!(out, "  {:>3} {} ({})", c.action.symbol(), c.address, c.kind);
+        match (c.action, &c.before_command, &c.after_command) {
+            (Action::Replace, Some(b), Some(a)) if b != a => {
+                let _ = writeln!(out, "      command: {}", word_diff(b, a));
+            }
+            (Action::Create, _, Some(a)) => {
+                let _ = writeln!(out, "      command: {a}");
+            }
+            _ => {}
+        }
+        if let Some(m) = &c.members {
+            for (url, worker) in &m.added {
+                let _ = writeln!(out, "      + {url} ({worker})");
+            }
+            for (url, worker) in &m.removed {
+                let _ = writeln!(out, "      - {url} ({worker})");
+            }
+        }
+        out.push('\n');
+    }
+    out.push_str(&counts_line(plan));
+    out
+}
+
+fn counts_line(plan: &Plan) -> String {
+    let s = plan.summary();
+    let orphans = match plan.orphans.len() {
+        0 => String::new(),
+        1 => "; 1 untracked process to stop".to_string(),
+        n => format!("; {n} untracked processes to stop"),
+    };
+    let update = match s.update {
+        0 => String::new(),
+        n => format!("{n} to update in-place, "),
+    };
+    // Gates and checks are resources too (destroy forgets them): counted apart, so that
+    // what is created plus what is checked is what a destroy later counts.
+    let check = match s.check {
+        0 => String::new(),
+        n => format!(", {n} to check"),
+    };
+    format!(
+        "Plan: {} to create, {update}{} to replace, {} to destroy{check}{orphans}.\n",
+        s.create, s.replace, s.destroy
+    )
+}
+
+fn pids(pids: &[u32]) -> String {
+    pids.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The plan's last line alone (`Plan: N to create, ...` or `No changes...`), for
+/// `--quiet`; drift is still named, since it explains the counts.
+pub fn summary_line(plan: &Plan) -> String {
+    let mut out = String::new();
+    for d in &plan.drift {
+        let _ = writeln!(out, "Drift: {}: {}", d.address, d.detail);
+    }
+    if plan.has_changes() {
+        out.push_str(&counts_line(plan));
+    } else {
+        out.push_str("No changes. The deployment matches the recipe.\n");
+    }
+    out
+}
+
+/// The plan as versioned JSON. Secrets never reach it: specs carry digests only.
+pub fn json(plan: &Plan) -> String {
+    #[derive(serde::Serialize)]
+    struct JsonChange<'a> {
+        address: &'a str,
+        kind: &'a str,
+        action: super::Action,
+        actions: &'static [&'static str],
+        reasons: &'a [super::Reason],
+        before_hash: &'a Option<String>,
+        after_hash: &'a Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        members: &'a Option<super::MemberDiff>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        note: &'a Option<String>,
+    }
+    #[derive(serde::Serialize)]
+    struct JsonPlan<'a> {
+        format_version: u32,
+        deployment: &'a str,
+        lineage: &'a str,
+        serial: u64,
+        recipe_hash: &'a str,
+        srt_version: &'a str,
+        has_changes: bool,
+        summary: super::Summary,
+        resource_drift: &'a [super::Drift],
+        resource_changes: Vec<JsonChange<'a>>,
+        #[serde(skip_serializing_if = "<[_]>::is_empty")]
+        untracked_processes: &'a [super::Orphan],
+    }
+    let doc = JsonPlan {
+        format_version: plan.format_version,
+        deployment: &plan.deployment,
+        lineage: &plan.lineage,
+        serial: plan.serial,
+        recipe_hash: &plan.recipe_hash,
+        srt_version: &plan.srt_version,
+        has_changes: plan.has_changes(),
+        summary: plan.summary(),
+        resource_drift: &plan.drift,
+        untracked_processes: &plan.orphans,
+        resource_changes: plan
+            .changes
+            .iter()
+            .map(|c| JsonChange {
+                address: &c.address,
+                kind: c.kind.name(),
+                action: c.action,
+                actions: c.action.steps(),
+                reasons: &c.reasons,
+                before_hash: &c.before_hash,
+                after_hash: &c.after_hash,
+                members: &c.members,
+                note: &c.note,
+            })
+            .collect(),
+    };
+    serde_json::to_string_pretty(&doc).expect("plan serializes")
+}
+
+/// The first 12 characters of a hash for display; a hash read from a (hand-edited)
+/// state file may be shorter or not ASCII.
+fn short_hash(hash: &str) -> String {
+    hash.chars().take(12).collect()
+}
+
+/// `srt plan --explain`: for every replaced resource, each hash input that changed, with
+/// its value before and after (secrets are digests in specs, so nothing leaks).
+pub fn explain(
+    plan: &Plan,
+    state: &crate::state::State,
+    graph: &crate::graph::ResourceGraph,
+) -> String {
+    fn short(v: Option<&serde_json::Value>) -> String {
+        match v {
+            None => "(absent)".into(),
+            Some(v) => {
+                let s = crate::graph::canonical(v);
+                // At most 160 characters (never cut inside one).
+                match s.char_indices().nth(160).map(|(i, _)| i) {
+                    Some(cut) if cut < s.len() => format!("{}...", &s[..cut]),
+                    _ => s,
+                }
+            }
+        }
+    }
+    let mut out = String::new();
+    for c in plan
+        .changes
+        .iter()
+        .filter(|c| matches!(c.action, Action::Replace | Action::Update))
+    {
+        let _ = writeln!(out, "{} ({}):", c.address, c.kind);
+        let before = state.resources.get(&c.address);
+        let after = graph.get(&c.address);
+        for r in &c.reasons {
+            match r {
+                super::Reason::SpecChanged { fields } => {
+                    for f in fields {
+                        let (b, a) = match f.strip_prefix("env.") {
+                            Some(var) => (
+                                before
+                                    .and_then(|s| s.spec.get("env"))
+                                    .and_then(|e| e.get(var)),
+                                after
+                                    .and_then(|s| s.spec.get("env"))
+                                    .and_then(|e| e.get(var)),
+                            ),
+                            None => (
+                                before.and_then(|s| s.spec.get(f)),
+                                after.and_then(|s| s.spec.get(f)),
+                            ),
+                        };
+                        if f == "argv" {
+                            let line = |v: Option<&serde_json::Value>| {
+                                v.and_then(|v| v.as_array())
+                                    .map(|a| {
+                                        a.iter()
+                                            .filter_map(|x| x.as_str().map(str::to_string))
+                                            .collect::<Vec<_>>()
+                                    })
+                                    .map(|a| crate::launch::render::command_line(&a))
+                                    .unwrap_or_default()
+                            };
+                            let _ = writeln!(out, "  spec.argv: {}", word_diff(&line(b), &line(a)));
+                        } else {
+                            let _ = writeln!(out, "  spec.{f}: {} -> {}", short(b), short(a));
+                        }
+                    }
+                }
+                super::Reason::DependencyChanged { dependencies }
+                | super::Reason::MustRestart { dependencies, .. } => {
+                    if let super::Reason::MustRestart { why, .. } = r {
+                        let _ = writeln!(out, "  must restart: {why}");
+                    }
+                    for d in dependencies {
+                        let b = state
+                            .resources
+                            .get(d)
+                            .map(|r| short_hash(&r.hash))
+                            .unwrap_or_else(|| "(new)".into());
+                        let a = graph
+                            .get(d)
+                            .map(|r| short_hash(&r.hash))
+                            .unwrap_or_else(|| "(gone)".into());
+                        let _ = writeln!(out, "  dependency {d}: hash {b} -> {a}");
+                    }
+                }
+                other => {
+                    let _ = writeln!(out, "  {}", other.describe());
+                }
+            }
+        }
+        let hash = |h: &Option<String>| h.as_deref().map(short_hash).unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            out,
+            "  hash: {} -> {}",
+            hash(&c.before_hash),
+            hash(&c.after_hash)
+        );
+    }
+    if out.is_empty() {
+        out.push_str("Nothing is replaced or updated.\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn word_diff_marks_changed_words() {
+        let d = word_diff(
+            "vllm serve --max-model-len 4096",
+            "vllm serve --max-model-len 8192",
+        );
+        assert_eq!(d, "vllm serve --max-model-len [-4096-]{+8192+}");
+    }
+
+    #[test]
+    fn an_inserted_flag_is_one_run() {
+        let d = word_diff(
+            "vllm serve /m --port 6100",
+            "vllm serve /m --max-model-len 1024 --port 6100",
+        );
+        assert_eq!(d, "vllm serve /m {+--max-model-len 1024+} --port 6100");
+        let d = word_diff(
+            "vllm serve /m --enforce-eager --port 1",
+            "vllm serve /m --port 1",
+        );
+        assert_eq!(d, "vllm serve /m [---enforce-eager-] --port 1");
+        let d = word_diff("a b", "a b --x 1");
+        assert_eq!(d, "a b {+--x 1+}");
+    }
+}

@@ -1,0 +1,475 @@
+//! Every recipe key, once, with its default: the loader's allowed keys, the defaults it
+//! applies ([`default`]) and the JSON Schema (`srt schema`, built in
+//! [`crate::schema`], which adds the names of the engines, frontends and connectors
+//! from their own tables) all come from these tables, so they cannot drift apart.
+
+/// One key of a recipe mapping.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Key {
+    /// The key.
+    pub name: &'static str,
+    /// Its JSON Schema fragment (JSON text); `{"$ref": ...}` for nested sections.
+    pub schema: &'static str,
+    /// What it means (the schema's `description`).
+    pub doc: &'static str,
+}
+
+const fn k(name: &'static str, schema: &'static str, doc: &'static str) -> Key {
+    Key { name, schema, doc }
+}
+
+const ARGS: &str = r#"{"type": "object", "additionalProperties": {"anyOf": [{"type": ["string", "number", "boolean", "null"]}, {"type": "array", "items": {"type": ["string", "number", "boolean"]}}, {"type": "object"}]}}"#;
+const ENV: &str = r#"{"type": "object", "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}, "additionalProperties": {"type": ["string", "number", "boolean"]}}"#;
+
+/// Top level.
+pub(crate) const TOP: &[Key] = &[
+    k(
+        "schema",
+        r#"{"const": 2}"#,
+        "Recipe schema version (srtctl 2.0).",
+    ),
+    k(
+        "name",
+        r#"{"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"}"#,
+        "Deployment name; defaults to the file stem.",
+    ),
+    k(
+        "model",
+        r##"{"$ref": "#/$defs/model"}"##,
+        "The model served.",
+    ),
+    k(
+        "resources",
+        r##"{"$ref": "#/$defs/resources"}"##,
+        "Cluster facts the recipe relies on.",
+    ),
+    k(
+        "engine",
+        r##"{"anyOf": [{"type": "string", "default": "vllm"}, {"$ref": "#/$defs/engine"}]}"##,
+        "The inference engine: `vllm` or a mapping.",
+    ),
+    k(
+        "roles",
+        r##"{"$ref": "#/$defs/roles"}"##,
+        "Worker roles: `agg`, or `prefill` and `decode`.",
+    ),
+    k(
+        "frontend",
+        r##"{"$ref": "#/$defs/frontend"}"##,
+        "What serves the public port.",
+    ),
+    k(
+        "health_check",
+        r##"{"$ref": "#/$defs/health_check"}"##,
+        "Readiness budget.",
+    ),
+    k(
+        "rollout",
+        r##"{"$ref": "#/$defs/rollout"}"##,
+        "How apply replaces workers while the deployment serves.",
+    ),
+    k(
+        "sensitive_env",
+        r#"{"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}}"#,
+        "Variables whose values are secrets, besides the default list (`*_TOKEN`, `*_KEY`, `HF_TOKEN`, ...).",
+    ),
+    k(
+        "slurm",
+        r##"{"$ref": "#/$defs/slurm"}"##,
+        "Scheduler settings for the SLURM executor (override the cluster profile).",
+    ),
+    k(
+        "benchmark",
+        r##"{"$ref": "#/$defs/benchmark"}"##,
+        "A load benchmark through the public URL after the gates.",
+    ),
+];
+
+/// `slurm:`.
+pub(crate) const SLURM: &[Key] = &[
+    k(
+        "time_limit",
+        r#"{"type": "string", "pattern": "^([0-9]+-)?[0-9]+(:[0-9]{2}){0,2}$"}"#,
+        "Allocation time limit (`--time`).",
+    ),
+    k(
+        "partition",
+        r#"{"type": "string"}"#,
+        "Partition (`--partition`).",
+    ),
+    k("account", r#"{"type": "string"}"#, "Account (`--account`)."),
+];
+
+/// `benchmark:`: srtctl's sa-bench keys, then srt's (named after `vllm bench serve`'s
+/// options).
+pub(crate) const BENCHMARK: &[Key] = &[
+    k(
+        "type",
+        r#"{"enum": ["sa-bench"]}"#,
+        "Benchmark type; srt runs sa-bench's serving load itself (vLLM's `bench serve` metrics).",
+    ),
+    k(
+        "isl",
+        r#"{"type": "integer", "minimum": 1, "maximum": 1000000, "default": 128}"#,
+        "Mean input length per request, in the model's tokens (special tokens the server adds included).",
+    ),
+    k(
+        "osl",
+        r#"{"type": "integer", "minimum": 1, "maximum": 1000000, "default": 128}"#,
+        "Mean output tokens per request (`max_tokens`); with `dataset_name: sharegpt`, fixes every request's output length.",
+    ),
+    k(
+        "concurrencies",
+        r#"{"anyOf": [{"type": "string", "pattern": "^[0-9]+(x[0-9]+)*$"}, {"type": "integer", "minimum": 1}, {"type": "array", "items": {"type": "integer", "minimum": 1}}], "default": 1}"#,
+        "Concurrency levels (`max_concurrency`), run one after the other: `\"4x8\"`, `8` or `[4, 8]`.",
+    ),
+    k(
+        "req_rate",
+        r#"{"anyOf": [{"const": "inf"}, {"type": "number", "exclusiveMinimum": 0}], "default": "inf"}"#,
+        "Requests per second within a level, as a Poisson process; `inf` sends them all at once.",
+    ),
+    k(
+        "num_prompts_mult",
+        r#"{"type": "integer", "minimum": 1, "maximum": 1000000, "default": 10}"#,
+        "Requests measured per level, as a multiple of the level.",
+    ),
+    k(
+        "requests_per_concurrency",
+        r#"{"type": "integer", "minimum": 1, "maximum": 1000000}"#,
+        "srt's earlier name for `num_prompts_mult`.",
+    ),
+    k(
+        "num_warmup_mult",
+        r#"{"type": "integer", "minimum": 0, "maximum": 1000000, "default": 2}"#,
+        "Warm-up requests before each level (not measured), as a multiple of the level.",
+    ),
+    k(
+        "random_range_ratio",
+        r#"{"type": "number", "minimum": 0, "exclusiveMaximum": 1, "default": 0.8}"#,
+        "Input and output lengths are drawn uniformly from `[len x (1 - r), len x (1 + r)]`.",
+    ),
+    k(
+        "random_prefix_len",
+        r#"{"type": "integer", "minimum": 0, "maximum": 1000000, "default": 0}"#,
+        "Tokens of a random prefix shared by every request (on top of `isl`): prefix caching on purpose.",
+    ),
+    k(
+        "dataset_name",
+        r#"{"enum": ["random", "sharegpt"], "default": "random"}"#,
+        "`random`: random token ids of exact token lengths; `sharegpt`: conversations from `dataset_path`.",
+    ),
+    k(
+        "dataset_path",
+        r#"{"type": "string", "minLength": 1}"#,
+        "ShareGPT-style JSON file (read where srt runs), for `dataset_name: sharegpt`.",
+    ),
+    k(
+        "tokenizer",
+        r#"{"type": "string", "minLength": 1}"#,
+        "The model's tokenizer: a tokenizer.json, a directory holding one, or a Hugging Face id in the local cache (default: `model.path`).",
+    ),
+    k(
+        "endpoint",
+        r#"{"enum": ["/v1/completions", "/v1/chat/completions"], "default": "/v1/completions"}"#,
+        "The API requests go to.",
+    ),
+    k(
+        "ignore_eos",
+        r#"{"type": "boolean", "default": true}"#,
+        "Ask for every output token even past an end-of-sequence token.",
+    ),
+    k(
+        "use_chat_template",
+        r#"{"type": "boolean", "default": false}"#,
+        "srtctl's key; srt sends prompts as they are (`true` is refused: use `endpoint: /v1/chat/completions`).",
+    ),
+    k(
+        "seed",
+        r#"{"type": "integer", "minimum": 0, "default": 0}"#,
+        "Seed of prompts, lengths and arrival times.",
+    ),
+    k(
+        "metric_percentiles",
+        r#"{"type": "array", "items": {"type": "number", "exclusiveMinimum": 0, "maximum": 100}, "minItems": 1, "default": [90, 99]}"#,
+        "Percentiles reported for TTFT, TPOT, ITL and E2EL, besides mean and median.",
+    ),
+    k(
+        "goodput",
+        r#"{"type": "object", "properties": {"ttft": {"type": "number", "minimum": 0}, "tpot": {"type": "number", "minimum": 0}, "e2el": {"type": "number", "minimum": 0}}, "additionalProperties": false}"#,
+        "Service-level objectives in ms (`ttft`, `tpot`, `e2el`); goodput counts the requests meeting all of them.",
+    ),
+];
+
+/// `model:`.
+pub(crate) const MODEL: &[Key] = &[
+    k("path", r#"{"type": "string", "minLength": 1, "default": "/model"}"#, "Path or id passed to `vllm serve`; `hf:org/name` is served as `org/name`."),
+    k("served_name", r#"{"type": "string"}"#, "`--served-model-name` (default: the path's last component)."),
+    k("container", r#"{"type": "string"}"#, "Container image for workers (executors that run containers)."),
+    k("precision", r#"{"type": "string"}"#, "srtctl's precision label (`bf16`, `fp8`); shown, not passed to vLLM (use args.dtype / args.quantization)."),
+];
+
+/// `resources:`.
+pub(crate) const RESOURCES: &[Key] = &[
+    k(
+        "gpus_per_node",
+        r#"{"type": "integer", "minimum": 1, "maximum": 64, "default": 4}"#,
+        "GPUs per node.",
+    ),
+    k(
+        "gpu_type",
+        r#"{"type": "string"}"#,
+        "GPU model; the GRES type the SLURM executor requests (`--gres=gpu:<type>:N`).",
+    ),
+];
+
+/// `engine:` as a mapping.
+pub(crate) const ENGINE: &[Key] = &[
+    k(
+        "type",
+        r#"{"type": "string", "default": "vllm"}"#,
+        "Engine type.",
+    ),
+    k(
+        "connector",
+        r#"{"type": ["string", "null"], "default": "nixl"}"#,
+        "KV connector of every role (`none` or null: no KV transfer).",
+    ),
+    k(
+        "dp_launch_mode",
+        r#"{"enum": ["per_node", "per_gpu"], "default": "per_node"}"#,
+        "How data parallelism is launched (`per_gpu` is refused).",
+    ),
+    k(
+        "serve_binary",
+        r#"{"type": "string"}"#,
+        "Program run as `<binary> serve` (default: the engine's own, `vllm`).",
+    ),
+    k(
+        "vllm_serve_binary",
+        r#"{"type": "string"}"#,
+        "srtctl's name for `serve_binary`.",
+    ),
+    k(
+        "version",
+        r#"{"type": "string", "default": "0.32.0"}"#,
+        "The engine release whose flags `args` are checked against (one srt has a catalog for).",
+    ),
+];
+
+/// `roles:`.
+pub(crate) const ROLES: &[Key] = &[
+    k(
+        "prefill",
+        r##"{"$ref": "#/$defs/role"}"##,
+        "Prefill workers (with `decode`).",
+    ),
+    k(
+        "decode",
+        r##"{"$ref": "#/$defs/role"}"##,
+        "Decode workers (with `prefill`); `nodes: colocate` shares the prefill node.",
+    ),
+    k(
+        "agg",
+        r##"{"$ref": "#/$defs/role"}"##,
+        "Aggregated workers.",
+    ),
+];
+
+/// `roles.<role>:`.
+pub(crate) const ROLE: &[Key] = &[
+    k("nodes", r#"{"anyOf": [{"type": "integer", "minimum": 1}, {"const": "colocate"}]}"#, "Nodes for this role, or `colocate` (decode only)."),
+    k("workers", r#"{"type": "integer", "minimum": 1}"#, "Logical endpoints of this role."),
+    k("gpus", r#"{"type": "integer", "minimum": 1}"#, "GPUs per worker (default: nodes x gpus_per_node / workers)."),
+    k("args", ARGS, "Engine flags (kebab or snake case); `connector` overrides the engine connector for this role."),
+    k("env", ENV, "Extra environment for this role's processes."),
+];
+
+/// `frontend:`.
+pub(crate) const FRONTEND: &[Key] = &[
+    k(
+        "type",
+        r#"{"type": "string", "default": "vllm-router"}"#,
+        "Frontend type.",
+    ),
+    k(
+        "args",
+        ARGS,
+        "Flags passed to the Router (e.g. `policy`), checked against its flag catalog.",
+    ),
+    k("env", ENV, "Extra environment for frontend processes."),
+    k(
+        "enable_multiple_frontends",
+        r#"{"type": "boolean", "default": true}"#,
+        "nginx on the head node in front of one Router per other node.",
+    ),
+    k(
+        "num_additional_frontends",
+        r#"{"type": "integer", "minimum": 0, "default": 9}"#,
+        "Upper bound of extra Routers behind nginx.",
+    ),
+    k(
+        "orchestrator_placement",
+        r#"{"enum": ["head", "first_decode"], "default": "head"}"#,
+        "Where a single Router runs.",
+    ),
+    k(
+        "container_image",
+        r#"{"type": "string"}"#,
+        "Separate image for frontend processes.",
+    ),
+    k(
+        "port",
+        r#"{"type": "integer", "minimum": 1, "maximum": 65535, "default": 8000}"#,
+        "Public port.",
+    ),
+    k(
+        "binary",
+        r#"{"type": "string"}"#,
+        "Program run as the Router (default: the frontend's own program).",
+    ),
+    k(
+        "nginx",
+        r##"{"$ref": "#/$defs/nginx"}"##,
+        "Limits of the nginx in front of several Routers (multiple frontends).",
+    ),
+];
+
+/// `frontend.nginx:`.
+pub(crate) const NGINX: &[Key] = &[
+    k(
+        "worker_processes",
+        r#"{"anyOf": [{"const": "auto"}, {"type": "integer", "minimum": 1, "maximum": 1024}], "default": "auto"}"#,
+        "nginx worker processes: `auto` (one per CPU core) or a count.",
+    ),
+    k(
+        "worker_connections",
+        r#"{"type": "integer", "minimum": 16, "maximum": 1048576, "default": 65535}"#,
+        "Connections each nginx worker holds at once (a proxied request takes two).",
+    ),
+    k(
+        "worker_rlimit_nofile",
+        r#"{"type": "integer", "minimum": 64, "maximum": 1048576}"#,
+        "Open-file limit nginx sets for its workers (default: 2 x worker_connections).",
+    ),
+    k(
+        "upstream_keepalive",
+        r#"{"type": "integer", "minimum": 0, "maximum": 1048576, "default": 512}"#,
+        "Idle connections to the Routers each nginx worker keeps open (0: none).",
+    ),
+    k(
+        "keepalive_timeout_seconds",
+        r#"{"type": "integer", "minimum": 0, "maximum": 86400, "default": 600}"#,
+        "How long an idle client connection stays open.",
+    ),
+    k(
+        "client_max_body_size",
+        r#"{"type": "string", "pattern": "^[0-9]+[kKmMgG]?$", "default": "45m"}"#,
+        "Largest request body (nginx size syntax: `45m`, `1g`, `0` for no limit).",
+    ),
+];
+
+/// `health_check:`.
+pub(crate) const HEALTH_CHECK: &[Key] = &[
+    k(
+        "timeout_seconds",
+        r#"{"type": "integer", "minimum": 1, "default": 1800}"#,
+        "Readiness budget in seconds; the smoke completion may take up to it (a cold engine's first request is slow).",
+    ),
+    k(
+        "interval_seconds",
+        r#"{"type": "integer", "minimum": 1, "default": 10}"#,
+        "srtctl's probe interval; srt polls readiness from every 20 ms growing to every 50 ms, never slower than this.",
+    ),
+    k(
+        "max_attempts",
+        r#"{"type": "integer", "minimum": 1}"#,
+        "srtctl form of the budget: max_attempts x interval_seconds.",
+    ),
+    k(
+        "unhealthy_grace_seconds",
+        r#"{"type": "integer", "minimum": 1, "maximum": 3600, "default": 10}"#,
+        "A running worker that accepts connections but does not answer /health for this long (or is stopped) is drift: the next apply replaces it.",
+    ),
+];
+
+const AMOUNT_OR_PERCENT: &str = r#"{"anyOf": [{"type": "integer", "minimum": 0, "maximum": 32768}, {"type": "string", "pattern": "^[0-9]{1,3}%$"}]}"#;
+
+/// `rollout:`.
+pub(crate) const ROLLOUT: &[Key] = &[
+    k(
+        "max_unavailable",
+        r#"{"anyOf": [{"type": "integer", "minimum": 1, "maximum": 32768}, {"type": "string", "pattern": "^[0-9]{1,3}%$"}], "default": 1}"#,
+        "Workers of a role replaced at once: a count, or a percentage of the role's workers (rounded down, at least 1). Each is taken out of its Routers, drained, restarted, and put back before the next.",
+    ),
+    k(
+        "max_surge",
+        AMOUNT_OR_PERCENT,
+        "Reserved: extra workers started ahead of a replacement. Only 0 (the default) is accepted: a worker's replacement binds the same ports and GPUs.",
+    ),
+    k(
+        "drain_seconds",
+        r#"{"type": "integer", "minimum": 0, "maximum": 3600, "default": 30}"#,
+        "How long a worker taken out of its Routers may take to finish its requests before it is stopped.",
+    ),
+];
+
+/// Key names of a table, for the loader.
+pub(crate) fn names(keys: &[Key]) -> Vec<&'static str> {
+    keys.iter().map(|k| k.name).collect()
+}
+
+/// The default of `name` in `table`, from its schema fragment (`"default": ...`): the
+/// one place a recipe default is written.
+///
+/// # Panics
+/// When the key has no default: a bug in the table, caught by its tests.
+pub(crate) fn default<T: serde::de::DeserializeOwned>(table: &[Key], name: &str) -> T {
+    let key = table
+        .iter()
+        .find(|k| k.name == name)
+        .unwrap_or_else(|| panic!("no recipe key `{name}`"));
+    let fragment: serde_json::Value = serde_json::from_str(key.schema).expect("key schema is JSON");
+    serde_json::from_value(fragment["default"].clone())
+        .unwrap_or_else(|e| panic!("recipe key `{name}` has no usable default: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_fragment_is_a_json_object() {
+        for table in [
+            TOP,
+            MODEL,
+            RESOURCES,
+            ENGINE,
+            ROLES,
+            ROLE,
+            FRONTEND,
+            NGINX,
+            HEALTH_CHECK,
+            ROLLOUT,
+            SLURM,
+            BENCHMARK,
+        ] {
+            for key in table {
+                let v: serde_json::Value = serde_json::from_str(key.schema).unwrap();
+                assert!(v.is_object(), "{}", key.name);
+            }
+        }
+    }
+
+    #[test]
+    fn bounds_match_the_limits() {
+        let v: serde_json::Value = serde_json::from_str(RESOURCES[0].schema).unwrap();
+        assert_eq!(v["maximum"], crate::recipe::limits::MAX_GPUS_PER_NODE);
+    }
+
+    #[test]
+    fn defaults_come_from_the_fragments() {
+        assert_eq!(default::<u64>(HEALTH_CHECK, "timeout_seconds"), 1800);
+        assert_eq!(default::<String>(FRONTEND, "type"), "vllm-router");
+        assert_eq!(default::<u16>(FRONTEND, "port"), 8000);
+    }
+}

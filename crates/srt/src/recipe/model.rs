@@ -1,0 +1,460 @@
+//! The typed recipe: what a user can write, after loading and before validation.
+//!
+//! Every value that a later rule may complain about keeps its source span ([`Sp`]).
+//! Defaults are applied by the loader, so downstream code never sees an absent value
+//! it would have to default again.
+
+use miette::SourceSpan;
+use std::collections::BTreeMap;
+
+/// A value with the span of the YAML it came from (or of its parent key when defaulted).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sp<T> {
+    /// The value.
+    pub value: T,
+    /// Where it was written.
+    pub span: SourceSpan,
+}
+
+impl<T> Sp<T> {
+    /// Wrap a value with a span.
+    pub fn new(value: T, span: SourceSpan) -> Self {
+        Sp { value, span }
+    }
+}
+
+/// A loaded recipe.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recipe {
+    /// Deployment name (defaults to the file stem).
+    pub name: Sp<String>,
+    /// The model served.
+    pub model: Model,
+    /// Cluster facts the recipe relies on.
+    pub resources: Resources,
+    /// The inference engine and its settings.
+    pub engine: Engine,
+    /// Worker roles: prefill + decode, or agg.
+    pub roles: Vec<Role>,
+    /// The public frontend.
+    pub frontend: Frontend,
+    /// Readiness budget.
+    pub health_check: HealthCheck,
+    /// How apply replaces workers while serving.
+    pub rollout: Rollout,
+    /// Scheduler settings the recipe asks for (srtctl's `slurm:`), applied by the SLURM executor.
+    pub slurm: SlurmSettings,
+    /// The load benchmark run after the gates, if any.
+    pub benchmark: Option<Benchmark>,
+    /// `sensitive_env`: variables to treat as secrets besides the default list of
+    /// [`crate::secrets`], sorted and deduplicated.
+    pub sensitive_env: Vec<String>,
+}
+
+/// `slurm:`: per-recipe scheduler settings; they override the cluster profile.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SlurmSettings {
+    /// `--time` of the allocation (`HH:MM:SS` or `D-HH:MM:SS`).
+    pub time_limit: Option<String>,
+    /// `--partition`.
+    pub partition: Option<String>,
+    /// `--account`.
+    pub account: Option<String>,
+}
+
+/// `benchmark:`: a serving benchmark through the public URL after every gate passed
+/// (run by [`crate::bench`]; defaults from [`crate::recipe::keys::BENCHMARK`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Benchmark {
+    /// Span of the `benchmark` key.
+    pub span: SourceSpan,
+    /// Benchmark type (`sa-bench`).
+    pub kind: String,
+    /// Mean input length per request, in the model's tokens.
+    pub isl: u32,
+    /// Mean output tokens per request (`max_tokens`).
+    pub osl: u32,
+    /// Whether `osl` was written (a ShareGPT dataset then uses it for every request).
+    pub osl_written: bool,
+    /// Concurrency levels run one after the other (`"4x8"` is 4 then 8).
+    pub concurrencies: Vec<u32>,
+    /// Requests per level, as a multiple of the level (`num_prompts_mult`, or srt's
+    /// earlier `requests_per_concurrency`).
+    pub num_prompts_mult: u32,
+    /// Warm-up requests per level, as a multiple of the level.
+    pub num_warmup_mult: u32,
+    /// Requests per second within a level; `None` is `inf` (all at once).
+    pub req_rate: Option<f64>,
+    /// Length spread of the random dataset, in `[0, 1)`.
+    pub random_range_ratio: f64,
+    /// Tokens of a prefix shared by every random prompt.
+    pub random_prefix_len: u32,
+    /// ShareGPT-style dataset file, when `dataset_name: sharegpt`.
+    pub dataset_path: Option<String>,
+    /// The tokenizer to count tokens with (default: the model path).
+    pub tokenizer: Option<String>,
+    /// `/v1/completions` or `/v1/chat/completions`.
+    pub endpoint: String,
+    /// `ignore_eos` on every request.
+    pub ignore_eos: bool,
+    /// Seed of prompts, lengths and arrivals.
+    pub seed: u64,
+    /// Percentiles reported besides mean and median.
+    pub percentiles: Vec<f64>,
+    /// Goodput objectives in ms: TTFT, TPOT, E2EL.
+    pub goodput: [Option<f64>; 3],
+}
+
+/// `model:`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Model {
+    /// Path or id passed to `vllm serve` (default `/model`, the conventional container mount).
+    pub path: Sp<String>,
+    /// `--served-model-name` (defaults to the path's last component).
+    pub served_name: String,
+    /// Container image for workers (rendered only by executors that run containers).
+    pub container: Option<String>,
+    /// srtctl's `precision` (e.g. `bf16`, `fp8`): recorded and shown; vLLM's own flags
+    /// (`args.dtype`, `args.quantization`) decide how the model is loaded.
+    pub precision: Option<String>,
+}
+
+/// `resources:`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resources {
+    /// GPUs per node (default 4).
+    pub gpus_per_node: Sp<u32>,
+    /// GPU model (`h100`, `mi300x`): the GRES type a scheduler allocates.
+    pub gpu_type: Option<String>,
+}
+
+/// How vLLM data parallelism is launched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DpLaunchMode {
+    /// One hybrid-LB API server per node (upstream default).
+    PerNode,
+    /// One process per DP rank (deprecated; refused with vllm-router).
+    PerGpu,
+}
+
+/// `engine:` (`vllm` or a mapping).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Engine {
+    /// Engine type; only `vllm` exists.
+    pub kind: Sp<String>,
+    /// Engine-wide KV connector name (default `nixl`).
+    pub connector: Sp<String>,
+    /// DP launch mode (default `per_node`).
+    pub dp_launch_mode: Sp<DpLaunchMode>,
+    /// The program run as `<binary> serve`, when not the engine's own (`vllm`).
+    pub serve_binary: Option<String>,
+    /// `engine.version`: the release whose flag catalog checks `args` (default: the
+    /// newest catalog srt ships).
+    pub version: Option<Sp<String>>,
+}
+
+/// The three role kinds, in allocation order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RoleKind {
+    /// Prefill workers of a disaggregated deployment.
+    Prefill,
+    /// Decode workers of a disaggregated deployment.
+    Decode,
+    /// Aggregated workers.
+    Agg,
+}
+
+impl RoleKind {
+    /// All kinds in allocation order.
+    pub const ALL: [RoleKind; 3] = [RoleKind::Prefill, RoleKind::Decode, RoleKind::Agg];
+
+    /// The recipe key.
+    pub fn name(self) -> &'static str {
+        match self {
+            RoleKind::Prefill => "prefill",
+            RoleKind::Decode => "decode",
+            RoleKind::Agg => "agg",
+        }
+    }
+}
+
+/// `roles.<r>.nodes`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Nodes {
+    /// This many dedicated nodes.
+    Count(u32),
+    /// Share the prefill node's remaining GPUs (decode only).
+    Colocate,
+}
+
+/// One `roles.<r>` entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Role {
+    /// Which role.
+    pub kind: RoleKind,
+    /// Span of the role's key.
+    pub span: SourceSpan,
+    /// `nodes`.
+    pub nodes: Sp<Nodes>,
+    /// `workers`: logical endpoints.
+    pub workers: Sp<u32>,
+    /// `gpus` per worker, when written.
+    pub gpus: Option<Sp<u32>>,
+    /// Engine flags (without `connector`).
+    pub args: Args,
+    /// `args.connector`: a per-role connector override.
+    pub connector: Option<Sp<String>>,
+    /// Extra environment.
+    pub env: BTreeMap<String, String>,
+    /// Span of each `env` key, so rules about a variable can point at it.
+    pub env_spans: BTreeMap<String, SourceSpan>,
+}
+
+/// A mapping of CLI flags, in source order, keys normalised to kebab-case.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Args(pub Vec<Arg>);
+
+/// One flag.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Arg {
+    /// Kebab-case flag name without dashes.
+    pub key: String,
+    /// Span of the key.
+    pub key_span: SourceSpan,
+    /// The value.
+    pub value: ArgValue,
+    /// Span of the value.
+    pub value_span: SourceSpan,
+}
+
+/// A flag value as written.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ArgValue {
+    /// `null`: the flag is dropped.
+    Null,
+    /// `true` renders `--k`; `false` drops it.
+    Bool(bool),
+    /// `--k 8`.
+    Int(i64),
+    /// `--k 0.5`.
+    Float(f64),
+    /// `--k text`.
+    Str(String),
+    /// Repeated `--k v`.
+    List(Vec<ArgValue>),
+    /// A mapping, rendered as compact JSON.
+    Json(serde_json::Value),
+}
+
+impl Args {
+    /// The flag named `key`, if present.
+    pub fn get(&self, key: &str) -> Option<&Arg> {
+        self.0.iter().find(|a| a.key == key)
+    }
+
+    /// An integer flag, if present and integral.
+    pub fn int(&self, key: &str) -> Option<i64> {
+        match self.get(key).map(|a| &a.value) {
+            Some(ArgValue::Int(v)) => Some(*v),
+            Some(ArgValue::Str(s)) => s.parse().ok(),
+            _ => None,
+        }
+    }
+
+    /// True when the flag is set to `true`.
+    pub fn switch(&self, key: &str) -> bool {
+        matches!(self.get(key).map(|a| &a.value), Some(ArgValue::Bool(true)))
+    }
+}
+
+impl ArgValue {
+    /// The value as a single argv token.
+    pub fn render(&self) -> String {
+        match self {
+            ArgValue::Null => String::new(),
+            ArgValue::Bool(b) => b.to_string(),
+            ArgValue::Int(i) => i.to_string(),
+            ArgValue::Float(f) => f.to_string(),
+            ArgValue::Str(s) => s.clone(),
+            ArgValue::List(items) => items
+                .iter()
+                .map(ArgValue::render)
+                .collect::<Vec<_>>()
+                .join(","),
+            ArgValue::Json(v) => v.to_string(),
+        }
+    }
+}
+
+/// Where the (single) Router goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// The head node (node 0).
+    Head,
+    /// The first decode leader node.
+    FirstDecode,
+}
+
+/// `frontend:`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Frontend {
+    /// Span of the `frontend` key (or of the document when absent).
+    pub span: SourceSpan,
+    /// Frontend type (default `vllm-router`).
+    pub kind: Sp<String>,
+    /// Flags passed to the frontend.
+    pub args: Args,
+    /// Extra environment for frontend processes.
+    pub env: BTreeMap<String, String>,
+    /// nginx + one Router per non-head node (default true, as srtctl).
+    pub enable_multiple_frontends: Sp<bool>,
+    /// Upper bound of extra Router replicas behind nginx (default 9).
+    pub num_additional_frontends: Sp<u32>,
+    /// Where a single frontend runs.
+    pub orchestrator_placement: Sp<Placement>,
+    /// Separate image for frontend processes.
+    pub container_image: Option<String>,
+    /// Public port (default 8000).
+    pub port: Sp<u16>,
+    /// Program run as the Router (default per frontend type, `vllm-router`).
+    pub binary: Option<String>,
+    /// `frontend.nginx`: the limits of nginx in front of several Routers.
+    pub nginx: Nginx,
+}
+
+/// `frontend.nginx:`: what nginx in front of several Routers may hold at once. The
+/// defaults are fit for serving (srtctl's `worker_processes auto`,
+/// `worker_connections 65535`, upstream keepalive).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Nginx {
+    /// Span of the `nginx` key, when written (a layout without nginx warns about it).
+    pub span: Option<SourceSpan>,
+    /// `worker_processes`: `None` is `auto` (one per core).
+    pub worker_processes: Option<u32>,
+    /// `worker_connections` per worker.
+    pub worker_connections: u32,
+    /// `worker_rlimit_nofile` (default: twice the connections: a proxied request holds
+    /// a client and an upstream connection).
+    pub worker_rlimit_nofile: u32,
+    /// Idle upstream connections to the Routers kept per worker (`keepalive`).
+    pub upstream_keepalive: u32,
+    /// Client `keepalive_timeout`, in seconds.
+    pub keepalive_timeout_secs: u32,
+    /// `client_max_body_size`, in nginx's size syntax.
+    pub client_max_body_size: String,
+}
+
+impl Default for Nginx {
+    /// The defaults of `recipe::keys::NGINX`.
+    fn default() -> Self {
+        use super::keys::{default, NGINX};
+        let auto: serde_json::Value = default(NGINX, "worker_processes");
+        let worker_connections: u32 = default(NGINX, "worker_connections");
+        Nginx {
+            span: None,
+            worker_processes: auto.as_u64().map(|n| n as u32),
+            worker_connections,
+            worker_rlimit_nofile: worker_connections.saturating_mul(2),
+            upstream_keepalive: default(NGINX, "upstream_keepalive"),
+            keepalive_timeout_secs: default(NGINX, "keepalive_timeout_seconds"),
+            client_max_body_size: default(NGINX, "client_max_body_size"),
+        }
+    }
+}
+
+/// `rollout:`: how apply replaces a role's workers while the deployment serves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rollout {
+    /// Workers of a role out of service at once.
+    pub max_unavailable: Amount,
+    /// Seconds a worker taken out of its Routers may take to finish its requests.
+    pub drain_secs: u64,
+}
+
+impl Default for Rollout {
+    /// The defaults of `recipe::keys::ROLLOUT`.
+    fn default() -> Self {
+        use super::keys::{default, ROLLOUT};
+        Rollout {
+            max_unavailable: Amount::Count(default(ROLLOUT, "max_unavailable")),
+            drain_secs: default(ROLLOUT, "drain_seconds"),
+        }
+    }
+}
+
+/// A number of workers: a count, or a percentage of a role's workers. Serialized as the
+/// recipe writes it: `1`, `"25%"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Amount {
+    /// This many.
+    Count(u32),
+    /// This percentage, rounded down, at least 1.
+    Percent(u32),
+}
+
+impl Amount {
+    /// The count out of `of` workers (at least 1, at most `of` when `of > 0`).
+    pub fn of(self, of: usize) -> usize {
+        let n = match self {
+            Amount::Count(n) => n as usize,
+            Amount::Percent(p) => of * p as usize / 100,
+        };
+        n.clamp(1, of.max(1))
+    }
+}
+
+impl serde::Serialize for Amount {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Amount::Count(n) => s.serialize_u32(*n),
+            Amount::Percent(_) => s.serialize_str(&self.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for Amount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Amount::Count(n) => write!(f, "{n}"),
+            Amount::Percent(p) => write!(f, "{p}%"),
+        }
+    }
+}
+
+/// `health_check:`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HealthCheck {
+    /// Total readiness budget in seconds (default 1800).
+    pub timeout_secs: u64,
+    /// Longest interval between probes in seconds (default 10); probing starts faster.
+    pub interval_secs: u64,
+    /// How long a running worker may accept connections without answering `/health`
+    /// before refresh calls it drift (default 10).
+    pub unhealthy_grace_secs: u64,
+}
+
+impl Default for HealthCheck {
+    /// The defaults of `recipe::keys::HEALTH_CHECK`.
+    fn default() -> Self {
+        use super::keys::{default, HEALTH_CHECK};
+        HealthCheck {
+            timeout_secs: default(HEALTH_CHECK, "timeout_seconds"),
+            interval_secs: default(HEALTH_CHECK, "interval_seconds"),
+            unhealthy_grace_secs: default(HEALTH_CHECK, "unhealthy_grace_seconds"),
+        }
+    }
+}
+
+/// Whether argparse reads `token` as an option rather than a value: it starts with `-`
+/// and is not a negative number (`-1`, `-0.5`).
+pub fn looks_like_option(token: &str) -> bool {
+    let Some(rest) = token.strip_prefix('-') else {
+        return false;
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let negative_number = digits(rest)
+        || rest
+            .split_once('.')
+            .is_some_and(|(int, frac)| (int.is_empty() || digits(int)) && digits(frac));
+    !rest.is_empty() && !negative_number
+}

@@ -1,0 +1,744 @@
+//! The workflows behind `srt plan`, `srt apply` and `srt destroy`: load the recipe, build
+//! the launch plan for the executor, lower it to the graph, open the deployment's state,
+//! refresh it, and diff. The CLI only parses arguments and prints.
+
+pub mod status;
+
+use crate::assemble::{assemble, BuildOptions};
+use crate::cluster::{ClusterProfile, ProfileError};
+use crate::exec::local::default_simulator;
+use crate::exec::Executor;
+use crate::graph::{self, ResourceGraph};
+use crate::launch::{self, LaunchPlan};
+use crate::plan::{self, Observation, Plan, PlanOptions};
+use crate::recipe::{self, Recipe, RecipeError, Source};
+use crate::state::{State, StateError, StateLock, StateStore};
+use crate::term::plural;
+use futures::StreamExt;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Failures of an operation, each with its exit code.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum OpError {
+    /// The recipe is invalid.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Recipe(#[from] RecipeError),
+    /// State problems (corrupt, newer, locked).
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    State(#[from] StateError),
+    /// A malformed graph (a bug).
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Graph(#[from] graph::GraphError),
+    /// Saved plan problems.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    PlanFile(#[from] plan::file::PlanFileError),
+    /// The cluster profile cannot be read or is invalid.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Cluster(#[from] ProfileError),
+    /// The executor refused or failed (e.g. state recorded on SLURM without a SLURM
+    /// profile, a scheduler that does not answer).
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Exec(#[from] crate::exec::ExecError),
+    /// Programs the plan would start are not on this machine: nothing was started.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    MissingPrograms(#[from] MissingPrograms),
+    /// Ports a first apply would bind are in use here: nothing was started.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    PortsTaken(#[from] PortsTaken),
+    /// Anything else.
+    #[error("{0}")]
+    #[diagnostic(code(srt::error))]
+    Other(String),
+}
+
+/// Ports the processes of a first apply would bind that something already holds on
+/// this host, each with what to do ([`crate::exec::ExecError::port_taken`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{}; nothing was started", ports_headline(.0.len()))]
+pub struct PortsTaken(pub Vec<crate::exec::ExecError>);
+
+impl miette::Diagnostic for PortsTaken {
+    fn code<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        Some(Box::new("srt::exec::port_taken"))
+    }
+    fn related<'a>(&'a self) -> Option<Box<dyn Iterator<Item = &'a dyn miette::Diagnostic> + 'a>> {
+        Some(Box::new(
+            self.0.iter().map(|e| e as &dyn miette::Diagnostic),
+        ))
+    }
+}
+
+/// The programs a plan would start that are missing here, refused before anything
+/// starts: one line each in the help, with how to get it.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{} this apply would start {} not on PATH; nothing was started",
+    plural(.0.len(), "program", "programs"),
+    if .0.len() == 1 { "is" } else { "are" }
+)]
+pub struct MissingPrograms(pub Vec<MissingProgram>);
+
+impl miette::Diagnostic for MissingPrograms {
+    fn code<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        Some(Box::new("srt::missing_program"))
+    }
+    fn help<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        Some(Box::new(
+            self.0
+                .iter()
+                .map(MissingProgram::to_string)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ))
+    }
+}
+
+fn ports_headline(processes: usize) -> String {
+    if processes == 1 {
+        "a port this apply needs is in use".to_string()
+    } else {
+        format!("ports of {processes} processes this apply would start are in use")
+    }
+}
+
+/// A program a plan would start that is not on this machine's `PATH` (or not an
+/// executable file, when given as a path). Only checked where the processes run here
+/// ([`Executor::runs_programs_here`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MissingProgram {
+    /// The program, as the command line names it.
+    pub program: String,
+    /// Processes that would run it, first few by address.
+    pub addresses: Vec<String>,
+    /// How many processes would run it.
+    pub count: usize,
+    /// How to get it, from the component that runs it.
+    pub hint: &'static str,
+}
+
+impl std::fmt::Display for MissingProgram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let more = self.count.saturating_sub(self.addresses.len());
+        write!(
+            f,
+            "`{}` (run by {}{}): {}",
+            self.program,
+            self.addresses.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            },
+            self.hint
+        )
+    }
+}
+
+/// The programs `plan` would start (processes it creates or replaces) that this machine
+/// does not have, one entry per program, in the order first met. Empty when the
+/// executor runs processes elsewhere (a SLURM node has its own `PATH` and containers).
+pub fn missing_programs(p: &Prepared, plan: &Plan) -> Vec<MissingProgram> {
+    if !p.exec.runs_programs_here() {
+        return Vec::new();
+    }
+    let starting: std::collections::BTreeSet<&str> = plan
+        .changes
+        .iter()
+        .filter(|c| matches!(c.action, plan::Action::Create | plan::Action::Replace))
+        .map(|c| c.address.as_str())
+        .collect();
+    let search_path = std::env::var_os("PATH").unwrap_or_default();
+    let mut missing: Vec<MissingProgram> = Vec::new();
+    let mut found: BTreeMap<String, bool> = BTreeMap::new();
+    for process in &p.runnable().processes {
+        let Some(program) = process.argv.first() else {
+            continue;
+        };
+        if !starting.contains(process.address.as_str()) {
+            continue;
+        }
+        let path = process
+            .env
+            .get("PATH")
+            .map_or_else(|| search_path.clone(), std::ffi::OsString::from);
+        let present = *found
+            .entry(program.clone())
+            .or_insert_with(|| program_exists(program, &path));
+        if present {
+            continue;
+        }
+        if let Some(m) = missing.iter_mut().find(|m| &m.program == program) {
+            m.count += 1;
+            if m.addresses.len() < 3 {
+                m.addresses.push(process.address.clone());
+            }
+            continue;
+        }
+        missing.push(MissingProgram {
+            program: program.clone(),
+            addresses: vec![process.address.clone()],
+            count: 1,
+            hint: install_hint(&p.recipe, process.kind),
+        });
+    }
+    missing
+}
+
+/// Before a first apply (nothing of the deployment recorded yet, so no port belongs to
+/// a process the plan stops first) on an executor that runs processes here: the ports
+/// of every process to start that are already bound, one per process. Apply checks each
+/// process's ports again right before starting it; this check only keeps a port in use
+/// from being found after other processes have started.
+pub fn taken_ports(p: &Prepared, plan: &Plan, state: &State) -> Vec<crate::exec::ExecError> {
+    let first = state.resources.is_empty()
+        && plan.orphans.is_empty()
+        && plan.changes.iter().all(|c| {
+            matches!(
+                c.action,
+                plan::Action::Create | plan::Action::Check | plan::Action::NoOp
+            )
+        });
+    if !first || !p.exec.runs_programs_here() {
+        return Vec::new();
+    }
+    let starting: std::collections::BTreeSet<&str> = plan
+        .changes
+        .iter()
+        .filter(|c| c.action == plan::Action::Create)
+        .map(|c| c.address.as_str())
+        .collect();
+    let checks = p
+        .runnable()
+        .processes
+        .iter()
+        .filter(|process| starting.contains(process.address.as_str()))
+        .map(|process| p.exec.check_ports(process));
+    block_on(futures::future::join_all(checks))
+        .into_iter()
+        .filter_map(Result::err)
+        .filter(|e| matches!(e, crate::exec::ExecError::PortTaken { .. }))
+        .collect()
+}
+
+/// How to get the program of a process of `kind`, from the component that renders it.
+fn install_hint(recipe: &Recipe, kind: launch::ProcessKind) -> &'static str {
+    match kind {
+        launch::ProcessKind::Worker => crate::engine::lookup(&recipe.engine.kind.value)
+            .map_or("install the engine's program", |e| e.install_hint()),
+        launch::ProcessKind::Router => crate::frontend::lookup(&recipe.frontend.kind.value)
+            .map_or("install the frontend's program", |f| f.install_hint()),
+        launch::ProcessKind::Nginx => crate::frontend::nginx::INSTALL_HINT,
+    }
+}
+
+/// Whether `program` names an executable file: a path as given, a bare name on `path`.
+fn program_exists(program: &str, path: &std::ffi::OsStr) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        return executable(Path::new(program));
+    }
+    std::env::split_paths(path).any(|dir| executable(&dir.join(program)))
+}
+
+impl OpError {
+    /// The documented exit code.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            OpError::Recipe(_) => crate::exit::INVALID_RECIPE,
+            OpError::State(StateError::Locked { .. }) => crate::exit::LOCKED,
+            OpError::State(_) => crate::exit::STATE,
+            OpError::PlanFile(plan::file::PlanFileError::Stale { .. }) => crate::exit::STALE_PLAN,
+            _ => crate::exit::ERROR,
+        }
+    }
+}
+
+/// Where deployments keep state: `<state dir>/<name>/`.
+pub fn deployment_dir(state_dir: &Path, name: &str) -> PathBuf {
+    state_dir.join(name)
+}
+
+/// Everything needed to plan and apply one recipe.
+pub struct Prepared {
+    /// The recipe source (for diagnostics and saved plans).
+    pub source: Source,
+    /// The recipe.
+    pub recipe: Recipe,
+    /// Its launch plan, for this executor: what the graph is lowered from (and what
+    /// golden files and hashes show, `vllm serve` even under `--simulate`).
+    pub launch: LaunchPlan,
+    /// Under `--simulate`, the launch plan whose processes the executor starts: the
+    /// simulator standing in for every worker's engine ([`simulated`]).
+    pub simulated: Option<LaunchPlan>,
+    /// Its resource graph.
+    pub graph: ResourceGraph,
+    /// The deployment's state store.
+    pub store: StateStore,
+    /// The executor.
+    pub exec: Box<dyn Executor>,
+    /// Hash of the desired graph (addresses and hashes).
+    pub recipe_hash: String,
+    /// Options used.
+    pub nodes: Option<usize>,
+    /// Whether workers are simulated.
+    pub simulate: bool,
+}
+
+impl Prepared {
+    /// The launch plan apply hands to the executor: [`Prepared::simulated`] under
+    /// `--simulate`, else the launch plan itself.
+    pub fn runnable(&self) -> &LaunchPlan {
+        self.simulated.as_ref().unwrap_or(&self.launch)
+    }
+}
+
+/// The launch plan as run under `--simulate`: every worker process runs `simulator`
+/// in place of its engine's program ([`Engine::simulate`]), and no process runs in a
+/// container (the simulator and the Router run on the node directly).
+///
+/// Only the processes handed to the executor are transformed: the graph is lowered
+/// from the plan itself, so hashes, state and golden files are the same as without
+/// the simulator; the mode reaches every process's hash through the executor's
+/// [`Executor::execution`] (`"simulate": true`), so switching it replaces them.
+///
+/// [`Engine::simulate`]: crate::engine::Engine::simulate
+pub fn simulated(
+    plan: &LaunchPlan,
+    engine: &dyn crate::engine::Engine,
+    simulator: &Path,
+) -> LaunchPlan {
+    let mut run = plan.clone();
+    for p in &mut run.processes {
+        if p.kind == launch::ProcessKind::Worker {
+            engine.simulate(p, simulator);
+        }
+        p.container_image = None;
+    }
+    run
+}
+
+/// Options for [`prepare`].
+#[derive(Clone, Debug)]
+pub struct PrepareOptions {
+    /// State directory (`.srt`).
+    pub state_dir: PathBuf,
+    /// Nodes available.
+    pub nodes: Option<usize>,
+    /// Run workers as the vLLM simulator.
+    pub simulate: bool,
+    /// Stop grace period.
+    pub grace: Duration,
+    /// The cluster profile given with `--cluster` / `SRT_CLUSTER`; when `None`,
+    /// `srt-cluster.yaml` in the current directory if it exists, else local.
+    pub cluster: Option<PathBuf>,
+}
+
+/// The cluster profile for a command (see [`ClusterProfile::resolve`]).
+pub fn cluster_profile(explicit: Option<&Path>) -> Result<ClusterProfile, OpError> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    Ok(ClusterProfile::resolve(explicit, &cwd)?)
+}
+
+/// The profile with the recipe's own scheduler settings (`slurm:` in the recipe:
+/// `time_limit`, `partition`, `account`) in place of the profile's.
+pub fn effective_profile(profile: ClusterProfile, recipe: &Recipe) -> ClusterProfile {
+    let s = &recipe.slurm;
+    profile.with_scheduler_settings(
+        s.time_limit.as_deref(),
+        s.partition.as_deref(),
+        s.account.as_deref(),
+    )
+}
+
+/// The job id of the allocation `srt` runs in, if any (`SLURM_JOB_ID`).
+pub fn enclosing_job() -> Option<u64> {
+    std::env::var("SLURM_JOB_ID").ok()?.trim().parse().ok()
+}
+
+/// Load, lower and hash a recipe from text.
+pub fn prepare(
+    source: Source,
+    default_name: &str,
+    options: &PrepareOptions,
+) -> Result<Prepared, OpError> {
+    let recipe = recipe::load_str(&source, default_name)?;
+    let simulator = if options.simulate {
+        Some(default_simulator().ok_or_else(|| {
+            OpError::Other("--simulate needs the `srt-vllm-sim` binary next to `srt`".into())
+        })?)
+    } else {
+        None
+    };
+    let profile = effective_profile(cluster_profile(options.cluster.as_deref())?, &recipe);
+    let dir = deployment_dir(&options.state_dir, &recipe.name.value);
+    // Node count first (the executor's bindings need it), then the plan for its host layout.
+    let probe = assemble(
+        &recipe,
+        &BuildOptions {
+            nodes: options.nodes,
+            ..Default::default()
+        },
+    )
+    .map_err(|p| source.error(p))?;
+    let exec = crate::exec::for_profile(
+        &profile,
+        &crate::exec::Deployment {
+            name: &recipe.name.value,
+            dir: &dir,
+            nodes: probe.nodes.len(),
+            gpus_per_node: recipe.resources.gpus_per_node.value,
+            gpu_type: recipe.resources.gpu_type.clone(),
+            simulate: simulator.is_some(),
+            grace: options.grace,
+            adopt: enclosing_job(),
+        },
+    )?;
+    let launch = assemble(
+        &recipe,
+        &BuildOptions {
+            nodes: options.nodes,
+            hosts: exec.host_layout(),
+        },
+    )
+    .map_err(|p| source.error(p))?;
+    let graph = graph::lower_with(&launch, &exec.execution(), exec.allocation().as_ref())?;
+    let recipe_hash = desired_hash(&graph);
+    let simulated = match &simulator {
+        Some(sim) => {
+            let engine = crate::engine::lookup(&recipe.engine.kind.value).ok_or_else(|| {
+                OpError::Other(format!("unknown engine `{}`", recipe.engine.kind.value))
+            })?;
+            Some(simulated(&launch, engine, sim))
+        }
+        None => None,
+    };
+    Ok(Prepared {
+        store: StateStore::new(dir),
+        source,
+        recipe,
+        launch,
+        simulated,
+        graph,
+        exec,
+        recipe_hash,
+        nodes: options.nodes,
+        simulate: options.simulate,
+    })
+}
+
+/// Read a recipe file and prepare it.
+pub fn prepare_file(path: &Path, options: &PrepareOptions) -> Result<Prepared, OpError> {
+    let (source, loaded) = recipe::load_file(path);
+    loaded?;
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    prepare(source, &stem, options)
+}
+
+/// blake3 over every desired resource's address and hash, in address order.
+pub fn desired_hash(graph: &ResourceGraph) -> String {
+    let mut pairs: Vec<(&str, &str)> = graph
+        .resources
+        .iter()
+        .map(|r| (r.address.as_str(), r.hash.as_str()))
+        .collect();
+    pairs.sort_unstable();
+    let mut h = blake3::Hasher::new();
+    for (a, x) in pairs {
+        h.update(a.as_bytes());
+        h.update(b"=");
+        h.update(x.as_bytes());
+        h.update(b"\n");
+    }
+    h.finalize().to_hex().to_string()
+}
+
+/// Load state, creating it (with its lineage) when absent so every plan has a lineage.
+pub fn load_or_create(
+    store: &StateStore,
+    deployment: &str,
+    lock: &StateLock,
+) -> Result<State, OpError> {
+    match store.load()? {
+        Some(s) => Ok(s),
+        None => {
+            let mut s = State::new(deployment);
+            store.save(lock, &mut s)?;
+            Ok(s)
+        }
+    }
+}
+
+/// Let the executor learn what state records (the allocation's nodes) and refuse state
+/// it cannot manage. Call before [`make_plan`] or [`refresh`]. Synchronous: it drives the
+/// executor on a runtime of its own, so call it outside one (as the commands do).
+pub fn restore(exec: &dyn Executor, state: &State) -> Result<(), OpError> {
+    Ok(block_on(exec.restore(state))?)
+}
+
+/// Run a future to completion on a current-thread runtime of its own: the synchronous
+/// operations (plan's refresh, restore, status and list) drive the executor's async
+/// methods with it. Must not be called from inside a runtime.
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(future)
+}
+
+/// The executor that can manage what `state` records (for `srt destroy`, `status`,
+/// `list`): see [`crate::exec::for_state`].
+pub fn executor_for_state(
+    profile: ClusterProfile,
+    deployment: &str,
+    dir: &Path,
+    state: &State,
+) -> Box<dyn Executor> {
+    crate::exec::for_state(&profile, deployment, dir, state)
+}
+
+/// Find what launches left running, through the executor's leases: a record whose
+/// identity was never saved (an apply killed between the fork and the save) gets the
+/// identity its lease names, so the plan can replace it and apply can stop it; the
+/// processes that no record tracks are returned, for apply or destroy to stop.
+///
+/// Cheap when nothing was lost: a lease naming a recorded process is matched by its
+/// pid and start time without looking at `/proc`.
+pub fn recover(state: &mut State, exec: &dyn Executor) -> Vec<plan::Orphan> {
+    let mut orphans = Vec::new();
+    for (address, id) in exec.leases() {
+        let tracked = state
+            .resources
+            .values()
+            .filter_map(|r| r.runtime.as_ref())
+            .any(|rt| rt.process_key() == Some((id.pid, id.start_time)));
+        if tracked {
+            continue;
+        }
+        let pids = crate::exec::process::survivors(&id);
+        if pids.is_empty() {
+            continue;
+        }
+        let Some(runtime) = exec.leased_runtime(&address, id) else {
+            continue;
+        };
+        match state.resources.get_mut(&address) {
+            // Launched, never recorded: the record takes the lease's identity.
+            Some(r) if r.runtime.is_none() => r.runtime = Some(runtime),
+            _ => orphans.push(plan::Orphan {
+                address,
+                pids,
+                runtime,
+            }),
+        }
+    }
+    orphans
+}
+
+/// Remove the lease files of a deployment directory that name nothing alive (unsigned
+/// ones left by failed spawns, signed ones whose processes are gone): what a finished
+/// destroy leaves clean.
+pub fn clean_leases(dir: &Path) {
+    for (_, path) in crate::exec::local::lease_files(dir) {
+        let alive = crate::exec::process::lease_identity(&path)
+            .is_some_and(|id| !crate::exec::process::survivors(&id).is_empty());
+        if !alive {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+    let _ = std::fs::remove_dir(dir.join(crate::exec::local::LEASES));
+}
+
+/// Probe every recorded process through the executor. With `unhealthy_grace`, the
+/// live workers' `/health` too (see [`unhealthy`]): a worker that accepts connections
+/// but does not answer for that long is drift, so the plan replaces it instead of
+/// apply waiting on it.
+pub fn refresh(
+    state: &State,
+    exec: &dyn Executor,
+    unhealthy_grace: Option<Duration>,
+) -> BTreeMap<String, Observation> {
+    block_on(refresh_async(state, exec, unhealthy_grace))
+}
+
+/// [`refresh`], for callers already on a runtime.
+pub async fn refresh_async(
+    state: &State,
+    exec: &dyn Executor,
+    unhealthy_grace: Option<Duration>,
+) -> BTreeMap<String, Observation> {
+    let mut observed: BTreeMap<String, Observation> = BTreeMap::new();
+    for (a, r) in &state.resources {
+        if let Some(rt) = &r.runtime {
+            observed.insert(a.clone(), exec.observe(rt).await);
+        }
+    }
+    // What each Router routes to, against its membership record.
+    for (a, r) in &state.resources {
+        if r.kind != crate::graph::Kind::Membership || r.status != crate::state::Status::Running {
+            continue;
+        }
+        let router_alive = r.spec["router"]
+            .as_str()
+            .and_then(|router| observed.get(router))
+            .is_some_and(|o| *o == Observation::Alive);
+        if !router_alive {
+            continue;
+        }
+        if let Some(detail) = membership_drift(r, &exec.bindings()).await {
+            observed.insert(a.clone(), Observation::Gone(detail));
+        }
+    }
+    let Some(grace) = unhealthy_grace else {
+        return observed;
+    };
+    let bindings = exec.bindings();
+    let probes: Vec<(String, String)> = observed
+        .iter()
+        .filter(|(_, o)| **o == Observation::Alive)
+        .filter_map(|(a, _)| {
+            let r = &state.resources[a];
+            let worker = r.kind == crate::graph::Kind::Worker;
+            let url = status::health_url(r, &bindings).filter(|_| worker)?;
+            Some((a.clone(), url))
+        })
+        .collect();
+    if probes.is_empty() {
+        return observed;
+    }
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("http client");
+    let checks = probes.iter().map(|(a, url)| {
+        let client = &client;
+        async move { (a.clone(), unhealthy(client, url, grace).await) }
+    });
+    // Bounded: one connection per worker at once would take one file descriptor and one
+    // local port each (32,768 workers ran out of both, and the probes that could not
+    // connect were judged unhealthy).
+    let found: Vec<(String, Option<String>)> = futures::stream::iter(checks)
+        .buffer_unordered(PROBES_IN_FLIGHT)
+        .collect()
+        .await;
+    for (address, detail) in found {
+        if let Some(detail) = detail {
+            observed.insert(address, Observation::Gone(detail));
+        }
+    }
+    observed
+}
+
+/// How a Router's worker list differs from its membership record, if it does: a Router
+/// that restarted behind srt's back, or an edit through its admin API by someone else.
+async fn membership_drift(
+    record: &crate::state::ResourceState,
+    bindings: &crate::launch::Bindings,
+) -> Option<String> {
+    let frontend = record.spec["frontend"].as_str()?;
+    let admin = crate::frontend::lookup(frontend)?.admin()?;
+    let router = bindings.resolve(record.spec["admin_url"].as_str()?);
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .no_proxy()
+        .build()
+        .ok()?;
+    let live: std::collections::BTreeSet<String> = match admin.list(&http, &router).await {
+        Ok(urls) => urls.into_iter().collect(),
+        Err(e) => return Some(format!("cannot list its Router's workers: {e}")),
+    };
+    let recorded: std::collections::BTreeSet<String> = plan::members_of(&record.spec)
+        .into_iter()
+        .map(|(u, _)| bindings.resolve(&u))
+        .collect();
+    let missing: Vec<&String> = recorded.difference(&live).collect();
+    let extra: Vec<&String> = live.difference(&recorded).collect();
+    if missing.is_empty() && extra.is_empty() {
+        return None;
+    }
+    let list = |v: &[&String]| v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
+    let mut parts = Vec::new();
+    if !missing.is_empty() {
+        parts.push(format!("its Router lost {}", list(&missing)));
+    }
+    if !extra.is_empty() {
+        parts.push(format!("its Router also routes to {}", list(&extra)));
+    }
+    Some(parts.join("; "))
+}
+
+/// Health probes refresh keeps in flight at once.
+const PROBES_IN_FLIGHT: usize = 256;
+
+/// Whether a process at `url` is unhealthy: it accepts connections but `/health` does
+/// not answer 2xx at any probe within `grace` (probed every 0.5 s, each probe bounded by
+/// a second). A refused connection is not judged: a starting engine binds its port
+/// only once it is up, and a dead one is liveness's business.
+pub async fn unhealthy(client: &reqwest::Client, url: &str, grace: Duration) -> Option<String> {
+    let start = std::time::Instant::now();
+    let per_probe = grace.min(Duration::from_secs(1));
+    loop {
+        let last = match client.get(url).timeout(per_probe).send().await {
+            Ok(r) if r.status().is_success() => return None,
+            Err(e) if e.is_connect() => return None,
+            Ok(r) => format!("{url} answered {}", r.status()),
+            Err(e) if e.is_timeout() => format!("{url} did not answer"),
+            Err(e) => format!("{url} failed: {e}"),
+        };
+        if start.elapsed() >= grace {
+            return Some(format!("unhealthy: {last} for {}s", grace.as_secs()));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Recover what launches left ([`recover`]), refresh and diff. `state` gains the
+/// identities recovered from leases (in memory; apply saves them with its first step).
+pub fn make_plan(p: &Prepared, state: &mut State, options: &PlanOptions) -> Plan {
+    let orphans = recover(state, &*p.exec);
+    let grace = Duration::from_secs(p.recipe.health_check.unhealthy_grace_secs);
+    let observed = refresh(state, &*p.exec, Some(grace));
+    let mut plan = plan::diff(&p.graph, state, &observed, &p.recipe_hash, options);
+    plan.orphans = orphans;
+    plan
+}
+
+/// An empty launch plan and graph for `deployment` (what `destroy` converges to).
+pub fn empty(deployment: &str) -> (LaunchPlan, ResourceGraph) {
+    let launch = LaunchPlan {
+        format_version: launch::FORMAT_VERSION,
+        deployment: deployment.to_string(),
+        engine: String::new(),
+        frontend: String::new(),
+        served_model_name: String::new(),
+        precision: None,
+        gpu_type: None,
+        nodes: Vec::new(),
+        processes: Vec::new(),
+        gates: Vec::new(),
+        memberships: Vec::new(),
+        rollout: Default::default(),
+        public_url: String::new(),
+        leases: Vec::new(),
+        sensitive_env: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let graph = graph::lower(&launch, &serde_json::Value::Null).expect("empty graph");
+    (launch, graph)
+}

@@ -1,0 +1,141 @@
+//! Live status of a deployment: every recorded resource, probed now.
+
+use crate::exec::Executor;
+use crate::plan::Observation;
+use crate::state::{Runtime, State, StateStore, Status};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What `srt status` shows for one resource.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ResourceStatus {
+    /// Address.
+    pub address: String,
+    /// Kind.
+    pub kind: crate::graph::Kind,
+    /// Node, when placed.
+    pub node: Option<String>,
+    /// Ports by kind.
+    pub ports: Vec<(String, u16)>,
+    /// `pid 123` or `job 7 step 2`.
+    pub runtime: Option<String>,
+    /// `running`, `healthy`, `unhealthy`, `failed`, `drifted`, `pending`, `tainted`,
+    /// `passed` (gates).
+    pub state: String,
+    /// Seconds since the process started (local processes).
+    pub age_secs: Option<u64>,
+    /// The recorded error, if any.
+    pub error: Option<String>,
+}
+
+/// Deployments that have state under `state_dir`, sorted.
+pub fn deployments(state_dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(state_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().join(crate::state::STATE_FILE).is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The HTTP port a process answers `/health` on, if any.
+fn health_port(r: &crate::state::ResourceState) -> Option<u16> {
+    ["http", crate::ports::PUBLIC, "frontend_internal"]
+        .iter()
+        .find_map(|k| r.ports.get(*k).copied())
+}
+
+/// `http://<node ip>:<port>/health` of a recorded process that serves HTTP, at the
+/// address the executor gives its node.
+pub(crate) fn health_url(
+    r: &crate::state::ResourceState,
+    bindings: &crate::launch::Bindings,
+) -> Option<String> {
+    let port = health_port(r)?;
+    let node_index = r
+        .node
+        .as_deref()
+        .and_then(|n| n.strip_prefix("node"))
+        .and_then(|i| i.parse::<usize>().ok())
+        .unwrap_or(0);
+    let ip = bindings
+        .node_ips
+        .get(node_index)
+        .cloned()
+        .unwrap_or_else(|| "127.0.0.1".into());
+    Some(format!("http://{ip}:{port}/health"))
+}
+
+/// Probe every recorded resource: liveness through the executor, then `/health` of
+/// live HTTP processes (at the executor's address for the node).
+pub async fn status(state: &State, exec: &dyn Executor) -> Vec<ResourceStatus> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .no_proxy()
+        .build()
+        .expect("http client");
+    let bindings = exec.bindings();
+    let mut out = Vec::with_capacity(state.resources.len());
+    for (address, r) in &state.resources {
+        let mut live = match (&r.runtime, r.status) {
+            (_, Status::Failed) => "failed".to_string(),
+            (_, Status::Pending) => "pending".to_string(),
+            (_, Status::Tainted) => "tainted".to_string(),
+            (Some(rt), Status::Running) => match exec.observe(rt).await {
+                Observation::Alive => "running".to_string(),
+                Observation::Gone(_) => "drifted".to_string(),
+            },
+            (None, Status::Running) if r.kind.is_check() => "passed".to_string(),
+            (None, Status::Running) => "ok".to_string(),
+        };
+        if live == "running" {
+            if let Some(url) = health_url(r, &bindings) {
+                let healthy = client
+                    .get(url)
+                    .send()
+                    .await
+                    .map(|resp| resp.status().is_success())
+                    .unwrap_or(false);
+                live = if healthy { "healthy" } else { "unhealthy" }.to_string();
+            }
+        }
+        out.push(ResourceStatus {
+            address: address.clone(),
+            kind: r.kind,
+            node: r.node.clone(),
+            ports: r.ports.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            runtime: r.runtime.as_ref().map(Runtime::status_label),
+            state: live,
+            age_secs: r
+                .runtime
+                .as_ref()
+                .and_then(Runtime::age)
+                .map(|d| d.as_secs()),
+            error: r.error.clone(),
+        });
+    }
+    out
+}
+
+/// Human duration: `45s`, `12m`, `3h`, `2d`.
+pub fn human_age(secs: u64) -> String {
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}
+
+/// Where a resource's log is: the path recorded in state, else the executor's convention.
+pub fn log_path(store: &StateStore, state: &State, address: &str) -> Option<PathBuf> {
+    let r = state.resources.get(address)?;
+    r.log_path.clone().or_else(|| {
+        let p = store.dir().join("logs").join(format!("{address}.log"));
+        p.is_file().then_some(p)
+    })
+}
