@@ -11,7 +11,7 @@ fn root() -> std::path::PathBuf {
 fn recipe_schema_is_fresh() {
     let on_disk = std::fs::read_to_string(root().join("docs/recipe.schema.json")).unwrap();
     assert!(
-        on_disk == srt::cli::schema_text(),
+        on_disk == srt_cli::schema_text(),
         "docs/recipe.schema.json is stale: run `srt schema > docs/recipe.schema.json`"
     );
 }
@@ -20,18 +20,18 @@ fn recipe_schema_is_fresh() {
 fn man_page_is_fresh() {
     let on_disk = std::fs::read_to_string(root().join("docs/man/srt.1")).unwrap();
     assert!(
-        on_disk == srt::cli::man_page(),
+        on_disk == srt_cli::man_page(),
         "docs/man/srt.1 is stale: run `srt man > docs/man/srt.1`"
     );
 }
 
 #[test]
 fn every_command_help_has_an_example() {
-    let cmd = srt::cli::Cli::command();
+    let cmd = srt_cli::Cli::command();
     for sub in cmd.get_subcommands() {
         let after = sub
             .get_after_help()
-            .map(|s| s.to_string())
+            .map(std::string::ToString::to_string)
             .unwrap_or_default();
         assert!(
             after.contains("Example") && after.contains("srt "),
@@ -45,7 +45,7 @@ fn every_command_help_has_an_example() {
 /// keys the schema lists.
 #[test]
 fn examples_use_only_schema_keys() {
-    let schema = srt::recipe::keys::json_schema();
+    let schema = srt::schema::json_schema();
     let top = schema["properties"].as_object().unwrap();
     for entry in std::fs::read_dir(root().join("examples"))
         .unwrap()

@@ -2,25 +2,10 @@
 //! an interrupted apply saves state, releases the lock, and the next apply converges.
 
 mod e2e_support;
-use e2e_support::{tools_path, Cleanup};
+use e2e_support::{serial, Env};
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn srt(dir: &std::path::Path, args: &[&str], delay_ms: &str) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_srt"));
-    c.args(args)
-        .current_dir(dir)
-        .env("PATH", tools_path())
-        .env("SRT_SIM_STARTUP_DELAY_MS", delay_ms)
-        .env_remove("SRT_STATE_DIR")
-        .stdin(Stdio::null());
-    c
-}
 
 fn recipe(dir: &std::path::Path) -> String {
     let text = std::fs::read_to_string(
@@ -34,19 +19,12 @@ fn recipe(dir: &std::path::Path) -> String {
 
 #[test]
 fn concurrent_apply_is_refused_with_the_holder() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let _cleanup = Cleanup(dir.path());
-    let r = recipe(dir.path());
-    let store = srt::state::StateStore::new(dir.path().join(".srt/local-agg"));
+    let _g = serial();
+    let env = Env::new();
+    let r = recipe(env.dir.path());
+    let store = srt::state::StateStore::new(env.dir.path().join(".srt/local-agg"));
     let held = store.lock("apply", None).unwrap();
-    let out = srt(
-        dir.path(),
-        &["apply", "-f", &r, "--simulate", "--auto-approve"],
-        "200",
-    )
-    .output()
-    .unwrap();
+    let out = env.srt(&["apply", "-f", &r, "--simulate", "--auto-approve"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(5), "{err}");
     assert!(
@@ -58,21 +36,13 @@ fn concurrent_apply_is_refused_with_the_holder() {
 
 #[test]
 fn interrupted_apply_saves_state_and_converges() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let _cleanup = Cleanup(dir.path());
-    let r = recipe(dir.path());
+    let _g = serial();
+    let env = Env::new();
+    let r = recipe(env.dir.path());
     // Workers take 3 s to become healthy: interrupt while the gate waits.
-    let child = srt(
-        dir.path(),
-        &["apply", "-f", &r, "--simulate", "--auto-approve"],
-        "3000",
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    let store = srt::state::StateStore::new(dir.path().join(".srt/local-agg"));
+    env.startup_delay_ms.set(3000);
+    let child = env.spawn(&["apply", "-f", &r, "--simulate", "--auto-approve"]);
+    let store = srt::state::StateStore::new(env.dir.path().join(".srt/local-agg"));
     let start = Instant::now();
     loop {
         // As srt reads it: the launch is recorded in the journal until apply ends.
@@ -108,13 +78,7 @@ fn interrupted_apply_saves_state_and_converges() {
         srt::state::Status::Running
     );
     // The lock is free and the next apply converges (processes kept, gates pass).
-    let again = srt(
-        dir.path(),
-        &["apply", "-f", &r, "--simulate", "--auto-approve"],
-        "3000",
-    )
-    .output()
-    .unwrap();
+    let again = env.srt(&["apply", "-f", &r, "--simulate", "--auto-approve"]);
     let text = String::from_utf8_lossy(&again.stdout);
     assert!(
         again.status.success(),
@@ -122,11 +86,5 @@ fn interrupted_apply_saves_state_and_converges() {
         String::from_utf8_lossy(&again.stderr)
     );
     assert!(text.contains("smoke: passed"), "{text}");
-    let out = srt(dir.path(), &["destroy", "local-agg", "--auto-approve"], "0")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    std::thread::sleep(Duration::from_millis(200));
-    let left = e2e_support::live_processes("local-agg");
-    assert!(left.is_empty(), "orphans: {left:?}");
+    env.destroy("local-agg");
 }

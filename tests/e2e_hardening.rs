@@ -51,13 +51,14 @@ fn a_worker_exiting_during_startup_fails_the_gate_naming_it_and_only_it_is_repla
         "{}",
         text(&out)
     );
-    // The gate names the worker and shows the tail of its log.
+    // The gate names the worker and shows the tail of its log, once.
     assert!(
         stderr.contains("`worker.prefill[0].node[0]` died while waiting")
-            && stderr.contains("--- last lines of its log ---")
+            && stderr.contains("--- last lines of worker.prefill[0].node[0]'s log ---")
             && stderr.contains("simulated failure during startup"),
         "{stderr}"
     );
+    assert_eq!(stderr.matches("--- last lines of").count(), 1, "{stderr}");
     let state = env.state("hard-startup");
     let r = &state["resources"];
     assert_eq!(
@@ -118,7 +119,7 @@ fn a_killed_router_is_drift_and_apply_restarts_only_it() {
         shown.contains("objects changed outside srt")
             && shown.contains(&format!("router[0]: process {router} exited"))
             && shown.contains("# router[0] will be replaced")
-            && shown.contains("Plan: 0 to create, 1 to replace, 0 to destroy."),
+            && shown.contains("Plan: 0 to create, 1 to replace, 0 to destroy"),
         "{shown}"
     );
     let out = env.apply(&recipe);
@@ -147,11 +148,11 @@ fn a_port_held_by_another_program_is_refused_before_launch() {
         text: text_,
     };
     let loaded = srt::recipe::load_str(&source, "agg").unwrap();
-    let launch = srt::launch::build(
+    let launch = srt::assemble::assemble(
         &loaded,
-        &srt::launch::BuildOptions {
+        &srt::assemble::BuildOptions {
             nodes: None,
-            hosts: srt::launch::build::HostLayout::Shared,
+            hosts: srt::launch::HostLayout::Shared,
         },
     )
     .unwrap();
@@ -161,58 +162,39 @@ fn a_port_held_by_another_program_is_refused_before_launch() {
         .find(|p| p.address == "worker.agg[0].node[0]")
         .unwrap();
     let port = victim.ports["http"].base;
-    let squatter = TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let squatter = env.in_netns(|| TcpListener::bind(("127.0.0.1", port)).unwrap());
     let out = env.srt(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        out.status.code(),
-        Some(srt::exit::APPLY_FAILED),
-        "{}",
-        text(&out)
-    );
+    // A first apply checks every port before it starts anything: refused, with the way
+    // out (the command that shows who holds the port).
+    assert_eq!(out.status.code(), Some(srt::exit::ERROR), "{}", text(&out));
     assert!(
         stderr.contains(&format!(
             "port {port} (http) of `worker.agg[0].node[0]` is already in use"
         )),
         "{stderr}"
     );
-    // Never launched: no record with a runtime, no process.
-    let state = env.state("hard-port");
     assert!(
-        state["resources"]["worker.agg[0].node[0]"]["runtime"].is_null(),
-        "{state:#}"
+        stderr.contains(&format!("ss -ltnp 'sport = :{port}'")),
+        "{stderr}"
     );
-    let launched = srt::exec::process::processes_with_env_marker(
-        srt::exec::local::RESOURCE_MARKER,
-        "worker.agg[0].node[0]",
-    )
-    .into_iter()
-    .filter(|&p| {
-        std::fs::read(format!("/proc/{p}/environ"))
-            .map(|e| {
-                e.split(|&b| b == 0)
-                    .any(|kv| kv == b"SRT_DEPLOYMENT=hard-port")
-            })
-            .unwrap_or(false)
-    })
-    .count();
-    assert_eq!(launched, 0, "the worker was launched on a taken port");
-    // The Router does not wait for its workers to start (it watches them): it runs and
-    // keeps waiting for the missing worker.
-    assert_eq!(
-        state["resources"]["router[0]"]["status"], "running",
-        "{state:#}"
+    // Nothing started, nothing recorded: no Router either.
+    let state = srt::state::StateStore::new(env.deployment_dir("hard-port"))
+        .load()
+        .unwrap();
+    assert!(
+        state.as_ref().is_none_or(|s| s.resources.is_empty()),
+        "{state:#?}"
     );
-    // Once the port is free, apply converges by starting only the worker; the waiting
-    // Router picks it up.
+    assert!(
+        live_processes("hard-port").is_empty(),
+        "a process was started"
+    );
+    // Once the port is free, apply starts everything.
     drop(squatter);
     let out = env.apply(&recipe);
     assert!(out.contains("smoke: passed"), "{out}");
     assert!(out.contains("worker.agg[0].node[0]: started"), "{out}");
-    assert!(
-        !out.contains("router[0]: started") && !out.contains("router[0]: replaced"),
-        "{out}"
-    );
     assert_no_orphans(&env, "hard-port");
     env.destroy("hard-port");
 }
@@ -264,7 +246,7 @@ fn a_reused_pid_is_drift_and_is_never_signalled() {
     assert!(
         shown.contains(&format!(
             "worker.agg[1].node[0]: process {fpid} is gone (its pid now belongs to another program)"
-        )) && shown.contains("Plan: 0 to create, 1 to replace, 0 to destroy."),
+        )) && shown.contains("Plan: 0 to create, 1 to replace, 0 to destroy"),
         "{shown}"
     );
     let out = env.apply(&recipe);
@@ -468,4 +450,131 @@ fn destroy_stops_resources_in_a_recorded_cycle() {
         wait_for(&format!("pid {pid} to exit"), || !alive(pid));
     }
     assert!(live_processes("hard-cycle").is_empty());
+}
+
+/// A state file pointed at an unrelated process (its real pid, group and start time)
+/// never gets it signalled: the lease srt planted names another process, and a record
+/// without a lease (as an older srt wrote) needs srt's marker in the environment.
+#[test]
+fn a_forged_identity_with_the_true_start_time_is_never_signalled() {
+    let _g = serial();
+    let env = Env::new();
+    let recipe = env.recipe("agg.yaml", &example_named("local-agg.yaml", "hard-forged"));
+    env.apply(&recipe);
+    let (mut foreign, log) = foreign_process(env.dir.path());
+    let fpid = foreign.id();
+    wait_for("the foreign program", || stat(fpid).is_some());
+    let (_, _, start) = stat(fpid).unwrap();
+    let mut state = env.state("hard-forged");
+    // The Router's record keeps its lease; worker 1's loses it (an older state format).
+    for (address, keep_lease) in [("router[0]", true), ("worker.agg[1].node[0]", false)] {
+        let rt = &mut state["resources"][address]["runtime"];
+        rt["pid"] = fpid.into();
+        rt["pgid"] = fpid.into();
+        rt["start_time"] = start.into();
+        if !keep_lease {
+            rt.as_object_mut().unwrap().remove("lease");
+        }
+    }
+    let real_router = env.pid("hard-forged", "router[0]");
+    let real_worker = env.pid("hard-forged", "worker.agg[1].node[0]");
+    env.write_state("hard-forged", &state);
+    let out = env.srt(&["destroy", "hard-forged", "--auto-approve"]);
+    let shown = text(&out);
+    // The worker's record cannot be verified: destroy says so and keeps it.
+    assert_eq!(out.status.code(), Some(srt::exit::APPLY_FAILED), "{shown}");
+    assert!(
+        shown.contains(&format!("process {fpid} was recorded without a lease")),
+        "{shown}"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        foreign.try_wait().unwrap().is_none(),
+        "the foreign program was killed"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap_or_default(),
+        "",
+        "the foreign program was signalled"
+    );
+    let _ = foreign.kill();
+    let _ = foreign.wait();
+    // The real Router and worker, whose records were overwritten, were found through
+    // their leases and stopped as processes no record tracks.
+    assert!(shown.contains("2 untracked processes"), "{shown}");
+    for pid in [real_router, real_worker] {
+        wait_for("the real processes to stop", || !alive(pid));
+    }
+    // The unverifiable record stays until a person decides; without it, nothing is left.
+    let mut state = env.state("hard-forged");
+    state["resources"]
+        .as_object_mut()
+        .unwrap()
+        .remove("worker.agg[1].node[0]");
+    env.write_state("hard-forged", &state);
+    env.destroy("hard-forged");
+    assert_no_orphans(&env, "hard-forged");
+}
+
+/// A stopped (SIGSTOP) or unhealthy worker is drift after `unhealthy_grace_seconds`:
+/// the plan says so and apply replaces that worker alone, without waiting out the
+/// readiness budget.
+#[test]
+fn a_stopped_or_unhealthy_worker_is_drift_and_replaced_alone() {
+    let _g = serial();
+    let env = Env::new();
+    let text_of = example_named("local-agg.yaml", "hard-hung").replace(
+        "health_check:\n  timeout_seconds: 120",
+        "health_check:\n  timeout_seconds: 120\n  unhealthy_grace_seconds: 1",
+    );
+    assert!(text_of.contains("unhealthy_grace_seconds"));
+    let recipe = env.recipe("agg.yaml", &text_of);
+    env.apply(&recipe);
+    let router = env.pid("hard-hung", "router[0]");
+    let stopped = env.pid("hard-hung", "worker.agg[0].node[0]");
+    let other = env.pid("hard-hung", "worker.agg[1].node[0]");
+    signal(stopped, Signal::SIGSTOP);
+    let plan = env.srt(&["plan", "-f", &recipe, "--simulate", "--detailed-exitcode"]);
+    let shown = text(&plan);
+    assert_eq!(plan.status.code(), Some(srt::exit::CHANGES), "{shown}");
+    assert!(
+        shown.contains(&format!(
+            "worker.agg[0].node[0]: process {stopped} is stopped"
+        )) && shown.contains("Plan: 0 to create, 1 to replace, 0 to destroy"),
+        "{shown}"
+    );
+    let started = std::time::Instant::now();
+    env.apply(&recipe);
+    assert!(started.elapsed() < Duration::from_secs(30), "apply waited");
+    assert!(!alive(stopped), "the stopped worker was not stopped");
+    assert_ne!(env.pid("hard-hung", "worker.agg[0].node[0]"), stopped);
+    assert_eq!(env.pid("hard-hung", "worker.agg[1].node[0]"), other);
+    assert_eq!(env.pid("hard-hung", "router[0]"), router);
+
+    // Unhealthy while running: /health answers 503 (the simulator's fault knob).
+    let unhealthy = env.recipe(
+        "agg2.yaml",
+        &text_of.replace(
+            "      PYTHONUNBUFFERED: \"1\"",
+            "      PYTHONUNBUFFERED: \"1\"\n      SRT_SIM_UNHEALTHY_AFTER_MS: \"4000\"",
+        ),
+    );
+    // Healthy long enough for apply's gates, then 503 (4 s after becoming healthy,
+    // which was before apply returned).
+    env.apply(&unhealthy);
+    std::thread::sleep(Duration::from_millis(4500));
+    let plan = env.srt(&[
+        "plan",
+        "-f",
+        &unhealthy,
+        "--simulate",
+        "--detailed-exitcode",
+    ]);
+    let shown = text(&plan);
+    assert_eq!(plan.status.code(), Some(srt::exit::CHANGES), "{shown}");
+    assert!(
+        shown.contains("worker.agg[0].node[0]: unhealthy:") && shown.contains("503"),
+        "{shown}"
+    );
+    env.destroy("hard-hung");
 }

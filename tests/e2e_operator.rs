@@ -2,51 +2,21 @@
 //! workers): `apply --json` events, `status`, `list`, `logs`, and `graph`.
 
 mod e2e_support;
-use e2e_support::{tools_path, Cleanup};
-
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
-
-fn srt(dir: &std::path::Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_srt"))
-        .args(args)
-        .current_dir(dir)
-        .env("PATH", tools_path())
-        .env("SRT_SIM_STARTUP_DELAY_MS", "200")
-        .env_remove("SRT_STATE_DIR")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-fn ok(dir: &std::path::Path, args: &[&str]) -> String {
-    let out = srt(dir, args);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "srt {args:?}: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
-}
+use e2e_support::Env;
 
 #[test]
 fn status_list_logs_and_json_events_on_a_live_deployment() {
-    let dir = tempfile::tempdir().unwrap();
-    let _cleanup = Cleanup(dir.path());
-    let recipe = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/local-agg.yaml");
+    let env = Env::new();
+    let recipe = e2e_support::repo().join("examples/local-agg.yaml");
     let recipe = recipe.to_str().unwrap();
-    let events = ok(
-        dir.path(),
-        &[
-            "apply",
-            "-f",
-            recipe,
-            "--simulate",
-            "--auto-approve",
-            "--json",
-        ],
-    );
+    let events = env.stdout(&[
+        "apply",
+        "-f",
+        recipe,
+        "--simulate",
+        "--auto-approve",
+        "--json",
+    ]);
     let parsed: Vec<serde_json::Value> = events
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
@@ -74,11 +44,14 @@ fn status_list_logs_and_json_events_on_a_live_deployment() {
     );
     let last = parsed.last().unwrap();
     assert_eq!(last["type"], "change_summary");
-    assert_eq!(last["created"], 3);
+    // Every resource, as the plan counts them: 7 created (processes, port blocks, the
+    // membership) and 3 checks.
+    assert_eq!(last["created"], 7);
+    assert_eq!(last["checked"], 3);
     assert_eq!(last["url"], "http://127.0.0.1:8000");
 
     let status: serde_json::Value =
-        serde_json::from_str(&ok(dir.path(), &["status", "--json"])).unwrap();
+        serde_json::from_str(&env.stdout(&["status", "--json"])).unwrap();
     let states: std::collections::BTreeMap<String, String> = status["resources"]
         .as_array()
         .unwrap()
@@ -93,41 +66,53 @@ fn status_list_logs_and_json_events_on_a_live_deployment() {
     assert_eq!(states["worker.agg[0].node[0]"], "healthy");
     assert_eq!(states["router[0]"], "healthy");
     assert_eq!(states["gate.router"], "passed");
-    let table = ok(dir.path(), &["status", "local-agg"]);
+    let table = env.stdout(&["status", "local-agg"]);
     assert!(
         table.contains("RESOURCE") && table.contains("pid "),
         "{table}"
     );
 
-    let list = ok(dir.path(), &["list"]);
+    let list = env.stdout(&["list"]);
     assert!(
         list.lines()
             .any(|l| l.starts_with("local-agg") && l.contains("running")),
         "{list}"
     );
 
-    let logs = ok(
-        dir.path(),
-        &["logs", "local-agg", "worker.agg[0].node[0]", "--tail", "50"],
-    );
+    let logs = env.stdout(&["logs", "local-agg", "worker.agg[0].node[0]", "--tail", "50"]);
     assert!(
         logs.contains("--- srt: starting worker.agg[0].node[0] ---"),
         "{logs}"
     );
-    let missing = srt(dir.path(), &["logs", "local-agg", "worker.nope"]);
+    let missing = env.srt(&["logs", "local-agg", "worker.nope"]);
     assert_eq!(missing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("resources with logs"));
 
     for format in ["text", "dot", "mermaid"] {
-        let g = ok(dir.path(), &["graph", "-f", recipe, "--format", format]);
+        let g = env.stdout(&["graph", "-f", recipe, "--format", format]);
         assert!(
             g.contains("worker.agg[0].node[0]") && g.contains("router[0]"),
             "{g}"
         );
     }
+    // --quiet: the plan's counts and the summary, not the plan itself nor progress.
+    let quiet = env.stdout(&[
+        "apply",
+        "-f",
+        recipe,
+        "--simulate",
+        "--auto-approve",
+        "--quiet",
+        "--replace",
+        "worker.agg[1].node[0]",
+    ]);
+    assert!(!quiet.contains("will perform"), "{quiet}");
+    assert!(!quiet.contains(": starting"), "{quiet}");
+    assert!(quiet.starts_with("Plan: 0 to create,"), "{quiet}");
+    assert!(quiet.contains("Apply complete"), "{quiet}");
     // Destroy stops the Router first (it depends on the workers), then both workers
     // together: each is asked to stop before either has finished stopping.
-    let out = ok(dir.path(), &["destroy", "local-agg", "--auto-approve"]);
+    let out = env.stdout(&["destroy", "local-agg", "--auto-approve"]);
     let line = |text: &str| {
         out.lines()
             .position(|l| l == text)
@@ -150,6 +135,9 @@ fn status_list_logs_and_json_events_on_a_live_deployment() {
         workers_started[0].max(workers_started[1]) < first_worker_done,
         "{out}"
     );
-    let list = ok(dir.path(), &["list", "--json"]);
+    // An emptied deployment is listed only with --all.
+    let list = env.stdout(&["list", "--json"]);
+    assert!(!list.contains("\"state\": \"empty\""), "{list}");
+    let list = env.stdout(&["list", "--all", "--json"]);
     assert!(list.contains("\"state\": \"empty\""), "{list}");
 }

@@ -332,7 +332,9 @@ fn destroy(env: &Env, deployment: &str) {
 
 #[test]
 fn disaggregated_across_nodes_heals_a_cancelled_step_and_replaces_one_role() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let Some(c) = cluster() else { return };
     let env = Env::new(c);
     let d = "slurm-disagg";
@@ -373,7 +375,7 @@ fn disaggregated_across_nodes_heals_a_cancelled_step_and_replaces_one_role() {
     assert_eq!(plan.status.code(), Some(2), "{plan_text}");
     assert!(
         plan_text.contains(&format!("because drift: step {job}.{prefill_step}"))
-            && plan_text.contains("Plan: 0 to create, 1 to replace, 0 to destroy."),
+            && plan_text.contains("Plan: 0 to create, 1 to replace, 0 to destroy"),
         "{plan_text}"
     );
     env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
@@ -395,7 +397,7 @@ fn disaggregated_across_nodes_heals_a_cancelled_step_and_replaces_one_role() {
     let plan = env.ok(&["plan", "-f", &recipe, "--simulate"]);
     assert!(
         plan.contains("# worker.decode[0].node[0] will be replaced")
-            && plan.contains("{+--max-model-len+}")
+            && plan.contains("{+--max-model-len 1024+}")
             && plan.contains("# router[0] will be replaced")
             && !plan.contains("# worker.prefill[0].node[0] will be replaced")
             && !plan.contains("# allocation will be replaced"),
@@ -431,7 +433,9 @@ fn disaggregated_across_nodes_heals_a_cancelled_step_and_replaces_one_role() {
 
 #[test]
 fn dep8_over_two_nodes_serves_from_two_hybrid_lb_pools() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let Some(c) = cluster() else { return };
     let env = Env::new(c);
     let text = example("seed/agg-dep8.yaml")
@@ -458,7 +462,9 @@ fn dep8_over_two_nodes_serves_from_two_hybrid_lb_pools() {
 
 #[test]
 fn moriio_colocated_workers_register_with_the_router() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let Some(c) = cluster() else { return };
     let env = Env::new(c);
     let text = example("seed/moriio-colocated.yaml")
@@ -472,7 +478,9 @@ fn moriio_colocated_workers_register_with_the_router() {
 
 #[test]
 fn inside_an_allocation_uses_it_and_never_cancels_it() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let Some(c) = cluster() else { return };
     let env = Env::new(c);
     let holder = slurm(
@@ -532,6 +540,113 @@ fn inside_an_allocation_uses_it_and_never_cancels_it() {
     drop(cancel_holder);
 }
 
+/// SIGKILL of srt at moments spread through an apply inside an adopted allocation
+/// (which destroy never cancels, so no job cancel sweeps steps away): the next apply
+/// converges with one step per resource, and destroy leaves no step of the deployment
+/// and no `srun` client. The steps' clients are found through their leases.
+#[test]
+fn sigkill_during_apply_inside_an_allocation_leaves_no_step() {
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(c) = cluster() else { return };
+    let env = Env::new(c);
+    let holder = slurm(
+        "sbatch",
+        &[
+            "--parsable",
+            "-J",
+            "srt-test-crash-holder",
+            "-N",
+            "2",
+            &format!("--gres=gpu:{}", env.cluster.gpus),
+            "-o",
+            "/dev/null",
+            "--wrap",
+            "exec sleep 900",
+        ],
+    )
+    .trim()
+    .to_string();
+    let _cancel_holder = Cancel(holder.clone());
+    wait_until("the holder job to run", Duration::from_secs(30), || {
+        slurm("squeue", &["-h", "-j", &holder, "-o", "%T"]).trim() == "RUNNING"
+    });
+    let job: u64 = holder.parse().unwrap();
+    let recipe = env.file("pd.yaml", &example("slurm-disagg.yaml"));
+    let ours = |steps: &[String]| -> Vec<String> {
+        steps
+            .iter()
+            .filter(|l| l.contains(" slurm-disagg."))
+            .cloned()
+            .collect()
+    };
+    // Killed `ms` after apply announces its first step launch: inside the launch batch,
+    // between the fork of an `srun` client and the save of its identity.
+    for ms in [0u64, 1, 2, 4, 8, 15, 40] {
+        let mut apply = env
+            .command(&[
+                "apply",
+                "-f",
+                &recipe,
+                "--simulate",
+                "--auto-approve",
+                "--json",
+            ])
+            .env("SLURM_JOB_ID", &holder)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let events = std::io::BufReader::new(apply.stdout.take().unwrap());
+        for line in std::io::BufRead::lines(events) {
+            let line = line.unwrap();
+            if line.contains("\"apply_start\"")
+                && (line.contains("\"worker.") || line.contains("\"router["))
+            {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(ms));
+        let _ = apply.kill();
+        let _ = apply.wait();
+        let out = env
+            .command(&["apply", "-f", &recipe, "--simulate", "--auto-approve"])
+            .env("SLURM_JOB_ID", &holder)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "killed at {ms} ms, then:
+{}",
+            text(&out)
+        );
+        completion(&env.router());
+        // One step per recorded resource, no more.
+        let steps = ours(&live_steps(job));
+        let state = env.state("slurm-disagg");
+        let recorded = state["resources"]
+            .as_object()
+            .unwrap()
+            .values()
+            .filter(|r| r["runtime"]["step_name"].is_string())
+            .count();
+        assert_eq!(steps.len(), recorded, "killed at {ms} ms: {steps:?}");
+        let destroyed = env
+            .command(&["destroy", "slurm-disagg", "--auto-approve"])
+            .env("SLURM_JOB_ID", &holder)
+            .output()
+            .unwrap();
+        assert!(destroyed.status.success(), "{}", text(&destroyed));
+        wait_until("the steps to end", Duration::from_secs(30), || {
+            ours(&live_steps(job)).is_empty()
+        });
+        wait_until("the srun clients to exit", Duration::from_secs(10), || {
+            live_processes("slurm-disagg").is_empty()
+        });
+    }
+}
+
 /// Cancels a job when dropped (also on a failed assertion).
 struct Cancel(String);
 
@@ -574,7 +689,9 @@ fn refused(env: &Env, args: &[&str], expected: &[&str]) {
 
 #[test]
 fn scheduler_errors_are_reported_in_its_words_and_leave_nothing_behind() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let Some(c) = cluster() else { return };
     let env = Env::new(c);
     let recipe = env.file("pd.yaml", &example("slurm-disagg.yaml"));
@@ -660,7 +777,9 @@ fn scheduler_errors_are_reported_in_its_words_and_leave_nothing_behind() {
 
 #[test]
 fn a_step_ignoring_term_is_cancelled_after_the_grace() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let Some(c) = cluster() else { return };
     let env = Env::new(c);
     // A "vllm" that ignores SIGTERM (and never serves, so the gates fail).

@@ -64,7 +64,7 @@ fn rendering_is_deterministic() {
         assert_eq!(text1, text2, "{}: text differs", path.display());
         assert_eq!(json1, json2, "{}: JSON differs", path.display());
         let value: serde_json::Value = serde_json::from_str(&json1).unwrap();
-        assert_eq!(value["format_version"], 1);
+        assert_eq!(value["format_version"], 3);
     }
 }
 
@@ -138,32 +138,45 @@ fn keys(v: &serde_json::Value) -> Vec<&str> {
         .collect()
 }
 
-/// The JSON field names and order of format 1, as documented in
+/// The JSON field names and order of format 3, as documented in
 /// `docs/launch-plan-json.md`: renaming or removing one must bump `format_version`.
 #[test]
-fn json_format_1_fields() {
+fn json_format_3_fields() {
     let mut probe_types = std::collections::BTreeSet::new();
+    let mut memberships = 0;
     for path in common::examples() {
         let (_, json) = render_both(&path);
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
-        assert_eq!(v["format_version"], 1);
+        assert_eq!(v["format_version"], 3);
         // Optional, additive fields (present only when the recipe sets them).
         let mut top: Vec<&str> = keys(&v);
-        top.retain(|k| !matches!(*k, "precision" | "gpu_type"));
+        top.retain(|k| !matches!(*k, "precision" | "gpu_type" | "memberships"));
         assert_eq!(
             top,
             [
                 "format_version",
                 "deployment",
+                "engine",
                 "frontend",
                 "served_model_name",
                 "nodes",
                 "processes",
                 "gates",
+                "rollout",
                 "public_url",
                 "leases"
             ]
         );
+        assert_eq!(keys(&v["rollout"]), ["max_unavailable", "drain_seconds"]);
+        for m in v["memberships"].as_array().into_iter().flatten() {
+            let mut k = keys(m);
+            k.retain(|k| *k != "note");
+            assert_eq!(k, ["address", "router", "admin_url", "mode", "members"]);
+            for member in m["members"].as_array().unwrap() {
+                assert_eq!(keys(member), ["worker", "url"]);
+            }
+            memberships += 1;
+        }
         for n in v["nodes"].as_array().unwrap() {
             assert_eq!(keys(n), ["index", "name", "ip", "gpus"]);
         }
@@ -210,18 +223,37 @@ fn json_format_1_fields() {
             let probe = &g["probe"];
             let t = probe["type"].as_str().unwrap().to_string();
             let want: &[&str] = match t.as_str() {
-                "router_workers" => &["type", "urls", "prefill", "decode"],
-                "health" => &["type", "urls"],
+                "json_counts" => {
+                    for c in probe["counts"].as_array().unwrap() {
+                        assert_eq!(keys(c), ["name", "pointers", "at_least"]);
+                    }
+                    &["type", "urls", "path", "counts"]
+                }
+                "http" => &["type", "urls", "path"],
                 "completion" => &["type", "url", "model"],
-                "benchmark" => &[
-                    "type",
-                    "url",
-                    "model",
-                    "isl",
-                    "osl",
-                    "concurrencies",
-                    "requests_per_concurrency",
-                ],
+                "benchmark" => {
+                    assert_eq!(
+                        keys(&probe["dataset"]),
+                        ["name", "isl", "osl", "range_ratio", "prefix_len"]
+                    );
+                    assert_eq!(keys(&probe["goodput"]), ["ttft_ms", "tpot_ms", "e2el_ms"]);
+                    &[
+                        "type",
+                        "url",
+                        "model",
+                        "tokenizer",
+                        "endpoint",
+                        "dataset",
+                        "concurrencies",
+                        "num_prompts_mult",
+                        "num_warmup_mult",
+                        "request_rate",
+                        "ignore_eos",
+                        "seed",
+                        "percentiles",
+                        "goodput",
+                    ]
+                }
                 other => panic!("unknown probe type {other}"),
             };
             assert_eq!(keys(probe), want);
@@ -233,6 +265,7 @@ fn json_format_1_fields() {
     }
     assert_eq!(
         probe_types.into_iter().collect::<Vec<_>>(),
-        ["benchmark", "completion", "health", "router_workers"]
+        ["benchmark", "completion", "http", "json_counts"]
     );
+    assert!(memberships > 5, "{memberships}");
 }

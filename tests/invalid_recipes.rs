@@ -5,8 +5,8 @@
 mod common;
 
 use common::render_diag;
-use srt::launch::{build, BuildOptions};
-use srt::recipe::{load_file, load_str, Problem, Source};
+use srt::assemble::{assemble as build, BuildOptions};
+use srt::recipe::{load_file, load_problems, Problem, Source};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -54,6 +54,36 @@ const CASES: &[Case] = &[
         "srt::recipe::benchmark_type",
         "lm-eval",
         "not supported by srt",
+    ),
+    case(
+        "benchmark-chat-template.yaml",
+        "srt::recipe::value",
+        "true",
+        "endpoint: /v1/chat/completions",
+    ),
+    case(
+        "benchmark-req-rate.yaml",
+        "srt::recipe::value",
+        "0",
+        "`inf` or a number",
+    ),
+    case(
+        "benchmark-sharegpt-without-path.yaml",
+        "srt::recipe::missing_key",
+        "dataset_name",
+        "dataset_path",
+    ),
+    case(
+        "benchmark-custom-tokenizer.yaml",
+        "srt::recipe::unsupported_key",
+        "custom_tokenizer",
+        "srtctl key",
+    ),
+    case(
+        "benchmark-prompts-conflict.yaml",
+        "srt::recipe::conflict",
+        "10",
+        "earlier name",
     ),
     case(
         "wrong-type-workers.yaml",
@@ -131,7 +161,7 @@ const CASES: &[Case] = &[
         "managed-flag-port.yaml",
         "srt::recipe::managed_flag",
         "port",
-        "`roles.agg.args.port` is derived",
+        "`roles.agg.args.port` is set by srt: each worker's HTTP port is allocated",
     ),
     case(
         "managed-env-vllm-port.yaml",
@@ -188,6 +218,36 @@ const CASES: &[Case] = &[
         "per_node",
     ),
     case(
+        "managed-env-side-channel.yaml",
+        "srt::recipe::managed_env",
+        "VLLM_NIXL_SIDE_CHANNEL_HOST",
+        "its own `kv-transfer-config`",
+    ),
+    case(
+        "nginx-body-size.yaml",
+        "srt::recipe::value",
+        "45 MB",
+        "not an nginx size",
+    ),
+    case(
+        "policy-kv-aware.yaml",
+        "srt::recipe::worker_feature",
+        "kv_aware",
+        "/get_server_info",
+    ),
+    case(
+        "scale-out-off.yaml",
+        "srt::recipe::worker_feature",
+        "false",
+        "--enable-scale-out",
+    ),
+    case(
+        "managed-flag-dp-rpc-port.yaml",
+        "srt::recipe::managed_flag",
+        "data-parallel-rpc-port",
+        "port kind `dp_rpc`",
+    ),
+    case(
         "intra-node-dp-conflict.yaml",
         "srt::recipe::intra_node_dp",
         "4",
@@ -196,8 +256,8 @@ const CASES: &[Case] = &[
     case(
         "unknown-frontend-type.yaml",
         "srt::recipe::frontend",
-        "sglang-router",
-        "known frontends: vllm-router",
+        "dynamo",
+        "known frontends: ",
     ),
     case(
         "yaml-syntax-error.yaml",
@@ -251,10 +311,16 @@ const CASES: &[Case] = &[
         "limits breached: Depth",
     ),
     case(
-        "ports-exhausted.yaml",
-        "srt::recipe::ports",
-        "agg",
-        "port range exhausted for kind `vllm_scan`",
+        "limit-side-channel.yaml",
+        "srt::recipe::limit",
+        "65536",
+        "at most 32768 per endpoint",
+    ),
+    case(
+        "limit-routed.yaml",
+        "srt::recipe::limit",
+        "1024",
+        "srt manages at most 327680",
     ),
     case(
         "secret-arg-role.yaml",
@@ -280,6 +346,120 @@ const CASES: &[Case] = &[
         "gpus_per_node",
         "given twice",
     ),
+    case(
+        "yaml-tag.yaml",
+        "srt::recipe::yaml_tag",
+        "!!binary L21vZGVs",
+        "`!!binary` is not allowed",
+    ),
+    case(
+        "yaml-tag-local.yaml",
+        "srt::recipe::yaml_tag",
+        "!Ref region",
+        "neither ignores nor interprets tags",
+    ),
+    case(
+        "yaml11-boolean.yaml",
+        "srt::recipe::type",
+        "no",
+        "write `false`",
+    ),
+    case(
+        "option-like-model-path.yaml",
+        "srt::recipe::option_like_value",
+        "\"--trust-remote-code\"",
+        "read as an option",
+    ),
+    case(
+        "option-like-arg.yaml",
+        "srt::recipe::option_like_value",
+        "\"--port=1\"",
+        "treats a value starting with `-` as a flag",
+    ),
+    case(
+        "control-characters-escaped.yaml",
+        "srt::recipe::option_like_value",
+        "\"-\\e]0;pwned\\a\"",
+        "`-\\x1b]0;pwned\\x07`",
+    ),
+    case(
+        "control-characters.yaml",
+        "srt::recipe::syntax",
+        "\u{1b}",
+        "unexpected character",
+    ),
+    case(
+        "gpus-unused.yaml",
+        "srt::recipe::parallel_size",
+        "agg",
+        "set `gpus: 1` on the role",
+    ),
+    case(
+        "limit-workers.yaml",
+        "srt::recipe::range",
+        "4294967295",
+        "between 1 and 32768",
+    ),
+    case(
+        "limit-processes.yaml",
+        "srt::recipe::limit",
+        "32768",
+        "at most 32768 per deployment",
+    ),
+    case(
+        "secret-in-excerpt.yaml",
+        "srt::recipe::unknown_key",
+        "argz",
+        "did you mean `args`?",
+    ),
+    case(
+        "unknown-flag.yaml",
+        "srt::recipe::unknown_flag",
+        "max-modl-len",
+        "did you mean `max-model-len`?",
+    ),
+    case(
+        "flag-prefix-secret.yaml",
+        "srt::recipe::secret_arg",
+        "api-ke",
+        "reads as `--api-key`",
+    ),
+    case(
+        "flag-prefix-managed.yaml",
+        "srt::recipe::managed_flag",
+        "por",
+        "reads as `--port`",
+    ),
+    case(
+        "flag-abbreviation.yaml",
+        "srt::recipe::flag_abbreviation",
+        "max-model",
+        "write `max-model-len` in full",
+    ),
+    case(
+        "flag-switch-value.yaml",
+        "srt::recipe::flag_value",
+        "yes",
+        "write `true`",
+    ),
+    case(
+        "flag-bad-choice.yaml",
+        "srt::recipe::flag_value",
+        "fastest",
+        "invalid choice: 'fastest'",
+    ),
+    case(
+        "flag-not-an-int.yaml",
+        "srt::recipe::flag_value",
+        "many",
+        "invalid int value",
+    ),
+    case(
+        "engine-version-unknown.yaml",
+        "srt::recipe::engine_version",
+        "0.1.0",
+        "known releases: 0.32.0",
+    ),
 ];
 
 fn dir() -> PathBuf {
@@ -301,8 +481,8 @@ fn problems(path: &Path, nodes: Option<usize>) -> (Source, Vec<Problem>) {
         name: file,
         text: std::fs::read_to_string(path).unwrap(),
     };
-    let problems = match load_str(&source, &stem) {
-        Err(e) => e.problems,
+    let problems = match load_problems(&source, &stem) {
+        Err(p) => p,
         Ok(recipe) => match build(
             &recipe,
             &BuildOptions {
@@ -494,7 +674,7 @@ fn docs_list_every_code_flag_and_exit_code() {
     let root = common::root();
     let reference = std::fs::read_to_string(root.join("docs/recipe-reference.md")).unwrap();
     let mut files = Vec::new();
-    source_files(&root.join("src"), &mut files);
+    source_files(&root.join("crates/srt/src"), &mut files);
     let mut codes = std::collections::BTreeSet::new();
     for f in files {
         let text = std::fs::read_to_string(&f).unwrap();
@@ -520,7 +700,7 @@ fn docs_list_every_code_flag_and_exit_code() {
         );
     }
     let exit_doc = std::fs::read_to_string(root.join("docs/exit-codes.md")).unwrap();
-    let exit_rs = std::fs::read_to_string(root.join("src/exit.rs")).unwrap();
+    let exit_rs = std::fs::read_to_string(root.join("crates/srt/src/exit.rs")).unwrap();
     for line in exit_rs.lines() {
         let Some(rest) = line.strip_prefix("pub const ") else {
             continue;

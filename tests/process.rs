@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use srt::exec::process::{
-    liveness, port_is_free, processes_with_env_marker, spawn_detached, tail_file, terminate,
-    Liveness, ProcessError, ProcessIdentity, ProcessSpec, TerminateOutcome,
+    lease_holders, lease_identity, liveness, members, port_is_free, processes_with_env_marker,
+    read_lease, spawn_detached, tail_file, terminate, Liveness, ProcessError, ProcessIdentity,
+    ProcessSpec, TerminateOutcome,
 };
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -213,6 +214,7 @@ async fn reused_pid_is_never_signalled() {
         pgid: std::process::id(),
         start_time: me.start_time + 1,
         host: real.host.clone(),
+        lease: None,
     };
     assert_eq!(liveness(&fake_me), Liveness::Reused);
     assert_eq!(
@@ -440,6 +442,137 @@ async fn child_outlives_the_process_that_spawned_it() {
     assert_eq!(liveness(&id), Liveness::Alive);
     assert_eq!(
         terminate(&id, Duration::from_secs(5)).await.unwrap(),
+        TerminateOutcome::Exited
+    );
+}
+
+/// The lease is signed by the process itself before it execs (its pid and start time),
+/// and held open whatever it renames itself to.
+#[tokio::test]
+async fn the_lease_is_signed_before_exec_and_held_whatever_the_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let lease = dir.path().join("leases/x.lease");
+    // `exec -a` renames the program, as vllm-router and vLLM's engines retitle.
+    let mut spec = ProcessSpec::new("bash", dir.path().join("renamed.log"));
+    spec.args = vec!["-c".into(), "exec -a not-srt-anything sleep 30".into()];
+    spec.lease = Some(lease.clone());
+    let id = spawn_detached(&spec).unwrap();
+    let _guard = Guard(id.clone());
+    assert_eq!(id.lease.as_deref(), Some(lease.as_path()));
+    let signed = read_lease(&lease).unwrap().expect("signed");
+    assert_eq!((signed.pid, signed.start_time), (id.pid, id.start_time));
+    assert_eq!(lease_identity(&lease).unwrap(), id);
+    wait_for("the rename", || {
+        fs::read(format!("/proc/{}/cmdline", id.pid))
+            .is_ok_and(|c| c.starts_with(b"not-srt-anything"))
+    });
+    assert_eq!(lease_holders(&lease), vec![id.pid]);
+    let mode = fs::metadata(&lease).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert_eq!(
+        terminate(&id, Duration::from_secs(5)).await.unwrap(),
+        TerminateOutcome::Exited
+    );
+    assert!(!lease.exists(), "the lease outlived its process");
+}
+
+/// Children of a process killed from outside (vLLM's EngineCore and workers when the
+/// API server dies) are stopped with it: the whole session, even without its leader.
+#[tokio::test]
+async fn children_of_a_dead_leader_are_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = sh(
+        dir.path(),
+        "parent",
+        // One child stays in the group; one moves to its own group, as a program that
+        // calls setpgid would; both stay in the session.
+        "sleep 300 & (set -m; sleep 301 &) ; echo spawned; wait",
+    );
+    spec.lease = Some(dir.path().join("leases/parent.lease"));
+    let id = spawn_detached(&spec).unwrap();
+    let _guard = Guard(id.clone());
+    // The two sleeps (the subshell that starts the second exits at once).
+    let sleeps = || -> Vec<u32> {
+        members(&id)
+            .into_iter()
+            .filter(|p| {
+                fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep")
+            })
+            .collect()
+    };
+    wait_for("the children", || sleeps().len() == 2);
+    let children = sleeps();
+    // Kill the leader alone, from outside.
+    nix::sys::signal::kill(Pid::from_raw(id.pid as i32), Signal::SIGKILL).unwrap();
+    wait_for("the leader's death", || liveness(&id) != Liveness::Alive);
+    for &c in &children {
+        assert!(
+            stat(c).is_some_and(|s| s.state != 'Z'),
+            "child {c} died with the leader"
+        );
+    }
+    let outcome = terminate(&id, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(outcome, TerminateOutcome::Exited);
+    for c in children {
+        assert!(stat(c).is_none_or(|s| s.state == 'Z'), "child {c} survived");
+    }
+    assert!(members(&id).is_empty());
+}
+
+/// A state file pointed at an unrelated process is refused before any signal: its
+/// lease (written by the process srt started) names another pid and start time.
+#[tokio::test]
+async fn an_identity_the_lease_does_not_name_is_never_signalled() {
+    let dir = tempfile::tempdir().unwrap();
+    let lease = dir.path().join("leases/ours.lease");
+    let mut ours = sh(dir.path(), "ours", "sleep 30");
+    ours.lease = Some(lease.clone());
+    let ours = spawn_detached(&ours).unwrap();
+    let _g1 = Guard(ours.clone());
+    // An unrelated process, started by someone else (not through spawn_detached).
+    let mut other = std::process::Command::new("setsid")
+        .args(["sleep", "30"])
+        .spawn()
+        .unwrap();
+    let other_pid = other.id();
+    wait_for("the bystander", || {
+        stat(other_pid).is_some_and(|s| s.session == other_pid)
+    });
+    let forged = ProcessIdentity {
+        pid: other_pid,
+        pgid: other_pid,
+        start_time: stat(other_pid).unwrap().start_time,
+        host: ours.host.clone(),
+        lease: Some(lease.clone()),
+    };
+    assert_eq!(liveness(&forged), Liveness::Reused);
+    assert_eq!(
+        terminate(&forged, Duration::from_millis(200))
+            .await
+            .unwrap(),
+        TerminateOutcome::NotOurs
+    );
+    // A forged identity pointing at a lease that does not exist.
+    let no_lease = ProcessIdentity {
+        lease: Some(dir.path().join("leases/none.lease")),
+        ..forged.clone()
+    };
+    assert_eq!(
+        terminate(&no_lease, Duration::from_millis(200))
+            .await
+            .unwrap(),
+        TerminateOutcome::NotOurs
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        other.try_wait().unwrap().is_none(),
+        "the bystander was signalled"
+    );
+    let _ = other.kill();
+    let _ = other.wait();
+    assert_eq!(liveness(&ours), Liveness::Alive);
+    assert_eq!(
+        terminate(&ours, Duration::from_secs(5)).await.unwrap(),
         TerminateOutcome::Exited
     );
 }

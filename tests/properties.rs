@@ -9,9 +9,10 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::Config;
-use srt::launch::build::HostLayout;
+use srt::assemble::{assemble as build, BuildOptions};
 use srt::launch::render::{command_line, quote};
-use srt::launch::{build, BuildOptions, LaunchPlan};
+use srt::launch::HostLayout;
+use srt::launch::LaunchPlan;
 use srt::recipe::{load_str, Source};
 
 /// One role's shape: workers, GPUs per worker, data-parallel size (the rest is TP).
@@ -167,7 +168,7 @@ fn recipe_text(t: &Topology) -> String {
                 &nodes_for(&t.roles[0], gpn).to_string(),
                 &t.roles[0],
                 &t.values,
-            )
+            );
         }
         Some(colocate) => {
             let (p, d) = (&t.roles[0], &t.roles[1]);
@@ -278,6 +279,19 @@ proptest! {
     #[test]
     fn any_token_quotes_to_one_shell_word(s in "[^\u{0}]{0,40}") {
         prop_assert_eq!(shlex::split(&quote(&s)), Some(vec![s.clone()]));
+    }
+
+    #[test]
+    fn quoting_is_what_shlex_writes(
+        s in prop_oneof![
+            "[^\u{0}]{0,40}",
+            "[a-z0-9<>'^\\\\ $\"`!é:/._=,-]{0,12}",
+        ]
+    ) {
+        // Plans and golden files show quoted commands: the fast paths of `quote` must
+        // write exactly shlex's bytes.
+        let expected = shlex::try_quote(&s).unwrap().into_owned();
+        prop_assert_eq!(quote(&s), expected);
     }
 }
 

@@ -5,8 +5,8 @@
 mod common;
 
 use common::*;
-use srt::launch::build::HostLayout;
-use srt::launch::{node_ip, LaunchPlan, LaunchProcess, Probe};
+use srt::launch::HostLayout;
+use srt::launch::{node_ip, LaunchPlan, LaunchProcess, MembershipMode, Probe};
 use srt::recipe::RoleKind;
 use std::collections::BTreeSet;
 
@@ -40,21 +40,55 @@ fn assert_static_gates(plan: &LaunchPlan, prefill: u32, decode: u32) {
         .collect();
     let names: Vec<&str> = plan.gates.iter().map(|g| g.address.as_str()).collect();
     assert_eq!(names, ["gate.router", "gate.workers", "smoke"]);
+    let Probe::JsonCounts { urls, path, counts } = &plan.gates[0].probe else {
+        panic!("gate.router counts /workers: {:?}", plan.gates[0].probe)
+    };
+    assert_eq!((urls, path.as_str()), (&router_urls, "/workers"));
+    let at_least: Vec<(Vec<&str>, u32)> = counts
+        .iter()
+        .map(|c| (c.pointers.iter().map(String::as_str).collect(), c.at_least))
+        .collect();
     assert_eq!(
-        plan.gates[0].probe,
-        Probe::RouterWorkers {
-            urls: router_urls,
-            prefill,
-            decode
-        },
+        at_least,
+        [
+            (vec!["/stats/prefill_count"], prefill),
+            (vec!["/stats/decode_count", "/stats/regular_count"], decode)
+        ],
         "gate.router counts"
     );
-    let want: Vec<String> = advertised(plan).iter().map(|s| s.to_string()).collect();
-    assert_eq!(plan.gates[1].probe, Probe::Health { urls: want });
+    let want: Vec<String> = advertised(plan)
+        .iter()
+        .map(std::string::ToString::to_string)
+        .collect();
+    assert_eq!(plan.gates[1].probe, health(want));
     assert!(plan.gates[1]
         .depends_on
         .contains(&"gate.router".to_string()));
     assert!(matches!(plan.gates[2].probe, Probe::Completion { .. }));
+}
+
+/// The URLs a Router gets through its admin API (a managed membership), checking that
+/// none is on its command line and that it waits for none of them.
+fn managed_members<'a>(plan: &'a LaunchPlan, r: &LaunchProcess) -> Vec<&'a str> {
+    assert!(
+        occurrences(&r.argv, "--worker-urls").is_empty(),
+        "{:?}",
+        r.argv
+    );
+    assert!(
+        r.watches.is_empty(),
+        "{} watches {:?}",
+        r.address,
+        r.watches
+    );
+    let m = plan
+        .memberships
+        .iter()
+        .find(|m| m.router == r.address)
+        .unwrap_or_else(|| panic!("no membership for {}", r.address));
+    assert_eq!(m.mode, MembershipMode::Managed);
+    assert_eq!(m.address, format!("members.{}", r.address));
+    m.members.iter().map(|x| x.url.as_str()).collect()
 }
 
 /// The one Router of a single-frontend deployment, on node 0 and the public port.
@@ -97,7 +131,7 @@ fn agg_single_one_tp8_engine_behind_one_router() {
     assert!(w.env.contains_key("VLLM_PORT"));
 
     let r = single_router(&plan);
-    assert_eq!(occurrences(&r.argv, "--worker-urls"), vec![vec![url(w)]]);
+    assert_eq!(managed_members(&plan, r), vec![url(w)]);
     assert_eq!(value(&r.argv, "--policy"), "consistent_hash");
     assert!(!has(&r.argv, "--vllm-pd-disaggregation"));
     assert!(!has(&r.argv, "--intra-node-data-parallel-size"));
@@ -121,10 +155,7 @@ fn agg_replicas_four_routable_urls_behind_nginx() {
     let rs = routers(&plan);
     assert_eq!(rs.iter().map(|r| r.node).collect::<Vec<_>>(), [1, 2, 3]);
     for r in &rs {
-        assert_eq!(
-            occurrences(&r.argv, "--worker-urls"),
-            vec![advertised(&plan)]
-        );
+        assert_eq!(managed_members(&plan, r), advertised(&plan));
     }
     assert_static_gates(&plan, 0, 4);
 }
@@ -168,10 +199,7 @@ fn agg_dep8_two_hybrid_lb_pools_without_intra_node_expansion() {
     }
 
     for r in routers(&plan) {
-        assert_eq!(
-            occurrences(&r.argv, "--worker-urls"),
-            vec![vec![url(w0), url(w1)]]
-        );
+        assert_eq!(managed_members(&plan, r), vec![url(w0), url(w1)]);
         assert!(
             !has(&r.argv, "--intra-node-data-parallel-size"),
             "the second pool owns global ranks 4..7: no node-local expansion"
@@ -219,10 +247,7 @@ fn agg_tp_multinode_leader_serves_follower_is_headless() {
     // Only the leader is advertised.
     assert_eq!(advertised(&plan), vec![url(leader)]);
     for r in routers(&plan) {
-        assert_eq!(
-            occurrences(&r.argv, "--worker-urls"),
-            vec![vec![url(leader)]]
-        );
+        assert_eq!(managed_members(&plan, r), vec![url(leader)]);
     }
     assert_static_gates(&plan, 0, 1);
 }
@@ -258,6 +283,20 @@ fn assert_nixl_pd(plan: &LaunchPlan, intra_dp: u32) {
         value(&r.argv, "--intra-node-data-parallel-size"),
         intra_dp.to_string()
     );
+    // The workers are on its command line: it restarts when they change, and says why.
+    let m = plan
+        .memberships
+        .iter()
+        .find(|m| m.router == r.address)
+        .unwrap();
+    assert_eq!(m.mode, MembershipMode::Static);
+    assert!(m
+        .note
+        .as_deref()
+        .unwrap()
+        .contains("cannot add prefill/decode workers"));
+    assert_eq!(m.members.len(), prefills.len() + decodes.len());
+    assert_eq!(r.watches.len(), prefills.len() + decodes.len());
     // Every worker runs NIXL as kv_both.
     for w in workers(plan) {
         let config: serde_json::Value =
@@ -294,9 +333,14 @@ fn disagg_nixl_prefill_bootstrap_ports_and_two_decodes() {
         // A single-node DP endpoint keeps its VLLM_PORT scan base.
         assert!(w.env.contains_key("VLLM_PORT"));
     }
-    // Each endpoint has its own NIXL run of 4 (DP ranks), never shared.
-    let runs: BTreeSet<u16> = workers(&plan).iter().map(|w| port(w, "nixl")).collect();
+    // Each endpoint has its own NIXL run of 4 (DP ranks), never shared on a host; each
+    // is alone on its node here, so each counts from the base.
+    let runs: BTreeSet<(usize, u16)> = workers(&plan)
+        .iter()
+        .map(|w| (w.node, port(w, "nixl")))
+        .collect();
     assert_eq!(runs.len(), 3);
+    assert!(runs.iter().all(|&(_, base)| base == 5400), "{runs:?}");
     assert_nixl_pd(&plan, 4);
     assert_eq!(
         value(&routers(&plan)[0].argv, "--policy"),
@@ -406,11 +450,15 @@ fn assert_moriio(plan: &LaunchPlan) {
         // One port per local rank.
         assert_eq!(usize::from(hs.count), w.devices.len(), "{}", w.address);
         assert_eq!(usize::from(nt.count), w.devices.len(), "{}", w.address);
+        // Never reused on a host (ports repeat across hosts).
         for p in hs.base..=hs.last() {
-            assert!(handshake_ports.insert(p), "handshake port {p} reused");
+            assert!(
+                handshake_ports.insert((w.node, p)),
+                "handshake port {p} reused"
+            );
         }
         for p in nt.base..=nt.last() {
-            assert!(notify_ports.insert(p), "notify port {p} reused");
+            assert!(notify_ports.insert((w.node, p)), "notify port {p} reused");
         }
         // No VLLM_PORT (TP children would inherit it) and no NIXL side channel.
         assert!(!w.env.contains_key("VLLM_PORT"));
@@ -427,17 +475,26 @@ fn assert_moriio(plan: &LaunchPlan) {
     assert_eq!(names, ["gate.router", "gate.workers", "smoke"]);
     assert_eq!(
         plan.gates[0].probe,
-        Probe::Health {
-            urls: vec![format!("http://{}:8000", ip(0))]
-        }
+        health(vec![format!("http://{}:8000", ip(0))])
     );
-    let want: Vec<String> = advertised(plan).iter().map(|s| s.to_string()).collect();
+    let want: Vec<String> = advertised(plan)
+        .iter()
+        .map(std::string::ToString::to_string)
+        .collect();
     assert_eq!(
         want.len(),
         ws.len(),
         "every MoRI-IO worker is an API server"
     );
-    assert_eq!(plan.gates[1].probe, Probe::Health { urls: want });
+    assert_eq!(plan.gates[1].probe, health(want));
+}
+
+/// `GET <url>/health` answers 2xx on every URL.
+fn health(urls: Vec<String>) -> Probe {
+    Probe::Http {
+        urls,
+        path: "/health".into(),
+    }
 }
 
 #[test]
@@ -515,7 +572,7 @@ roles:
         text: text.into(),
     };
     let recipe = srt::recipe::load_str(&source, "moriio-multinode").unwrap();
-    let plan = srt::launch::build(&recipe, &Default::default()).unwrap();
+    let plan = srt::assemble::assemble(&recipe, &Default::default()).unwrap();
     let d = of_role(&plan, RoleKind::Decode);
     assert_eq!(d.iter().map(|w| w.node).collect::<Vec<_>>(), [1, 2]);
     assert_eq!(value(&d[1].argv, "--data-parallel-start-rank"), "4");
@@ -541,23 +598,22 @@ fn multi_frontend_nginx_and_identical_routers() {
             value(&r.argv, "--prometheus-port"),
             port(r, "router_metrics").to_string()
         );
-        assert!(conf.contains(&format!("server {}:8180;", ip(r.node))));
+        assert!(conf.contains(&format!("server {}:8180 max_fails=0;", ip(r.node))));
         assert_eq!(value(&r.argv, "--policy"), "cache_aware");
     }
     // Identical backend topology on every Router.
     assert_eq!(rs[0].argv, rs[1].argv);
     assert_eq!(advertised(&plan).len(), 6);
-    assert_eq!(
-        occurrences(&rs[0].argv, "--worker-urls"),
-        vec![advertised(&plan)]
-    );
-    // nginx watches the Routers (starts alongside them); smoke goes through nginx.
-    assert!(ng.depends_on.is_empty());
-    assert_eq!(ng.watches, ["router[0]", "router[1]"]);
-    // Every Router watches every advertised worker and waits for none of them.
+    assert_eq!(managed_members(&plan, rs[0]), advertised(&plan));
+    // nginx depends on no Router (it starts alongside them, and a replaced Router does
+    // not restart it); the next Router takes a request one cannot serve; smoke goes
+    // through nginx.
+    assert!(ng.depends_on.is_empty() && ng.watches.is_empty());
+    assert!(conf.contains("proxy_next_upstream error timeout http_502 http_503 non_idempotent;"));
+    // No Router depends on a worker: srt adds them to each one as they become healthy.
     for r in &rs {
         assert!(r.depends_on.is_empty());
-        assert_eq!(r.watches.len(), 6);
+        assert_eq!(managed_members(&plan, r).len(), 6);
     }
     assert!(plan.gates[2].depends_on.contains(&"nginx".to_string()));
     assert_static_gates(&plan, 0, 6);
@@ -598,17 +654,21 @@ fn srtctl_shape_loads_unchanged() {
         .expect("benchmark gate");
     assert_eq!(bench.depends_on, ["smoke"]);
     match &bench.probe {
-        srt::launch::Probe::Benchmark {
-            isl,
-            osl,
-            concurrencies,
-            requests_per_concurrency,
-            ..
-        } => {
+        srt::launch::Probe::Benchmark(spec) => {
             assert_eq!(
-                (*isl, *osl, concurrencies.clone(), *requests_per_concurrency),
-                (128, 64, vec![2, 4], 4)
+                spec.dataset,
+                srt::bench::Dataset::Random {
+                    isl: 128,
+                    osl: 64,
+                    range_ratio: 0.8,
+                    prefix_len: 0
+                }
             );
+            assert_eq!(spec.concurrencies, [2, 4]);
+            assert_eq!((spec.num_prompts_mult, spec.num_warmup_mult), (10, 2));
+            assert_eq!(spec.request_rate, srt::bench::Rate::Inf);
+            assert_eq!(spec.tokenizer, "Qwen/Qwen3-0.6B");
+            assert_eq!(spec.percentiles, [90.0, 99.0]);
         }
         other => panic!("{other:?}"),
     }
@@ -630,7 +690,7 @@ fn agg_dep8_with_nixl_splits_side_channels_per_node() {
         text,
     };
     let recipe = srt::recipe::load_str(&source, "dep8-nixl").unwrap();
-    let plan = srt::launch::build(&recipe, &Default::default()).unwrap();
+    let plan = srt::assemble::assemble(&recipe, &Default::default()).unwrap();
     let ws = workers(&plan);
     let (w0, w1) = (ws[0], ws[1]);
     let base = port(w0, "nixl");
@@ -672,10 +732,7 @@ fn local_dp_two_hybrid_lb_pools() {
         value(&ws[1].argv, "--data-parallel-rpc-port")
     );
     let r = single_router(&plan);
-    assert_eq!(
-        occurrences(&r.argv, "--worker-urls"),
-        vec![advertised(&plan)]
-    );
+    assert_eq!(managed_members(&plan, r), advertised(&plan));
     assert!(!has(&r.argv, "--intra-node-data-parallel-size"));
 }
 
@@ -703,11 +760,47 @@ fn local_agg_two_single_gpu_workers_on_one_node() {
     let r = single_router(&plan);
     assert_eq!(value(&r.argv, "--policy"), "round_robin");
     assert_eq!(value(&r.argv, "--worker-startup-timeout-secs"), "120");
-    assert_eq!(
-        occurrences(&r.argv, "--worker-urls"),
-        vec![advertised(&plan)]
-    );
+    assert_eq!(managed_members(&plan, r), advertised(&plan));
     assert_static_gates(&plan, 0, 2);
+}
+
+/// The SGLang Model Gateway: `sglang-router launch` in regular mode listing every
+/// worker, its readiness read from `/readiness` (its `/health` is 200 with no worker).
+#[test]
+fn sglang_gateway_single_and_behind_nginx() {
+    let plan = plan("examples/local-agg-sglang.yaml");
+    let r = single_router(&plan);
+    assert_eq!(r.argv[..2], ["sglang-router", "launch"]);
+    assert_eq!(managed_members(&plan, r), advertised(&plan));
+    assert_eq!(value(&r.argv, "--prometheus-host"), "0.0.0.0");
+    assert_eq!(value(&r.argv, "--worker-startup-timeout-secs"), "120");
+    assert_eq!(value(&r.argv, "--worker-startup-check-interval"), "1");
+    assert!(r.depends_on.is_empty(), "starts alongside its workers");
+    let names: Vec<&str> = plan.gates.iter().map(|g| g.address.as_str()).collect();
+    assert_eq!(names, ["gate.router", "gate.workers", "smoke"]);
+    let Probe::JsonCounts { urls, path, counts } = &plan.gates[0].probe else {
+        panic!("{:?}", plan.gates[0].probe)
+    };
+    assert_eq!(urls, &[format!("http://{}:8000", ip(0))]);
+    assert_eq!(path, "/readiness");
+    assert_eq!(counts.len(), 1);
+    assert_eq!(counts[0].pointers, ["/healthy_workers"]);
+    assert_eq!(counts[0].at_least, 2);
+
+    let multi = common::plan("examples/local-multi-sglang.yaml");
+    let ng = nginx(&multi).expect("nginx");
+    let conf = ng.files.values().next().expect("nginx.conf");
+    let rs = routers(&multi);
+    assert_eq!(rs.len(), 2);
+    assert_eq!(rs[0].argv, rs[1].argv, "identical gateways");
+    for r in &rs {
+        assert_eq!(value(&r.argv, "--port"), "8180");
+        assert!(conf.contains(&format!("server {}:8180 max_fails=0;", ip(r.node))));
+    }
+    let Probe::JsonCounts { urls, .. } = &multi.gates[0].probe else {
+        panic!("{:?}", multi.gates[0].probe)
+    };
+    assert_eq!(urls.len(), 2, "every gateway counts its workers");
 }
 
 /// Every example is covered by a test above; a new example must get one too.
@@ -723,6 +816,8 @@ fn every_example_has_a_topology_test() {
         "examples/vllm-router-moriio-disagg.yaml",
         "examples/multi-frontend.yaml",
         "examples/local-agg.yaml",
+        "examples/local-agg-sglang.yaml",
+        "examples/local-multi-sglang.yaml",
         "examples/local-disagg.yaml",
         "examples/local-dp.yaml",
         "examples/slurm-disagg.yaml",
@@ -747,11 +842,11 @@ fn every_example_has_a_topology_test() {
 fn hf_model_is_served_by_its_bare_id() {
     let source = srt::recipe::Source {
         name: "hf.yaml".into(),
-        text: "model:\n  path: hf:Qwen/Qwen3-0.6B\nroles:\n  agg:\n    nodes: 1\n    workers: 1\n"
+        text: "model:\n  path: hf:Qwen/Qwen3-0.6B\nroles:\n  agg:\n    nodes: 1\n    workers: 1\n    gpus: 1\n"
             .into(),
     };
     let recipe = srt::recipe::load_str(&source, "hf").unwrap();
-    let plan = srt::launch::build(&recipe, &Default::default()).unwrap();
+    let plan = srt::assemble::assemble(&recipe, &Default::default()).unwrap();
     let w = workers(&plan)[0];
     assert_eq!(w.argv[..3], ["vllm", "serve", "Qwen/Qwen3-0.6B"]);
 }
@@ -762,11 +857,11 @@ fn hf_model_is_served_by_its_bare_id() {
 fn served_model_name_in_args_is_the_deployments_name() {
     let source = srt::recipe::Source {
         name: "named.yaml".into(),
-        text: "roles:\n  agg:\n    nodes: 1\n    workers: 1\n    args:\n      served-model-name: foo\n"
+        text: "roles:\n  agg:\n    nodes: 1\n    workers: 1\n    gpus: 1\n    args:\n      served-model-name: foo\n"
             .into(),
     };
     let recipe = srt::recipe::load_str(&source, "named").unwrap();
-    let plan = srt::launch::build(&recipe, &Default::default()).unwrap();
+    let plan = srt::assemble::assemble(&recipe, &Default::default()).unwrap();
     assert_eq!(plan.served_model_name, "foo");
     let w = workers(&plan)[0];
     assert_eq!(count(&w.argv, "--served-model-name"), 1);
@@ -784,14 +879,14 @@ fn served_model_name_in_args_is_the_deployments_name() {
 fn router_image_defaults_to_the_model_container() {
     let build = |frontend: &str| {
         let text = format!(
-            "model:\n  container: model.sqsh\nfrontend:\n  enable_multiple_frontends: false\n{frontend}roles:\n  agg:\n    nodes: 1\n    workers: 1\n"
+            "model:\n  container: model.sqsh\nfrontend:\n  enable_multiple_frontends: false\n{frontend}roles:\n  agg:\n    nodes: 1\n    workers: 1\n    gpus: 1\n"
         );
         let source = srt::recipe::Source {
             name: "image.yaml".into(),
             text,
         };
         let recipe = srt::recipe::load_str(&source, "image").unwrap();
-        srt::launch::build(&recipe, &Default::default()).unwrap()
+        srt::assemble::assemble(&recipe, &Default::default()).unwrap()
     };
     let plan = build("");
     assert_eq!(
@@ -811,4 +906,130 @@ fn router_image_defaults_to_the_model_container() {
         routers(&plan)[0].container_image.as_deref(),
         Some("router.sqsh")
     );
+}
+
+fn benchmark_spec(benchmark: &str) -> srt::bench::Spec {
+    let source = srt::recipe::Source {
+        name: "bench.yaml".into(),
+        text: format!(
+            "model:\n  path: /models/tiny\nroles:\n  agg:\n    nodes: 1\n    workers: 1\n    gpus: 1\nbenchmark:\n{benchmark}"
+        ),
+    };
+    let recipe = srt::recipe::load_str(&source, "bench").unwrap();
+    let plan = srt::assemble::assemble(&recipe, &Default::default()).unwrap();
+    let gate = plan
+        .gates
+        .iter()
+        .find(|g| g.address == "benchmark")
+        .unwrap();
+    match &gate.probe {
+        srt::launch::Probe::Benchmark(spec) => spec.clone(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Every sa-bench key srtctl passes to its benchmark script reaches the run, and srt's
+/// own keys (named after `vllm bench serve`'s options) too.
+#[test]
+fn benchmark_keys_reach_the_run() {
+    let spec = benchmark_spec(
+        "  type: sa-bench\n  isl: 1024\n  osl: 256\n  concurrencies: [1, 8]\n  req_rate: 2.5\n  random_range_ratio: 0.0\n  num_prompts_mult: 3\n  num_warmup_mult: 0\n  use_chat_template: false\n  dataset_name: random\n  random_prefix_len: 100\n  tokenizer: /tok\n  endpoint: /v1/chat/completions\n  ignore_eos: false\n  seed: 42\n  metric_percentiles: [50, 99.9]\n  goodput:\n    ttft: 500\n    tpot: 20.5\n",
+    );
+    assert_eq!(
+        spec.dataset,
+        srt::bench::Dataset::Random {
+            isl: 1024,
+            osl: 256,
+            range_ratio: 0.0,
+            prefix_len: 100
+        }
+    );
+    assert_eq!(spec.concurrencies, [1, 8]);
+    assert_eq!(spec.request_rate, srt::bench::Rate::PerSecond(2.5));
+    assert_eq!((spec.num_prompts_mult, spec.num_warmup_mult), (3, 0));
+    assert_eq!(spec.tokenizer, "/tok");
+    assert_eq!(spec.endpoint, srt::bench::Endpoint::Chat);
+    assert!(!spec.ignore_eos);
+    assert_eq!(spec.seed, 42);
+    assert_eq!(spec.percentiles, [50.0, 99.9]);
+    assert_eq!(
+        spec.goodput,
+        srt::bench::Slo {
+            ttft_ms: Some(500.0),
+            tpot_ms: Some(20.5),
+            e2el_ms: None
+        }
+    );
+    // Defaults: srtctl's (sa-bench's script), the model path as tokenizer.
+    let spec = benchmark_spec("  type: sa-bench\n");
+    assert_eq!(spec.tokenizer, "/models/tiny");
+    assert_eq!((spec.num_prompts_mult, spec.num_warmup_mult), (10, 2));
+    assert_eq!(spec.request_rate, srt::bench::Rate::Inf);
+    assert!(spec.ignore_eos);
+    assert_eq!(spec.concurrencies, [1]);
+    // srt's earlier name for num_prompts_mult, and a ShareGPT file with a fixed output.
+    let spec = benchmark_spec(
+        "  type: sa-bench\n  requests_per_concurrency: 4\n  dataset_name: sharegpt\n  dataset_path: /data/sg.json\n  osl: 32\n",
+    );
+    assert_eq!(spec.num_prompts_mult, 4);
+    assert_eq!(
+        spec.dataset,
+        srt::bench::Dataset::Sharegpt {
+            path: "/data/sg.json".into(),
+            osl: Some(32)
+        }
+    );
+}
+
+/// A hand-written NIXL config across nodes (`connector: none` and the role's own
+/// `kv-transfer-config`): srt still opens the side channel the way the `nixl` row does,
+/// the node's IP and a run of ports, so prefill and decode on different nodes can reach
+/// each other; a role may set the variables itself, and its value wins.
+#[test]
+fn own_nixl_config_across_nodes_gets_the_side_channel_host() {
+    let text = "frontend:
+  enable_multiple_frontends: false
+  args:
+    policy: round_robin
+engine:
+  type: vllm
+  connector: none
+resources:
+  gpus_per_node: 1
+roles:
+  prefill:
+    nodes: 1
+    workers: 1
+    args:
+      kv-transfer-config: {kv_connector: NixlConnector, kv_role: kv_both, kv_connector_extra_config: {backends: [UCX]}}
+  decode:
+    nodes: 1
+    workers: 1
+    args:
+      kv-transfer-config: {kv_connector: NixlConnector, kv_role: kv_both}
+    env:
+      VLLM_NIXL_SIDE_CHANNEL_HOST: 10.0.0.7
+";
+    let source = srt::recipe::Source {
+        name: "own-nixl.yaml".into(),
+        text: text.into(),
+    };
+    let recipe = srt::recipe::load_str(&source, "own-nixl").unwrap();
+    let plan = srt::assemble::assemble(&recipe, &Default::default())
+        .unwrap_or_else(|p| panic!("{}", render_diag(&source.error(p))));
+    let prefill = of_role(&plan, RoleKind::Prefill)[0];
+    let decode = of_role(&plan, RoleKind::Decode)[0];
+    assert_eq!((prefill.node, decode.node), (0, 1));
+    assert_eq!(prefill.env["VLLM_NIXL_SIDE_CHANNEL_HOST"], ip(0));
+    assert_eq!(decode.env["VLLM_NIXL_SIDE_CHANNEL_HOST"], "10.0.0.7");
+    // Each on its own node's count (ports repeat across hosts).
+    let (p, d) = (port(prefill, "nixl"), port(decode, "nixl"));
+    assert_eq!(prefill.env["VLLM_NIXL_SIDE_CHANNEL_PORT"], p.to_string());
+    assert_eq!(decode.env["VLLM_NIXL_SIDE_CHANNEL_PORT"], d.to_string());
+    // The hand-written config is passed as written.
+    assert!(value(&prefill.argv, "--kv-transfer-config").contains("UCX"));
+    // The Router lists the prefill with its side-channel port, as for `nixl`.
+    let router = &routers(&plan)[0];
+    let at = router.argv.iter().position(|a| a == "--prefill").unwrap();
+    assert_eq!(router.argv[at + 2], p.to_string());
 }

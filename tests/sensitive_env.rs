@@ -4,8 +4,9 @@
 
 mod common;
 
-use srt::launch::build::HostLayout;
-use srt::launch::{build, render, BuildOptions, LaunchPlan};
+use srt::assemble::{assemble as build, BuildOptions};
+use srt::launch::HostLayout;
+use srt::launch::{render, LaunchPlan};
 use srt::recipe::{load_str, Source};
 
 const VALUE: &str = "postgres://srt:pw-0001@db/x";
@@ -23,6 +24,7 @@ roles:
   agg:
     nodes: 1
     workers: 1
+    gpus: 1
     env:
       DATABASE_URL: \"{value}\"
       PLAIN: visible
@@ -128,5 +130,46 @@ fn bad_sensitive_env_is_refused_with_a_span() {
         assert_eq!(p.code, code, "{marked}");
         let start = p.span.offset();
         assert_eq!(&text[start..start + p.span.len()], at, "{marked}");
+    }
+}
+
+/// No diagnostic shows a secret value: not in the excerpt, not in a message, whether
+/// the error is next to the secret, on it, or a syntax error the tree never saw.
+#[test]
+fn diagnostics_never_show_secret_values() {
+    const TOKEN: &str = "hf_Zq7secretvalue0123456789";
+    let cases = [
+        // A typo next to the token.
+        format!("roles:\n  agg:\n    nodes: 1\n    workers: 1\n    gpus: 1\n    env:\n      HF_TOKEN: {TOKEN}\n    argz: {{}}\n"),
+        // An error on the secret's own key (a variable srt manages) and its value.
+        format!("sensitive_env: [VLLM_PORT]\nroles:\n  agg:\n    nodes: 1\n    workers: 1\n    gpus: 1\n    env:\n      VLLM_PORT: \"{TOKEN}\"\n"),
+        // A secret-like flag: refused, and its value masked.
+        format!("roles:\n  agg:\n    nodes: 1\n    workers: 1\n    gpus: 1\n    args:\n      api-key: {TOKEN}\n"),
+        // A value made a secret by `sensitive_env`, with an option-like value.
+        format!("sensitive_env: [MY_SETTING]\nroles:\n  agg:\n    nodes: 1\n    workers: 1\n    gpus: 1\n    env:\n      MY_SETTING: \"-{TOKEN}\"\n    argz: 1\n"),
+        // A syntax error on the token's line: no tree, the line is still masked.
+        format!("roles:\n  agg:\n    env:\n      HF_TOKEN: {TOKEN} : [\n"),
+    ];
+    for text in cases {
+        let source = Source {
+            name: "secret.yaml".into(),
+            text: text.clone(),
+        };
+        let err = match load_str(&source, "secret") {
+            Err(e) => e,
+            Ok(r) => {
+                source.error(build(&r, &BuildOptions::default()).expect_err("the case is invalid"))
+            }
+        };
+        let shown = common::render_diag(&err);
+        assert!(!shown.contains(TOKEN), "{text}\nshows the token:\n{shown}");
+        assert!(
+            !shown.contains(&TOKEN[4..20]),
+            "{text}\nshows part of the token:\n{shown}"
+        );
+        assert!(
+            shown.contains("****"),
+            "{text}\nthe excerpt has no mask:\n{shown}"
+        );
     }
 }

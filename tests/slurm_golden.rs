@@ -5,11 +5,11 @@
 
 mod common;
 
-use srt::cluster::{ClusterProfile, ExecutorKind};
+use srt::cluster::{ClusterProfile, SlurmProfile};
 use srt::exec::slurm::SlurmExecutor;
 use srt::exec::Executor;
 use srt::graph::{self, ResourceGraph};
-use srt::launch::{build::HostLayout, LaunchPlan};
+use srt::launch::{HostLayout, LaunchPlan};
 use srt::plan::{self, Observation, PlanOptions};
 use srt::state::{ResourceState, Runtime, State, Status};
 use std::collections::BTreeMap;
@@ -17,8 +17,12 @@ use std::path::Path;
 
 const RECIPE: &str = "examples/slurm-disagg.yaml";
 
-fn profile(name: &str) -> ClusterProfile {
-    ClusterProfile::load(&common::root().join("clusters").join(name)).unwrap()
+fn profile(name: &str) -> SlurmProfile {
+    ClusterProfile::load(&common::root().join("clusters").join(name))
+        .unwrap()
+        .slurm()
+        .cloned()
+        .expect("a SLURM profile")
 }
 
 fn snapshot(name: &str, text: &str) {
@@ -31,7 +35,7 @@ fn snapshot(name: &str, text: &str) {
     });
 }
 
-fn lowered(profile: ClusterProfile) -> (LaunchPlan, ResourceGraph) {
+fn lowered(profile: SlurmProfile) -> (LaunchPlan, ResourceGraph) {
     let launch = common::plan_with(RECIPE, None, HostLayout::Distinct);
     let exec = SlurmExecutor::new(
         profile,
@@ -39,7 +43,7 @@ fn lowered(profile: ClusterProfile) -> (LaunchPlan, ResourceGraph) {
         Path::new("/state/slurm-disagg"),
         launch.nodes.len(),
         launch.nodes[0].gpus,
-        None,
+        false,
         None,
     );
     let graph = graph::lower_with(&launch, &exec.execution(), exec.allocation().as_ref()).unwrap();
@@ -52,7 +56,7 @@ fn every_cluster_profile_loads() {
     for entry in std::fs::read_dir(common::root().join("clusters")).unwrap() {
         let path = entry.unwrap().path();
         let p = ClusterProfile::load(&path).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(p.executor, ExecutorKind::Slurm, "{}", path.display());
+        assert_eq!(p.executor(), "slurm", "{}", path.display());
         seen += 1;
     }
     assert!(seen >= 2);
@@ -120,7 +124,7 @@ fn applied(graph: &ResourceGraph) -> State {
         state.resources.insert(
             r.address.clone(),
             ResourceState {
-                kind: r.kind.name().into(),
+                kind: r.kind,
                 hash: r.hash.clone(),
                 dependencies: r.deps.clone(),
                 spec: r.spec.clone(),
@@ -213,13 +217,15 @@ fn a_changed_allocation_replaces_everything_with_the_reason() {
 fn the_local_executor_refuses_state_that_runs_on_slurm() {
     let (_, graph) = lowered(profile("test-cluster.yaml"));
     let state = applied(&graph);
-    let local = srt::exec::local::LocalExecutor::new("slurm-disagg", Path::new("/nope"), 2, None);
-    let err = local.restore(&state).unwrap_err();
+    let local = srt::exec::local::LocalExecutor::new("slurm-disagg", Path::new("/nope"), 2, false);
+    let err = srt::workflow::restore(&local, &state)
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("runs on SLURM (job 41)") && err.contains("--cluster"),
         "{err}"
     );
-    assert!(local.restore(&State::new("slurm-disagg")).is_ok());
+    assert!(srt::workflow::restore(&local, &State::new("slurm-disagg")).is_ok());
 }
 
 /// srtctl recipes carry `slurm:` settings and `resources.gpu_type`: they win over the
@@ -227,7 +233,11 @@ fn the_local_executor_refuses_state_that_runs_on_slurm() {
 #[test]
 fn recipe_slurm_settings_override_the_profile() {
     let (_, recipe) = common::recipe("examples/srtctl-shape.yaml");
-    let profile = srt::ops::effective_profile(profile("test-cluster.yaml"), &recipe);
+    let profile = srt::workflow::effective_profile(
+        ClusterProfile::Slurm(Box::new(profile("test-cluster.yaml"))),
+        &recipe,
+    );
+    let profile = profile.slurm().unwrap();
     assert_eq!(profile.time_limit.as_deref(), Some("01:00:00"));
     assert_eq!(
         profile.partition.as_deref(),
@@ -235,7 +245,7 @@ fn recipe_slurm_settings_override_the_profile() {
         "kept from the profile"
     );
     let launch = common::plan_with("examples/srtctl-shape.yaml", None, HostLayout::Distinct);
-    let text = srt::exec::slurm::render(&launch, &profile);
+    let text = srt::exec::slurm::render(&launch, profile);
     assert!(
         text.contains("--gres gpu:h100:8") && text.contains("--time 01:00:00"),
         "{text}"

@@ -25,7 +25,7 @@ fn store() -> (tempfile::TempDir, StateStore) {
 
 fn resource(i: usize) -> ResourceState {
     ResourceState {
-        kind: "worker".into(),
+        kind: srt::graph::Kind::Worker,
         hash: blake3::hash(format!("worker {i}").as_bytes())
             .to_hex()
             .to_string(),
@@ -45,6 +45,7 @@ fn resource(i: usize) -> ResourceState {
             start_time: 123_456 + i as u64,
             pgid: 10_000 + i as u32,
             host: "node1".into(),
+            lease: None,
         }),
         node: Some(format!("node{}", i % 8)),
         ports: BTreeMap::from([("http".into(), 8000 + i as u16)]),
@@ -195,21 +196,63 @@ fn a_failed_save_leaves_the_old_state_and_serial_untouched() {
     assert!(store.load().unwrap().unwrap().resources.is_empty());
 }
 
+/// Makes a directory read-only for this test, for root too: a read-only bind mount of
+/// the directory onto itself (permissions do not stop root, a read-only mount does);
+/// without root, its mode. Undone on drop.
+struct ReadOnly {
+    dir: std::path::PathBuf,
+    mounted: bool,
+}
+
+impl ReadOnly {
+    fn new(dir: &std::path::Path) -> Self {
+        if !nix::unistd::geteuid().is_root() {
+            fs::set_permissions(dir, fs::Permissions::from_mode(0o500)).unwrap();
+            return ReadOnly {
+                dir: dir.to_path_buf(),
+                mounted: false,
+            };
+        }
+        let run = |args: &[&str]| {
+            let status = std::process::Command::new("mount")
+                .args(args)
+                .status()
+                .unwrap();
+            assert!(status.success(), "mount {args:?} failed");
+        };
+        let d = dir.to_str().unwrap();
+        run(&["--bind", d, d]);
+        let guard = ReadOnly {
+            dir: dir.to_path_buf(),
+            mounted: true,
+        };
+        run(&["-o", "remount,bind,ro", d]);
+        guard
+    }
+}
+
+impl Drop for ReadOnly {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = std::process::Command::new("umount").arg(&self.dir).status();
+        } else {
+            let _ = fs::set_permissions(&self.dir, fs::Permissions::from_mode(0o700));
+        }
+    }
+}
+
 #[test]
 fn a_save_into_a_read_only_directory_fails_cleanly() {
-    if nix::unistd::geteuid().is_root() {
-        // Permissions do not stop root; the blocked temporary file test above covers
-        // the same path for root.
-        eprintln!("skipped: running as root");
-        return;
-    }
     let (_tmp, store) = store();
     let (lock, mut s) = saved(&store, 2);
     let before = fs::read(store.state_path()).unwrap();
-    fs::set_permissions(store.dir(), fs::Permissions::from_mode(0o500)).unwrap();
-    s.resources.clear();
-    let result = store.save(&lock, &mut s);
-    fs::set_permissions(store.dir(), fs::Permissions::from_mode(0o700)).unwrap();
+    let result = {
+        let _ro = ReadOnly::new(store.dir());
+        // The directory really refuses writes, whoever we are.
+        assert!(fs::write(store.dir().join("probe"), b"x").is_err());
+        s.resources.clear();
+        store.save(&lock, &mut s)
+    };
     assert!(matches!(result, Err(StateError::Io { .. })), "{result:?}");
     assert_eq!(fs::read(store.state_path()).unwrap(), before);
     assert_eq!(s.serial, 1);

@@ -2,18 +2,19 @@
 //! and read facts out of command lines.
 #![allow(dead_code)]
 
-use srt::launch::build::HostLayout;
-use srt::launch::{build, BuildOptions, LaunchPlan, LaunchProcess, ProcessKind};
+use srt::assemble::{assemble as build, BuildOptions};
+use srt::launch::HostLayout;
+use srt::launch::{LaunchPlan, LaunchProcess, ProcessKind};
 use srt::recipe::{load_str, Source};
 use std::path::{Path, PathBuf};
 
 /// The crate root.
-pub fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// Every `examples/**/*.yaml`, sorted.
-pub fn examples() -> Vec<PathBuf> {
+pub(crate) fn examples() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
@@ -33,7 +34,7 @@ pub fn examples() -> Vec<PathBuf> {
 
 /// Load a recipe file (path relative to the crate root, or absolute), panicking with the
 /// rendered diagnostic when it does not load.
-pub fn recipe(path: impl AsRef<Path>) -> (Source, srt::recipe::Recipe) {
+pub(crate) fn recipe(path: impl AsRef<Path>) -> (Source, srt::recipe::Recipe) {
     let path = root().join(path);
     let text = std::fs::read_to_string(&path).unwrap();
     let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
@@ -48,7 +49,11 @@ pub fn recipe(path: impl AsRef<Path>) -> (Source, srt::recipe::Recipe) {
 }
 
 /// Build the launch plan of a recipe file with explicit options.
-pub fn plan_with(path: impl AsRef<Path>, nodes: Option<usize>, hosts: HostLayout) -> LaunchPlan {
+pub(crate) fn plan_with(
+    path: impl AsRef<Path>,
+    nodes: Option<usize>,
+    hosts: HostLayout,
+) -> LaunchPlan {
     let (source, recipe) = recipe(path.as_ref());
     let options = BuildOptions { nodes, hosts };
     match build(&recipe, &options) {
@@ -62,12 +67,12 @@ pub fn plan_with(path: impl AsRef<Path>, nodes: Option<usize>, hosts: HostLayout
 }
 
 /// Build the launch plan of a recipe file with default options.
-pub fn plan(path: impl AsRef<Path>) -> LaunchPlan {
+pub(crate) fn plan(path: impl AsRef<Path>) -> LaunchPlan {
     plan_with(path, None, HostLayout::Distinct)
 }
 
 /// A diagnostic as the snapshots show it: unicode, no colour, 100 columns.
-pub fn render_diag(diag: &dyn miette::Diagnostic) -> String {
+pub(crate) fn render_diag(diag: &dyn miette::Diagnostic) -> String {
     let mut out = String::new();
     miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor())
         .with_width(100)
@@ -77,7 +82,7 @@ pub fn render_diag(diag: &dyn miette::Diagnostic) -> String {
 }
 
 /// Worker processes.
-pub fn workers(plan: &LaunchPlan) -> Vec<&LaunchProcess> {
+pub(crate) fn workers(plan: &LaunchPlan) -> Vec<&LaunchProcess> {
     plan.processes
         .iter()
         .filter(|p| p.kind == ProcessKind::Worker)
@@ -85,7 +90,7 @@ pub fn workers(plan: &LaunchPlan) -> Vec<&LaunchProcess> {
 }
 
 /// Router processes.
-pub fn routers(plan: &LaunchPlan) -> Vec<&LaunchProcess> {
+pub(crate) fn routers(plan: &LaunchPlan) -> Vec<&LaunchProcess> {
     plan.processes
         .iter()
         .filter(|p| p.kind == ProcessKind::Router)
@@ -93,12 +98,12 @@ pub fn routers(plan: &LaunchPlan) -> Vec<&LaunchProcess> {
 }
 
 /// The nginx process, if any.
-pub fn nginx(plan: &LaunchPlan) -> Option<&LaunchProcess> {
+pub(crate) fn nginx(plan: &LaunchPlan) -> Option<&LaunchProcess> {
     plan.processes.iter().find(|p| p.kind == ProcessKind::Nginx)
 }
 
 /// A process by address.
-pub fn process<'a>(plan: &'a LaunchPlan, address: &str) -> &'a LaunchProcess {
+pub(crate) fn process<'a>(plan: &'a LaunchPlan, address: &str) -> &'a LaunchProcess {
     plan.processes
         .iter()
         .find(|p| p.address == address)
@@ -106,17 +111,17 @@ pub fn process<'a>(plan: &'a LaunchPlan, address: &str) -> &'a LaunchProcess {
 }
 
 /// Whether `flag` occurs in argv.
-pub fn has(argv: &[String], flag: &str) -> bool {
+pub(crate) fn has(argv: &[String], flag: &str) -> bool {
     argv.iter().any(|a| a == flag)
 }
 
 /// How many times `flag` occurs.
-pub fn count(argv: &[String], flag: &str) -> usize {
+pub(crate) fn count(argv: &[String], flag: &str) -> usize {
     argv.iter().filter(|a| *a == flag).count()
 }
 
 /// The values after each occurrence of `flag`, up to the next `--flag`.
-pub fn occurrences<'a>(argv: &'a [String], flag: &str) -> Vec<Vec<&'a str>> {
+pub(crate) fn occurrences<'a>(argv: &'a [String], flag: &str) -> Vec<Vec<&'a str>> {
     let mut out = Vec::new();
     for (i, a) in argv.iter().enumerate() {
         if a == flag {
@@ -133,7 +138,7 @@ pub fn occurrences<'a>(argv: &'a [String], flag: &str) -> Vec<Vec<&'a str>> {
 }
 
 /// The single value of `flag` (panics when absent, repeated or not single-valued).
-pub fn value<'a>(argv: &'a [String], flag: &str) -> &'a str {
+pub(crate) fn value<'a>(argv: &'a [String], flag: &str) -> &'a str {
     let occ = occurrences(argv, flag);
     assert_eq!(
         occ.len(),
@@ -146,7 +151,7 @@ pub fn value<'a>(argv: &'a [String], flag: &str) -> &'a str {
 }
 
 /// The first port of a process's `kind` block.
-pub fn port(p: &LaunchProcess, kind: &str) -> u16 {
+pub(crate) fn port(p: &LaunchProcess, kind: &str) -> u16 {
     p.ports
         .get(kind)
         .unwrap_or_else(|| panic!("{} has no {kind} port: {:?}", p.address, p.ports))
@@ -154,7 +159,7 @@ pub fn port(p: &LaunchProcess, kind: &str) -> u16 {
 }
 
 /// The advertised URL of a worker.
-pub fn url(p: &LaunchProcess) -> &str {
+pub(crate) fn url(p: &LaunchProcess) -> &str {
     p.worker
         .as_ref()
         .and_then(|w| w.advertised_url.as_deref())
@@ -162,7 +167,7 @@ pub fn url(p: &LaunchProcess) -> &str {
 }
 
 /// Every advertised worker URL, in process order.
-pub fn advertised(plan: &LaunchPlan) -> Vec<&str> {
+pub(crate) fn advertised(plan: &LaunchPlan) -> Vec<&str> {
     workers(plan)
         .into_iter()
         .filter_map(|w| w.worker.as_ref()?.advertised_url.as_deref())

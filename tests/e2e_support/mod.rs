@@ -1,36 +1,180 @@
 //! Helpers for the end-to-end tests: the real Router's `PATH` ([`tools_path`]), scratch
-//! directories that destroy their deployments ([`Cleanup`], [`Env`]), and for the
-//! hardening tests (`e2e_hardening`, `e2e_secrets`, `e2e_signals`) running `srt` in a
-//! scratch directory, reading state and finding the deployment's processes.
+//! directories that destroy their deployments ([`Cleanup`], [`Env`]), running `srt` in
+//! a scratch directory, reading state and finding the deployment's processes.
+//!
+//! **Isolation.** As root (the test command runs as root), every [`Env`] gets its own
+//! network namespace ([`Netns`]): `srt` and everything it starts run inside it, so each
+//! scenario has the fixed ports (8000, 6100, ...) to itself, scenarios run in parallel,
+//! and nothing else on the machine can take their ports. The test reaches them through
+//! [`Env::in_netns`] (a thread that joins the namespace). Without root there is one
+//! namespace, and [`serial`] runs the scenarios of a test binary one at a time.
 //!
 //! Every scenario uses its own deployment name (`hard-...`), so the process scans never
-//! see another test's processes. Scenarios share the local executor's fixed ports, so
-//! each test binary runs them one at a time under [`serial`].
+//! see another test's processes.
 #![allow(dead_code)]
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// Hold this for the whole scenario.
-pub fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+/// Hold this for the whole scenario: without network namespaces (not root), scenarios
+/// share the fixed ports and run one at a time; with them, `None`.
+pub(crate) fn serial() -> Option<MutexGuard<'static, ()>> {
+    if Netns::available() {
+        return None;
+    }
+    Some(
+        SERIAL
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    )
+}
+
+/// A private network namespace with its loopback up, deleted on drop (after killing
+/// whatever still runs in it).
+pub(crate) struct Netns(String);
+
+impl Netns {
+    /// Whether this process may create network namespaces (root with `ip`).
+    pub(crate) fn available() -> bool {
+        nix::unistd::geteuid().is_root()
+            && Command::new("ip")
+                .arg("-V")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+    }
+
+    /// A fresh namespace, or `None` when [`Netns::available`] is false.
+    pub(crate) fn new(tag: &str) -> Option<Netns> {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        if !Self::available() {
+            return None;
+        }
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let name = format!("srt-{}-{tag}-{n}", std::process::id());
+        let _ = Command::new("ip")
+            .args(["netns", "del", &name])
+            .stderr(Stdio::null())
+            .status();
+        let ip = |args: &[&str]| {
+            let status = Command::new("ip").args(args).status().unwrap();
+            assert!(status.success(), "ip {args:?} failed");
+        };
+        ip(&["netns", "add", &name]);
+        ip(&["-n", &name, "link", "set", "lo", "up"]);
+        Some(Netns(name))
+    }
+
+    /// The namespace's name.
+    pub(crate) fn name(&self) -> &str {
+        &self.0
+    }
+
+    /// Processes in the namespace.
+    pub(crate) fn pids(&self) -> Vec<u32> {
+        let out = Command::new("ip")
+            .args(["netns", "pids", &self.0])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    }
+
+    /// Each process in the namespace with its command line, one per line.
+    pub(crate) fn describe(&self) -> String {
+        self.pids()
+            .iter()
+            .map(|p| {
+                let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+                let cmd: String = String::from_utf8_lossy(&cmd).replace('\0', " ");
+                format!("  {p}: {cmd}")
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Wait until nothing runs in the namespace; the survivors if some remain.
+    pub(crate) fn drained(&self) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if self.pids().is_empty() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Err(self.describe())
+    }
+
+    /// `cmd`, run inside the namespace (its program, arguments, environment and
+    /// directory kept).
+    pub(crate) fn wrap(&self, cmd: &Command) -> Command {
+        let mut c = Command::new("nsenter");
+        c.arg(format!("--net=/var/run/netns/{}", self.0))
+            .arg("--")
+            .arg(cmd.get_program())
+            .args(cmd.get_args());
+        if let Some(dir) = cmd.get_current_dir() {
+            c.current_dir(dir);
+        }
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+        }
+        c
+    }
+
+    /// Run `f` on a thread that joined the namespace: what it connects to or binds is
+    /// the namespace's.
+    pub(crate) fn enter<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        let path = format!("/var/run/netns/{}", self.0);
+        std::thread::scope(|scope| {
+            scope
+                .spawn(move || {
+                    let ns = std::fs::File::open(&path).unwrap();
+                    nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+                    f()
+                })
+                .join()
+                .unwrap()
+        })
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for pid in self.pids() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.0])
+            .stderr(Stdio::null())
+            .status();
+    }
 }
 
 /// The crate root.
-pub fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// `PATH` with the project's pinned `vllm-router` first.
-pub fn tools_path() -> String {
+pub(crate) fn tools_path() -> String {
     let dir = std::env::var_os("SRT_TOOLS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join(".tools"))
+        .map_or_else(|| repo().join(".tools"), PathBuf::from)
         .join("bin");
     assert!(
         dir.join("vllm-router").exists(),
@@ -45,7 +189,7 @@ pub fn tools_path() -> String {
 }
 
 /// An example recipe with its `name:` replaced, so the deployment is this test's own.
-pub fn example_named(example: &str, name: &str) -> String {
+pub(crate) fn example_named(example: &str, name: &str) -> String {
     let text = std::fs::read_to_string(repo().join("examples").join(example)).unwrap();
     let mut out = String::new();
     let mut replaced = false;
@@ -62,12 +206,16 @@ pub fn example_named(example: &str, name: &str) -> String {
     out
 }
 
-/// A scratch directory where `srt` runs (state in `./.srt`).
-pub struct Env {
+/// A scratch directory where `srt` runs (state in `./.srt`), in its own network
+/// namespace when the machine allows it (see the module docs).
+pub(crate) struct Env {
     pub dir: tempfile::TempDir,
     path: String,
     /// Simulator startup delay for workers started by this environment.
     pub startup_delay_ms: std::cell::Cell<u64>,
+    /// The scenario's network namespace (declared last: dropped after the deployments
+    /// are destroyed).
+    pub netns: Option<Netns>,
 }
 
 impl Default for Env {
@@ -77,15 +225,17 @@ impl Default for Env {
 }
 
 impl Env {
-    pub fn new() -> Env {
+    pub(crate) fn new() -> Env {
         Env {
             dir: tempfile::tempdir().unwrap(),
             path: tools_path(),
             startup_delay_ms: std::cell::Cell::new(200),
+            netns: Netns::new("e2e"),
         }
     }
 
-    pub fn command(&self, args: &[&str]) -> Command {
+    /// `srt args` in the scratch directory (and the namespace).
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_srt"));
         c.args(args)
             .current_dir(self.dir.path())
@@ -95,16 +245,38 @@ impl Env {
                 self.startup_delay_ms.get().to_string(),
             )
             .env_remove("SRT_STATE_DIR")
-            .env_remove("SRT_SIMULATE")
-            .stdin(Stdio::null());
+            .env_remove("SRT_SIMULATE");
+        let mut c = match &self.netns {
+            Some(ns) => ns.wrap(&c),
+            None => c,
+        };
+        c.stdin(Stdio::null());
         c
     }
 
-    pub fn srt(&self, args: &[&str]) -> Output {
+    /// Run `f` where this scenario's ports are (its namespace, if it has one).
+    pub(crate) fn in_netns<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.netns {
+            Some(ns) => ns.enter(f),
+            None => f(),
+        }
+    }
+
+    /// A completion through `url`, from inside the scenario's namespace.
+    pub(crate) fn completion(&self, url: &str) -> serde_json::Value {
+        self.in_netns(|| completion(url))
+    }
+
+    /// `GET url` as JSON, from inside the scenario's namespace.
+    pub(crate) fn get(&self, url: &str) -> serde_json::Value {
+        self.in_netns(|| get(url))
+    }
+
+    pub(crate) fn srt(&self, args: &[&str]) -> Output {
         self.command(args).output().unwrap()
     }
 
-    pub fn spawn(&self, args: &[&str]) -> Child {
+    pub(crate) fn spawn(&self, args: &[&str]) -> Child {
         self.command(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -112,8 +284,20 @@ impl Env {
             .unwrap()
     }
 
+    /// Run and require success; returns stdout alone (for `--json` output).
+    pub(crate) fn stdout(&self, args: &[&str]) -> String {
+        let out = self.srt(args);
+        assert!(
+            out.status.success(),
+            "srt {args:?} failed ({:?}):\n{}",
+            out.status.code(),
+            text(&out)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// Run and require success; returns stdout + stderr.
-    pub fn ok(&self, args: &[&str]) -> String {
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
         let out = self.srt(args);
         let text = text(&out);
         assert!(
@@ -124,22 +308,22 @@ impl Env {
         text
     }
 
-    pub fn recipe(&self, file: &str, text: &str) -> String {
+    pub(crate) fn recipe(&self, file: &str, text: &str) -> String {
         let p = self.dir.path().join(file);
         std::fs::write(&p, text).unwrap();
         p.display().to_string()
     }
 
-    pub fn deployment_dir(&self, deployment: &str) -> PathBuf {
+    pub(crate) fn deployment_dir(&self, deployment: &str) -> PathBuf {
         self.dir.path().join(".srt").join(deployment)
     }
 
-    pub fn state_path(&self, deployment: &str) -> PathBuf {
+    pub(crate) fn state_path(&self, deployment: &str) -> PathBuf {
         self.deployment_dir(deployment).join("state.json")
     }
 
     /// The deployment's state as srt reads it (`state.json` with the journal replayed).
-    pub fn state(&self, deployment: &str) -> serde_json::Value {
+    pub(crate) fn state(&self, deployment: &str) -> serde_json::Value {
         let state = srt::state::StateStore::new(self.deployment_dir(deployment))
             .load()
             .unwrap()
@@ -147,7 +331,7 @@ impl Env {
         serde_json::to_value(state).unwrap()
     }
 
-    pub fn write_state(&self, deployment: &str, state: &serde_json::Value) {
+    pub(crate) fn write_state(&self, deployment: &str, state: &serde_json::Value) {
         std::fs::write(
             self.state_path(deployment),
             serde_json::to_string_pretty(state).unwrap() + "\n",
@@ -155,19 +339,19 @@ impl Env {
         .unwrap();
     }
 
-    pub fn pid(&self, deployment: &str, address: &str) -> u32 {
+    pub(crate) fn pid(&self, deployment: &str, address: &str) -> u32 {
         self.state(deployment)["resources"][address]["runtime"]["pid"]
             .as_u64()
             .unwrap_or_else(|| panic!("no pid for {address}")) as u32
     }
 
     /// Apply (simulated, auto-approved) and require success.
-    pub fn apply(&self, recipe: &str) -> String {
+    pub(crate) fn apply(&self, recipe: &str) -> String {
         self.ok(&["apply", "-f", recipe, "--simulate", "--auto-approve"])
     }
 
     /// Destroy and check that nothing of the deployment is left running.
-    pub fn destroy(&self, deployment: &str) {
+    pub(crate) fn destroy(&self, deployment: &str) {
         let out = self.ok(&["destroy", deployment, "--auto-approve"]);
         assert!(
             out.contains("Destroy complete") || out.contains("No changes"),
@@ -180,23 +364,35 @@ impl Env {
 }
 
 impl Drop for Env {
-    /// A failed scenario must not leave processes holding the ports the next one needs:
-    /// destroy every deployment this directory holds state for.
+    /// A failed scenario must not leave processes behind: destroy every deployment this
+    /// directory holds state for (its namespace goes next, killing what is left).
     fn drop(&mut self) {
         if std::thread::panicking() {
-            destroy_all(self.dir.path());
+            for name in deployments(self.dir.path()) {
+                let _ = self
+                    .command(&["destroy", &name, "--auto-approve"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+            }
         }
     }
 }
 
-/// Destroy every deployment the scratch directory `dir` holds state for.
-pub fn destroy_all(dir: &Path) {
-    for entry in std::fs::read_dir(dir.join(".srt"))
+/// The deployments a scratch directory holds state for.
+fn deployments(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir.join(".srt"))
         .into_iter()
         .flatten()
         .flatten()
-    {
-        let name = entry.file_name().to_string_lossy().into_owned();
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Destroy every deployment the scratch directory `dir` holds state for (outside any
+/// namespace: for tests that run `srt` themselves, see [`Cleanup`]).
+pub(crate) fn destroy_all(dir: &Path) {
+    for name in deployments(dir) {
         let _ = Command::new(env!("CARGO_BIN_EXE_srt"))
             .args(["destroy", &name, "--auto-approve"])
             .current_dir(dir)
@@ -210,7 +406,7 @@ pub fn destroy_all(dir: &Path) {
 
 /// Destroys the deployments of a scratch dir when dropped, so a failed test leaves no
 /// process holding the shared ports for the tests after it.
-pub struct Cleanup<'a>(pub &'a Path);
+pub(crate) struct Cleanup<'a>(pub &'a Path);
 
 impl Drop for Cleanup<'_> {
     fn drop(&mut self) {
@@ -218,8 +414,48 @@ impl Drop for Cleanup<'_> {
     }
 }
 
+/// A 4-token completion through `url` (a Router, nginx or worker), which must succeed.
+pub(crate) fn completion(url: &str) -> serde_json::Value {
+    let body = serde_json::json!({"model": "tiny", "prompt": "hello", "max_tokens": 4});
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let c = reqwest::Client::builder()
+            .timeout(Duration::from_secs(20))
+            .no_proxy()
+            .build()
+            .unwrap();
+        let r = c
+            .post(format!("{url}/v1/completions"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "completion failed: {}", r.status());
+        r.json().await.unwrap()
+    })
+}
+
+/// `GET url` as JSON (any status).
+pub(crate) fn get(url: &str) -> serde_json::Value {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let c = reqwest::Client::builder()
+            .timeout(Duration::from_secs(20))
+            .no_proxy()
+            .build()
+            .unwrap();
+        c.get(url).send().await.unwrap().json().await.unwrap()
+    })
+}
+
 /// stdout then stderr, lossily.
-pub fn text(out: &Output) -> String {
+pub(crate) fn text(out: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -228,7 +464,7 @@ pub fn text(out: &Output) -> String {
 }
 
 /// Poll `cond` every 20 ms for up to 30 s.
-pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+pub(crate) fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();
     while !cond() {
         assert!(
@@ -240,7 +476,7 @@ pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
 }
 
 /// `/proc/<pid>/stat` fields after the command: (state, pgrp, start time).
-pub fn stat(pid: u32) -> Option<(char, u32, u64)> {
+pub(crate) fn stat(pid: u32) -> Option<(char, u32, u64)> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = s.rsplit(')').next()?;
     let f: Vec<&str> = rest.split_whitespace().collect();
@@ -252,12 +488,12 @@ pub fn stat(pid: u32) -> Option<(char, u32, u64)> {
 }
 
 /// Whether `pid` is a live (non-zombie) process.
-pub fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     stat(pid).is_some_and(|(state, _, _)| state != 'Z' && state != 'X')
 }
 
 /// Live processes carrying the deployment's marker in their environment.
-pub fn live_processes(deployment: &str) -> Vec<u32> {
+pub(crate) fn live_processes(deployment: &str) -> Vec<u32> {
     srt::exec::process::processes_with_env_marker(srt::exec::local::DEPLOYMENT_MARKER, deployment)
         .into_iter()
         .filter(|&pid| alive(pid))
@@ -266,7 +502,7 @@ pub fn live_processes(deployment: &str) -> Vec<u32> {
 
 /// Every live process of the deployment is in the process group of a process the
 /// state records (whatever its status): nothing runs that srt lost track of.
-pub fn assert_all_recorded(env: &Env, deployment: &str) {
+pub(crate) fn assert_all_recorded(env: &Env, deployment: &str) {
     let recorded: BTreeSet<u32> = env.state(deployment)["resources"]
         .as_object()
         .unwrap()
@@ -285,7 +521,7 @@ pub fn assert_all_recorded(env: &Env, deployment: &str) {
 
 /// No orphan: every live process of the deployment is in the process group of a
 /// process the state records as running, and every such recorded process is alive.
-pub fn assert_no_orphans(env: &Env, deployment: &str) {
+pub(crate) fn assert_no_orphans(env: &Env, deployment: &str) {
     let state = env.state(deployment);
     let mut recorded = BTreeSet::new();
     for (address, r) in state["resources"].as_object().unwrap() {
@@ -310,12 +546,12 @@ pub fn assert_no_orphans(env: &Env, deployment: &str) {
 }
 
 /// Read a child's remaining output after it exited.
-pub fn collect(child: Child) -> Output {
+pub(crate) fn collect(child: Child) -> Output {
     child.wait_with_output().unwrap()
 }
 
 /// Wait for a child with a deadline, killing it on timeout.
-pub fn wait_child(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+pub(crate) fn wait_child(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
     let start = Instant::now();
     loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -330,7 +566,7 @@ pub fn wait_child(child: &mut Child, limit: Duration) -> std::process::ExitStatu
 }
 
 /// Every regular file under `dir`, recursively.
-pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -348,6 +584,6 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Send `signal` to `pid`.
-pub fn signal(pid: u32, signal: nix::sys::signal::Signal) {
+pub(crate) fn signal(pid: u32, signal: nix::sys::signal::Signal) {
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal);
 }

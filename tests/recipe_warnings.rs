@@ -1,0 +1,128 @@
+//! Recipes srt accepts with a located warning (`tests/warnings/`): each builds, its
+//! launch plan carries the warnings, and their rendering is a reviewed snapshot.
+
+mod common;
+
+use common::render_diag;
+use srt::launch::HostLayout;
+
+/// Every case builds and warns; the warnings as a user sees them.
+#[test]
+fn warnings() {
+    insta::glob!("warnings/*.yaml", |path| {
+        let (source, _) = common::recipe(path);
+        let plan = common::plan_with(path, None, HostLayout::Distinct);
+        assert!(
+            !plan.warnings.is_empty(),
+            "{} does not warn",
+            path.display()
+        );
+        assert!(plan.warnings.iter().all(srt::recipe::Problem::is_warning));
+        insta::assert_snapshot!(render_diag(&source.error(plan.warnings.clone())));
+    });
+}
+
+/// Prefill and decode with different node-local DP sizes: the Router gets no
+/// `--intra-node-data-parallel-size` (it is global), the render says so, and the
+/// `/workers` gate counts one entry per URL (the Router expands each by its own
+/// `/metrics` count, so at least that many).
+#[test]
+fn different_local_dp_sizes_leave_the_router_flag_out_and_say_so() {
+    let plan = common::plan("tests/warnings/pd-different-local-dp.yaml");
+    let router = plan
+        .processes
+        .iter()
+        .find(|p| p.address == "router[0]")
+        .unwrap();
+    assert!(
+        !router
+            .argv
+            .iter()
+            .any(|a| a == "--intra-node-data-parallel-size"),
+        "{:?}",
+        router.argv
+    );
+    let text = srt::launch::render::render(&plan);
+    assert!(
+        text.contains("warnings:\n  srt::recipe::intra_node_dp_omitted: the Router gets no --intra-node-data-parallel-size: endpoints have different node-local DP sizes (prefill 8, decode 1)"),
+        "{text}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&srt::launch::render::json(&plan)).unwrap();
+    assert_eq!(
+        json["warnings"][0]["code"],
+        "srt::recipe::intra_node_dp_omitted"
+    );
+    let gate = plan
+        .gates
+        .iter()
+        .find(|g| g.address == "gate.router")
+        .unwrap();
+    let probe = srt::launch::render::describe_probe(&gate.probe);
+    assert!(
+        probe.contains("/stats/prefill_count >= 1") && probe.contains(">= 1"),
+        "{probe}"
+    );
+}
+
+/// DP over 1-GPU nodes with a local model: a dense `config.json` (no experts) warns at
+/// the DP size (vLLM's external load balancing has no coordinator for dense models),
+/// a mixture-of-experts one does not, nor do node-local DP ranks.
+#[test]
+fn dp_over_one_gpu_nodes_with_a_dense_local_model_warns() {
+    let model = tempfile::tempdir().unwrap();
+    let recipe = |nodes: u32, gpus_per_node: u32| {
+        format!(
+            "model:
+  path: {}
+  served_name: tiny
+frontend:
+  enable_multiple_frontends: false
+  args:
+    policy: round_robin
+resources:
+  gpus_per_node: {gpus_per_node}
+roles:
+  agg:
+    nodes: {nodes}
+    workers: 1
+    args:
+      data-parallel-size: 2
+",
+            model.path().display()
+        )
+    };
+    let warnings = |text: &str| {
+        let source = srt::recipe::Source {
+            name: "dp.yaml".into(),
+            text: text.to_string(),
+        };
+        let recipe = srt::recipe::load_str(&source, "dp").unwrap();
+        let plan = srt::assemble::assemble(&recipe, &Default::default())
+            .unwrap_or_else(|p| panic!("{}", render_diag(&source.error(p))));
+        (source, plan.warnings)
+    };
+    let llama = r#"{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 128, "num_hidden_layers": 2}"#;
+    std::fs::write(model.path().join("config.json"), llama).unwrap();
+    let (source, w) = warnings(&recipe(2, 1));
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(w[0].code, "srt::recipe::dense_dp");
+    let at = &source.text[w[0].span.offset()..w[0].span.offset() + w[0].span.len()];
+    assert_eq!(at, "data-parallel-size");
+    assert!(
+        w[0].message.contains("dense one (no experts)")
+            && w[0]
+                .message
+                .contains(&format!("{}/config.json", model.path().display())),
+        "{}",
+        render_diag(&source.error(w.clone()))
+    );
+    // Two ranks on one 2-GPU node: hybrid LB with a local pool, fine for dense models.
+    assert!(warnings(&recipe(1, 2)).1.is_empty());
+    // A mixture of experts (Mixtral's key).
+    let mixtral = r#"{"model_type": "mixtral", "num_local_experts": 8, "num_experts_per_tok": 2}"#;
+    std::fs::write(model.path().join("config.json"), mixtral).unwrap();
+    assert!(warnings(&recipe(2, 1)).1.is_empty());
+    // No config.json: srt cannot tell, and says nothing.
+    std::fs::remove_file(model.path().join("config.json")).unwrap();
+    assert!(warnings(&recipe(2, 1)).1.is_empty());
+}

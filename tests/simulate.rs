@@ -1,0 +1,100 @@
+//! `--simulate` is a transform of the processes handed to the executor, not of the plan:
+//! every worker runs the simulator with its engine's own arguments, nothing else changes,
+//! and the graph (hashes, state, golden files) is lowered from the untransformed plan.
+
+mod common;
+
+use srt::launch::HostLayout;
+use srt::launch::ProcessKind;
+use srt::workflow::{self, PrepareOptions};
+use std::path::Path;
+use std::time::Duration;
+
+const SIM: &str = "/opt/srt/bin/srt-vllm-sim";
+
+#[test]
+fn the_simulator_replaces_only_the_program_of_workers() {
+    for path in common::examples() {
+        let (_, recipe) = common::recipe(&path);
+        for hosts in [HostLayout::Shared, HostLayout::Distinct] {
+            let plan = common::plan_with(&path, None, hosts);
+            let engine = srt::engine::lookup(&recipe.engine.kind.value).unwrap();
+            let run = workflow::simulated(&plan, engine, Path::new(SIM));
+            assert_eq!(run.processes.len(), plan.processes.len());
+            for (planned, started) in plan.processes.iter().zip(&run.processes) {
+                let mut expected = planned.clone();
+                if planned.kind == ProcessKind::Worker {
+                    expected.argv[0] = SIM.to_string();
+                }
+                expected.container_image = None;
+                assert_eq!(
+                    started,
+                    &expected,
+                    "{}: {}",
+                    path.display(),
+                    planned.address
+                );
+            }
+            // Nothing but the processes changes.
+            let mut back = run.clone();
+            back.processes = plan.processes.clone();
+            assert_eq!(back, plan, "{}", path.display());
+        }
+    }
+}
+
+/// `workflow::prepare` under `--simulate`: the graph comes from the plan (`vllm serve`, the
+/// golden files' hashes with the mode `simulate: true`), the executor gets the
+/// simulator.
+#[test]
+fn prepare_lowers_the_plan_and_hands_the_simulator_to_the_executor() {
+    let state = tempfile::tempdir().unwrap();
+    let options = |simulate| PrepareOptions {
+        state_dir: state.path().to_path_buf(),
+        nodes: None,
+        simulate,
+        grace: Duration::from_secs(1),
+        // No profile (and none in the package root): the local executor.
+        cluster: None,
+    };
+    let recipe = common::root().join("examples/local-disagg.yaml");
+    let simulated = match workflow::prepare_file(&recipe, &options(true)) {
+        Ok(p) => p,
+        // The simulator is built with the workspace (`cargo test --all-targets`).
+        Err(e) if e.to_string().contains("srt-vllm-sim") => {
+            eprintln!("srt-vllm-sim is not built: skipped");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let plain = workflow::prepare_file(&recipe, &options(false)).unwrap();
+    assert_eq!(simulated.launch, plain.launch, "the plan is the same");
+    assert!(plain.simulated.is_none());
+    let expected = srt::graph::lower(
+        &simulated.launch,
+        &serde_json::json!({"executor": "local", "simulate": true}),
+    )
+    .unwrap();
+    let hashes = |g: &srt::graph::ResourceGraph| {
+        g.resources
+            .iter()
+            .map(|r| (r.address.clone(), r.hash.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(hashes(&simulated.graph), hashes(&expected));
+    for (planned, run) in simulated
+        .launch
+        .processes
+        .iter()
+        .zip(&simulated.runnable().processes)
+    {
+        if planned.kind == ProcessKind::Worker {
+            assert_eq!(planned.argv[0], "vllm");
+            assert!(run.argv[0].ends_with("/srt-vllm-sim"), "{:?}", run.argv);
+            let spec = &simulated.graph.get(&planned.address).unwrap().spec;
+            assert_eq!(spec["argv"][0], "vllm", "the graph keeps the plan's argv");
+        } else {
+            assert_eq!(planned.argv, run.argv);
+        }
+    }
+}
