@@ -177,6 +177,14 @@ fn nesting_up_to_the_bound_is_accepted() {
     assert_eq!(load(text), Vec::new());
 }
 
+/// Anchors and aliases as a recipe uses them (one block shared by every role, merged
+/// and extended) stay well inside the alias budget.
+#[test]
+fn ordinary_anchors_and_aliases_load() {
+    let text = "roles:\n  prefill:\n    nodes: 1\n    workers: 1\n    gpus: 1\n    args: &args {max-model-len: 2048, enforce-eager: true}\n    env: &env {PYTHONUNBUFFERED: \"1\", NCCL_DEBUG: INFO}\n  decode:\n    nodes: 1\n    workers: 1\n    gpus: 1\n    args:\n      <<: *args\n      max-num-seqs: 64\n    env: *env\n";
+    assert_eq!(load(text.to_string()), Vec::new(), "{text}");
+}
+
 #[test]
 fn alias_bombs_are_refused_quickly() {
     // Sequences, mappings and merge keys, each level nine times the last.

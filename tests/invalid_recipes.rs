@@ -301,8 +301,8 @@ const CASES: &[Case] = &[
     case(
         "alias-bomb.yaml",
         "srt::recipe::syntax",
-        "*e",
-        "limits breached: Nodes",
+        "*d",
+        "limits breached: RecordedAnchorEvents",
     ),
     case(
         "deeply-nested.yaml",

@@ -191,9 +191,15 @@ impl<'de> Deserialize<'de> for Value {
 /// spends tens of kilobytes of stack per level, and test threads have 2 MiB).
 pub const MAX_DEPTH: usize = 16;
 
+/// Most parser events that anchors may record and aliases replay. A recipe's aliases
+/// (a shared `args` or `env` block) replay tens of events; serde-saphyr's default of a
+/// million let a billion-laughs document build a 250,000-node tree before the node
+/// budget stopped it, seconds of work per recipe.
+pub const MAX_ALIAS_EVENTS: usize = 20_000;
+
 /// Parse YAML text into a spanned tree. Errors carry serde-saphyr's own location.
-/// serde-saphyr's default budget bounds nodes, events and alias expansion; nesting is
-/// bounded by [`MAX_DEPTH`], for block and flow collections alike.
+/// serde-saphyr's default budget bounds nodes and events, [`MAX_ALIAS_EVENTS`] alias
+/// expansion; nesting is bounded by [`MAX_DEPTH`], for block and flow collections alike.
 ///
 /// Scalars resolve by YAML 1.2's core schema: only `true`/`false` (and their
 /// capitalised forms) are booleans, so `NO`, `off` or `yes` stay the strings the user
@@ -204,6 +210,7 @@ pub fn parse(text: &str) -> Result<Node, serde_saphyr::Error> {
         budget: serde_saphyr::budget! {
             max_depth: MAX_DEPTH,
             flow_nesting_limit: MAX_DEPTH,
+            max_recorded_anchor_events: MAX_ALIAS_EVENTS,
         },
         strict_booleans: true,
         underscored_numbers_as_strings: true,
