@@ -201,7 +201,7 @@ fn a_port_held_by_another_program_is_refused_before_launch() {
 
 /// A process that is not ours: its own process group, and it logs any SIGTERM it gets
 /// (SIGKILL would end it, which the test sees too).
-fn foreign_process(dir: &std::path::Path) -> (std::process::Child, std::path::PathBuf) {
+fn foreign_process(dir: &std::path::Path) -> (Foreign, std::path::PathBuf) {
     let log = dir.join("foreign.log");
     let child = Command::new("sh")
         .arg("-c")
@@ -212,7 +212,30 @@ fn foreign_process(dir: &std::path::Path) -> (std::process::Child, std::path::Pa
         .process_group(0)
         .spawn()
         .unwrap();
-    (child, log)
+    (Foreign(child), log)
+}
+
+/// The foreign program, killed when the test ends, whether it passed or panicked.
+struct Foreign(std::process::Child);
+
+impl std::ops::Deref for Foreign {
+    type Target = std::process::Child;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Foreign {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl Drop for Foreign {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// Point a resource's record at `pid` with a start time that is not that process's.
@@ -268,8 +291,6 @@ fn a_reused_pid_is_drift_and_is_never_signalled() {
         "",
         "the foreign program was signalled"
     );
-    let _ = foreign.kill();
-    let _ = foreign.wait();
 }
 
 fn lock_record(pid: u32) -> String {
@@ -497,8 +518,6 @@ fn a_forged_identity_with_the_true_start_time_is_never_signalled() {
         "",
         "the foreign program was signalled"
     );
-    let _ = foreign.kill();
-    let _ = foreign.wait();
     // The real Router and worker, whose records were overwritten, were found through
     // their leases and stopped as processes no record tracks.
     assert!(shown.contains("2 untracked processes"), "{shown}");
