@@ -14,6 +14,12 @@ use crate::recipe::diag::{did_you_mean, Problem};
 use crate::recipe::{looks_like_option, ArgValue, Args};
 use serde::Deserialize;
 
+/// Who sets `flag`, in a table of the flags an engine or frontend derives (`(flag, who
+/// sets it)`), or `None` when a recipe may set it.
+pub fn managed_by(table: &[(&str, &'static str)], flag: &str) -> Option<&'static str> {
+    table.iter().find(|(f, _)| *f == flag).map(|(_, why)| *why)
+}
+
 /// One program's options, as its parser defines them.
 #[derive(Clone, Debug, Deserialize)]
 pub struct Catalog {

@@ -275,7 +275,14 @@ impl ClusterProfile {
         if text.trim().is_empty() {
             return Ok(ClusterProfile::Local);
         }
-        let root = yaml::parse(text).map_err(|e| vec![syntax_problem(&e, text)])?;
+        let root = yaml::parse(text).map_err(|e| {
+            vec![yaml::syntax_problem(
+                &e,
+                text,
+                "srt::cluster::syntax",
+                "srt::cluster::duplicate_key",
+            )]
+        })?;
         if root.value == Value::Null {
             return Ok(ClusterProfile::Local);
         }
@@ -361,51 +368,6 @@ impl ClusterProfile {
         }
         self
     }
-}
-
-/// A YAML syntax error as a problem at its location (never past the end of the text).
-fn syntax_problem(err: &serde_saphyr::Error, text: &str) -> Problem {
-    let span = err
-        .location()
-        .map(|loc| {
-            let s = loc.span();
-            let offset = (s.byte_offset().unwrap_or(s.offset()) as usize).min(text.len());
-            let len = (s.byte_len().unwrap_or(s.len()) as usize).max(1);
-            if offset + len <= text.len() {
-                return SourceSpan::new(offset.into(), len);
-            }
-            match text.char_indices().next_back() {
-                Some((i, c)) => SourceSpan::new(i.into(), c.len_utf8()),
-                None => SourceSpan::new(0.into(), 0),
-            }
-        })
-        .unwrap_or_else(|| SourceSpan::new(0.into(), 0));
-    if let serde_saphyr::Error::DuplicateMappingKey { key, .. } = err.without_snippet() {
-        let key = key.as_deref().unwrap_or("?");
-        return Problem::new(
-            "srt::cluster::duplicate_key",
-            span,
-            format!("key `{key}` is given twice in the same mapping"),
-        )
-        .label("second occurrence")
-        .help("remove one of them; YAML mappings cannot repeat a key");
-    }
-    // The plain message: serde-saphyr's default rendering embeds its own snippet.
-    let rendered = err.render_with_options(serde_saphyr::render_options! {
-        formatter: &serde_saphyr::UserMessageFormatter,
-        snippets: serde_saphyr::SnippetMode::Off,
-    });
-    let message = rendered
-        .split(" at line ")
-        .next()
-        .unwrap_or(&rendered)
-        .trim()
-        .to_string();
-    Problem::new(
-        "srt::cluster::syntax",
-        span,
-        format!("YAML error: {message}"),
-    )
 }
 
 /// Walks the spanned tree, collecting every problem.

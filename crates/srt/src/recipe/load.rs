@@ -414,53 +414,13 @@ fn cut_error(source: &Source, at: usize, mut problem: Problem) -> RecipeError {
 }
 
 fn syntax_problem(err: &serde_saphyr::Error, text: &str) -> Problem {
-    let span = err
-        .location()
-        .map(|loc| {
-            let s = loc.span();
-            let offset = (s.byte_offset().unwrap_or(s.offset()) as usize).min(text.len());
-            let len = (s.byte_len().unwrap_or(s.len()) as usize).max(1);
-            if offset + len <= text.len() {
-                return SourceSpan::new(offset.into(), len);
-            }
-            // An error at the end of the input (an unterminated `[`, a lone `%`) would
-            // point past the text, where no label can be drawn: point at the last
-            // character instead, whole (never inside a multi-byte character).
-            match text.char_indices().next_back() {
-                Some((i, c)) => SourceSpan::new(i.into(), c.len_utf8()),
-                None => SourceSpan::new(0.into(), 0),
-            }
-        })
-        .unwrap_or_else(|| SourceSpan::new(0.into(), 0));
-    // The plain, user-facing message: serde-saphyr's default rendering embeds its own
-    // source snippet (against `<input>`), which would repeat the file under our label.
-    let rendered = err.render_with_options(serde_saphyr::render_options! {
-        formatter: &serde_saphyr::UserMessageFormatter,
-        snippets: serde_saphyr::SnippetMode::Off,
-    });
-    let message = rendered
-        .split(" at line ")
-        .next()
-        .unwrap_or(&rendered)
-        .trim()
-        .to_string();
-    if let serde_saphyr::Error::DuplicateMappingKey { key, .. } = err.without_snippet() {
-        let key = key.as_deref().unwrap_or("?");
-        return Problem::new(
-            "srt::recipe::duplicate_key",
-            span,
-            format!("key `{key}` is given twice in the same mapping"),
-        )
-        .label("second occurrence")
-        .help("remove one of them; YAML mappings cannot repeat a key");
-    }
-    let problem = Problem::new(
+    let problem = yaml::syntax_problem(
+        err,
+        text,
         "srt::recipe::syntax",
-        span,
-        format!("YAML error: {message}"),
-    )
-    .label("here");
-    if message.contains("limits breached") || message.contains("recursion limit") {
+        "srt::recipe::duplicate_key",
+    );
+    if problem.message.contains("limits breached") || problem.message.contains("recursion limit") {
         // A budget of the parser: say which bounds exist rather than leave a bare name.
         return problem.help(format!(
             "srt refuses recipes nested deeper than {} levels, with more than 250000 \

@@ -6,6 +6,7 @@
 //! semantic ones found long after parsing (a colocated split that does not fit, a connector
 //! rule), can point at the exact key or value in the user's file.
 
+use crate::recipe::diag::Problem;
 use miette::SourceSpan;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
@@ -216,6 +217,57 @@ pub fn parse(text: &str) -> Result<Node, serde_saphyr::Error> {
         underscored_numbers_as_strings: true,
     };
     serde_saphyr::from_str_with_options::<Node>(text, options)
+}
+
+/// A YAML error as a problem at its location, under `syntax` (or `duplicate_key` for a
+/// repeated key) codes of the file kind that was read: a recipe or a cluster profile.
+/// The span is never past the end of the text and never inside a character.
+pub fn syntax_problem(
+    err: &serde_saphyr::Error,
+    text: &str,
+    syntax: &'static str,
+    duplicate_key: &'static str,
+) -> Problem {
+    let span = err
+        .location()
+        .map(|loc| {
+            let s = loc.span();
+            let offset = (s.byte_offset().unwrap_or(s.offset()) as usize).min(text.len());
+            let len = (s.byte_len().unwrap_or(s.len()) as usize).max(1);
+            if offset + len <= text.len() {
+                return SourceSpan::new(offset.into(), len);
+            }
+            // An error at the end of the input (an unterminated `[`, a lone `%`) would
+            // point past the text, where no label can be drawn: point at the last
+            // character instead, whole (never inside a multi-byte character).
+            match text.char_indices().next_back() {
+                Some((i, c)) => SourceSpan::new(i.into(), c.len_utf8()),
+                None => SourceSpan::new(0.into(), 0),
+            }
+        })
+        .unwrap_or_else(|| SourceSpan::new(0.into(), 0));
+    if let serde_saphyr::Error::DuplicateMappingKey { key, .. } = err.without_snippet() {
+        let key = key.as_deref().unwrap_or("?");
+        return Problem::new(
+            duplicate_key,
+            span,
+            format!("key `{key}` is given twice in the same mapping"),
+        )
+        .label("second occurrence")
+        .help("remove one of them; YAML mappings cannot repeat a key");
+    }
+    // The plain, user-facing message: serde-saphyr's default rendering embeds its own
+    // source snippet (against `<input>`), which would repeat the file under our label.
+    let rendered = err.render_with_options(serde_saphyr::render_options! {
+        formatter: &serde_saphyr::UserMessageFormatter,
+        snippets: serde_saphyr::SnippetMode::Off,
+    });
+    let message = rendered
+        .split(" at line ")
+        .next()
+        .unwrap_or(&rendered)
+        .trim();
+    Problem::new(syntax, span, format!("YAML error: {message}"))
 }
 
 /// An explicit tag in the document (`!Ref x`, `!!binary ...`, `!!str 8`), with the span

@@ -104,10 +104,7 @@ impl Engine for Vllm {
     }
 
     fn managed_by(&self, flag: &str) -> Option<&'static str> {
-        MANAGED
-            .iter()
-            .find(|(f, _)| *f == flag)
-            .map(|(_, why)| *why)
+        crate::catalog::managed_by(MANAGED, flag)
     }
 
     fn managed_env(&self) -> &'static [&'static str] {

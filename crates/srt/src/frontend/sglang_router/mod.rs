@@ -102,10 +102,7 @@ impl Frontend for SglangRouter {
     }
 
     fn managed_by(&self, flag: &str) -> Option<&'static str> {
-        MANAGED
-            .iter()
-            .find(|(f, _)| *f == flag)
-            .map(|(_, why)| *why)
+        crate::catalog::managed_by(MANAGED, flag)
     }
 
     fn validate(&self, recipe: &Recipe, _: &[ConnectorChoice], problems: &mut Vec<Problem>) {

@@ -154,10 +154,7 @@ impl Frontend for VllmRouter {
     }
 
     fn managed_by(&self, flag: &str) -> Option<&'static str> {
-        MANAGED
-            .iter()
-            .find(|(f, _)| *f == flag)
-            .map(|(_, why)| *why)
+        crate::catalog::managed_by(MANAGED, flag)
     }
 
     fn worker_features(&self, recipe: &Recipe) -> Vec<FeatureNeed> {
