@@ -159,7 +159,8 @@ pub fn missing_programs(p: &Prepared, plan: &Plan) -> Vec<MissingProgram> {
         .collect();
     let search_path = std::env::var_os("PATH").unwrap_or_default();
     let mut missing: Vec<MissingProgram> = Vec::new();
-    let mut found: BTreeMap<String, bool> = BTreeMap::new();
+    // Looked up once per program and search path (a process may set its own PATH).
+    let mut found: BTreeMap<(String, std::ffi::OsString), bool> = BTreeMap::new();
     for process in &p.runnable().processes {
         let Some(program) = process.argv.first() else {
             continue;
@@ -172,7 +173,7 @@ pub fn missing_programs(p: &Prepared, plan: &Plan) -> Vec<MissingProgram> {
             .get("PATH")
             .map_or_else(|| search_path.clone(), std::ffi::OsString::from);
         let present = *found
-            .entry(program.clone())
+            .entry((program.clone(), path.clone()))
             .or_insert_with(|| program_exists(program, &path));
         if present {
             continue;
