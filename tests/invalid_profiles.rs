@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::render_diag;
+use common::{assert_problem, render_diag};
 use srt::cluster::{ClusterProfile, ProfileError};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -208,27 +208,12 @@ fn every_case_has_its_code_and_span() {
             "{}: problems\n{shown}",
             case.file
         );
-        let p = &problems[0];
-        assert_eq!(p.code, case.code, "{}:\n{shown}", case.file);
-        let start = p.span.offset();
-        assert_eq!(
-            &text[start..start + p.span.len()],
-            case.span_text,
-            "{}: span {:?} does not cover the offending text\n{shown}",
+        assert_problem(
             case.file,
-            p.span
-        );
-        let words = format!(
-            "{} {} {}",
-            p.message,
-            p.label,
-            p.help.clone().unwrap_or_default()
-        );
-        assert!(
-            words.contains(case.mentions),
-            "{}: `{}` not in {words:?}",
-            case.file,
-            case.mentions
+            &text,
+            &problems[0],
+            (case.code, case.span_text, case.mentions),
+            &shown,
         );
     }
 }

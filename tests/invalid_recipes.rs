@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::render_diag;
+use common::{assert_problem, render_diag};
 use srt::assemble::{assemble as build, BuildOptions};
 use srt::recipe::{load_file, load_problems, Problem, Source};
 use std::path::{Path, PathBuf};
@@ -497,11 +497,6 @@ fn problems(path: &Path, nodes: Option<usize>) -> (Source, Vec<Problem>) {
     (source, problems)
 }
 
-fn slice(text: &str, p: &Problem) -> String {
-    let start = p.span.offset();
-    text[start..start + p.span.len()].to_string()
-}
-
 #[test]
 fn every_case_has_its_code_and_span() {
     for case in CASES {
@@ -514,26 +509,12 @@ fn every_case_has_its_code_and_span() {
             "{}: expected one problem, got\n{shown}",
             case.file
         );
-        let p = &problems[0];
-        assert_eq!(p.code, case.code, "{}:\n{shown}", case.file);
-        assert_eq!(
-            slice(&source.text, p),
-            case.span_text,
-            "{}: span {:?} does not cover the offending text\n{shown}",
+        assert_problem(
             case.file,
-            p.span
-        );
-        let words = format!(
-            "{} {} {}",
-            p.message,
-            p.label,
-            p.help.clone().unwrap_or_default()
-        );
-        assert!(
-            words.contains(case.mentions),
-            "{}: `{}` not in {words:?}",
-            case.file,
-            case.mentions
+            &source.text,
+            &problems[0],
+            (case.code, case.span_text, case.mentions),
+            &shown,
         );
     }
 }

@@ -81,6 +81,36 @@ pub(crate) fn render_diag(diag: &dyn miette::Diagnostic) -> String {
     out
 }
 
+/// The checks every invalid-input corpus makes of a file's first problem: its code, the
+/// text its span covers, and a phrase in its message, label or help. `shown` is the
+/// rendered report, printed when a check fails.
+pub(crate) fn assert_problem(
+    file: &str,
+    text: &str,
+    p: &srt::recipe::Problem,
+    (code, span_text, mentions): (&str, &str, &str),
+    shown: &str,
+) {
+    assert_eq!(p.code, code, "{file}:\n{shown}");
+    let start = p.span.offset();
+    assert_eq!(
+        &text[start..start + p.span.len()],
+        span_text,
+        "{file}: span {:?} does not cover the offending text\n{shown}",
+        p.span
+    );
+    let words = format!(
+        "{} {} {}",
+        p.message,
+        p.label,
+        p.help.clone().unwrap_or_default()
+    );
+    assert!(
+        words.contains(mentions),
+        "{file}: `{mentions}` not in {words:?}"
+    );
+}
+
 /// Worker processes.
 pub(crate) fn workers(plan: &LaunchPlan) -> Vec<&LaunchProcess> {
     plan.processes
