@@ -40,7 +40,7 @@ fn applied(g: &ResourceGraph) -> State {
                 kind: r.kind,
                 hash: r.hash.clone(),
                 dependencies: r.deps.clone(),
-                spec: r.spec.clone(),
+                spec: r.spec.value(),
                 status: Status::Running,
                 runtime: None,
                 node: None,

@@ -53,7 +53,7 @@ fn specs(plan: &LaunchPlan) -> Vec<(String, String, serde_json::Value)> {
         .unwrap()
         .resources
         .into_iter()
-        .map(|r| (r.address, r.hash, r.spec))
+        .map(|r| (r.address, r.hash, r.spec.value()))
         .collect()
 }
 

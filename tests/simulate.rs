@@ -91,7 +91,7 @@ fn prepare_lowers_the_plan_and_hands_the_simulator_to_the_executor() {
         if planned.kind == ProcessKind::Worker {
             assert_eq!(planned.argv[0], "vllm");
             assert!(run.argv[0].ends_with("/srt-vllm-sim"), "{:?}", run.argv);
-            let spec = &simulated.graph.get(&planned.address).unwrap().spec;
+            let spec = &simulated.graph.get(&planned.address).unwrap().spec.value();
             assert_eq!(spec["argv"][0], "vllm", "the graph keeps the plan's argv");
         } else {
             assert_eq!(planned.argv, run.argv);

@@ -238,7 +238,7 @@ impl Apply<'_> {
             };
             // Only into a membership that still wants it.
             let wanted = self.graph.get(address).is_some_and(|g| {
-                members_of(&g.spec)
+                members_of(&g.spec.value())
                     .iter()
                     .any(|(u, x)| u == &w.url && x == &w.worker)
             });
@@ -272,7 +272,7 @@ impl Apply<'_> {
                 let order = self
                     .graph
                     .get(address)
-                    .map(|g| members_of(&g.spec))
+                    .map(|g| members_of(&g.spec.value()))
                     .unwrap_or_default();
                 now.sort_by_key(|m| order.iter().position(|o| o == m).unwrap_or(usize::MAX));
                 let mut record = r.clone();
@@ -376,7 +376,7 @@ impl Apply<'_> {
                 _ = self.cancel.cancelled() => return Err("interrupted".into()),
             }
         }
-        let desired = members_of(&r.spec);
+        let desired = members_of(&r.spec.value());
         let resolve = |u: &str| self.exec.bindings().resolve(u);
         let live: BTreeSet<String> = api
             .admin

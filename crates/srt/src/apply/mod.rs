@@ -285,7 +285,7 @@ impl Apply<'_> {
             kind: r.kind,
             hash: r.hash.clone(),
             dependencies: r.deps.clone(),
-            spec: r.spec.clone(),
+            spec: r.spec.value(),
             status,
             runtime: None,
             node,

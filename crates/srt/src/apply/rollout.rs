@@ -357,7 +357,7 @@ impl Apply<'_> {
             .map_err(|e| StepError::from(e.to_string()))?;
         let mut s = state.lock().expect("state mutex");
         if let Some(rec) = s.resources.get_mut(&r.address) {
-            rec.spec = r.spec.clone();
+            rec.spec = r.spec.value();
             rec.hash = r.hash.clone();
             rec.dependencies = r.deps.clone();
         }

@@ -9,12 +9,16 @@
 //! spec as digests, so a changed secret changes the hash without being stored.
 
 pub mod render;
+pub mod spec;
+
+pub use spec::{canonical, Sorted, Spec};
 
 use crate::launch::{LaunchPlan, LaunchProcess};
 use crate::secrets;
 use petgraph::graph::{DiGraph, NodeIndex};
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
+use spec::ObjectWriter;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;
 
@@ -103,8 +107,8 @@ pub struct Resource {
     pub address: String,
     /// Kind.
     pub kind: Kind,
-    /// Canonical spec (secrets as digests).
-    pub spec: Value,
+    /// Canonical spec (secrets as digests): the bytes the hash covers.
+    pub spec: Spec,
     /// Direct dependencies, sorted: the hash covers all of them.
     pub deps: Vec<String>,
     /// The dependencies (a sorted subset of `deps`) this resource does not wait for:
@@ -172,182 +176,103 @@ pub fn ports_address(process: &str) -> String {
     format!("ports.{process}")
 }
 
-fn env_spec(plan: &LaunchPlan, env: &BTreeMap<String, String>) -> Value {
-    let map: serde_json::Map<String, Value> = env
-        .iter()
-        .map(|(k, v)| {
-            let v = if plan.is_sensitive(k) {
-                secrets::digest(v)
-            } else {
-                v.clone()
-            };
-            (k.clone(), Value::String(v))
-        })
-        .collect();
-    Value::Object(map)
+/// The canonical spec of a process, written directly from its fields (what `json!` of
+/// them would give, canonicalized). `execution` carries how the executor runs it (e.g.
+/// simulated), so switching execution modes replaces the process. Sensitive env values
+/// enter as digests.
+fn process_spec(plan: &LaunchPlan, p: &LaunchProcess, execution: &Value, ports: &[u8]) -> Spec {
+    let mut out = Vec::with_capacity(1024);
+    let mut o = ObjectWriter::new(&mut out);
+    o.strs("argv", p.argv.iter().map(String::as_str));
+    o.key("container_image");
+    match &p.container_image {
+        Some(image) => spec::write_str(o.out, image),
+        None => o.out.extend_from_slice(b"null"),
+    }
+    o.key("devices");
+    o.out.push(b'[');
+    for (i, &d) in p.devices.iter().enumerate() {
+        if i > 0 {
+            o.out.push(b',');
+        }
+        spec::write_uint(o.out, d as u64);
+    }
+    o.out.push(b']');
+    o.key("env");
+    let mut env = ObjectWriter::new(o.out);
+    for (k, v) in &p.env {
+        if plan.is_sensitive(k) {
+            env.str(k, &secrets::digest(v));
+        } else {
+            env.str(k, v);
+        }
+    }
+    env.end();
+    o.strs("env_unset", p.env_unset.iter().map(String::as_str));
+    o.key("execution");
+    spec::write_canonical(o.out, execution);
+    o.key("files");
+    let mut files = ObjectWriter::new(o.out);
+    for (k, v) in &p.files {
+        files.str(k, v);
+    }
+    files.end();
+    o.str("kind", p.kind.name());
+    o.uint("node", p.node as u64);
+    o.key("ports");
+    o.out.extend_from_slice(ports);
+    o.end();
+    spec::finish(out)
 }
 
-/// The canonical spec of a process. `execution` carries how the executor runs it (e.g.
-/// simulated), so switching execution modes replaces the process.
-fn process_spec(plan: &LaunchPlan, p: &LaunchProcess, execution: &Value, ports: Value) -> Value {
-    // The Value `json!` would make of these fields, built directly: `json!` serializes
-    // every field again (a deep copy of the env, execution and ports values).
-    let strings = |v: &[String]| Value::Array(v.iter().cloned().map(Value::String).collect());
-    let mut spec = serde_json::Map::with_capacity(10);
-    spec.insert("argv".into(), strings(&p.argv));
-    spec.insert(
-        "container_image".into(),
-        p.container_image.clone().map_or(Value::Null, Value::String),
-    );
-    spec.insert(
-        "devices".into(),
-        Value::Array(p.devices.iter().map(|&d| Value::from(d)).collect()),
-    );
-    spec.insert("env".into(), env_spec(plan, &p.env));
-    spec.insert("env_unset".into(), strings(&p.env_unset));
-    spec.insert("execution".into(), execution.clone());
-    spec.insert(
-        "files".into(),
-        Value::Object(
-            p.files
-                .iter()
-                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-                .collect(),
-        ),
-    );
-    spec.insert("kind".into(), Value::from(p.kind.name()));
-    spec.insert("node".into(), Value::from(p.node));
-    spec.insert("ports".into(), ports);
-    Value::Object(spec)
+/// A process's ports as its specs hold them (`{kind: {"base": .., "count": ..}}`, what
+/// serde makes of the map), canonical: they are in two specs of every process.
+fn ports_json(ports: &BTreeMap<String, crate::ports::PortBlock>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(48 * ports.len() + 2);
+    let mut o = ObjectWriter::new(&mut out);
+    for (kind, b) in ports {
+        o.key(kind);
+        let mut block = ObjectWriter::new(o.out);
+        block.uint("base", u64::from(b.base));
+        block.uint("count", u64::from(b.count));
+        block.end();
+    }
+    o.end();
+    out
 }
 
-/// A process's ports as its spec holds them (`{kind: {"base": .., "count": ..}}`, what
-/// serde makes of the map), built directly: it is in two specs of every process.
-fn ports_spec(ports: &BTreeMap<String, crate::ports::PortBlock>) -> Value {
-    let map: serde_json::Map<String, Value> = ports
-        .iter()
-        .map(|(kind, b)| {
-            let mut block = serde_json::Map::with_capacity(2);
-            block.insert("base".into(), Value::from(b.base));
-            block.insert("count".into(), Value::from(b.count));
-            (kind.clone(), Value::Object(block))
-        })
-        .collect();
-    Value::Object(map)
+/// The spec of a port block: its node and its ports.
+fn ports_block_spec(node: usize, ports: &[u8]) -> Spec {
+    let mut out = Vec::with_capacity(ports.len() + 24);
+    let mut o = ObjectWriter::new(&mut out);
+    o.uint("node", node as u64);
+    o.key("ports");
+    o.out.extend_from_slice(ports);
+    o.end();
+    spec::finish(out)
 }
 
 /// The spec of a membership: its Router, how to reach it, and its members.
-pub fn membership_spec(plan: &LaunchPlan, m: &crate::launch::Membership) -> Value {
-    let members: Vec<Value> = m
-        .members
-        .iter()
-        .map(|w| json!({ "url": w.url, "worker": w.worker }))
-        .collect();
-    json!({
-        "admin_url": m.admin_url,
-        "frontend": plan.frontend,
-        "members": members,
-        "router": m.router,
-    })
-}
-
-/// Canonical JSON: object keys sorted (serde_json's default map is ordered by insertion
-/// with `preserve_order`, so sort explicitly).
-pub fn canonical(v: &Value) -> String {
-    let mut out = Vec::new();
-    write_canonical(&mut out, v);
-    String::from_utf8(out).expect("JSON is UTF-8")
-}
-
-/// Append the canonical JSON of `v` to `out`: the bytes `serde_json::to_writer` writes
-/// for [`Sorted`]`(v)`, written directly (no sorted copy of the value is built, and no
-/// serializer state machine runs per value: specs of Routers list every worker, and this
-/// runs per resource). Strings that need no escape are copied as they are; the others,
-/// and numbers, are written by serde_json itself.
-fn write_canonical(out: &mut Vec<u8>, v: &Value) {
-    match v {
-        Value::Null => out.extend_from_slice(b"null"),
-        Value::Bool(true) => out.extend_from_slice(b"true"),
-        Value::Bool(false) => out.extend_from_slice(b"false"),
-        Value::Number(n) => serde_json::to_writer(out, n).expect("a number serializes"),
-        Value::String(s) => write_str(out, s),
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_canonical(out, item);
-            }
-            out.push(b']');
+pub fn membership_spec(plan: &LaunchPlan, m: &crate::launch::Membership) -> Spec {
+    let mut out = Vec::with_capacity(64 * m.members.len() + 128);
+    let mut o = ObjectWriter::new(&mut out);
+    o.str("admin_url", &m.admin_url);
+    o.str("frontend", &plan.frontend);
+    o.key("members");
+    o.out.push(b'[');
+    for (i, w) in m.members.iter().enumerate() {
+        if i > 0 {
+            o.out.push(b',');
         }
-        Value::Object(map) => {
-            out.push(b'{');
-            let mut write = |i: usize, k: &String, v: &Value| {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_str(out, k);
-                out.push(b':');
-                write_canonical(out, v);
-            };
-            // Specs are mostly built with their keys in order already.
-            if map.keys().is_sorted() {
-                for (i, (k, v)) in map.iter().enumerate() {
-                    write(i, k, v);
-                }
-            } else {
-                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-                for (i, (k, v)) in entries.into_iter().enumerate() {
-                    write(i, k, v);
-                }
-            }
-            out.push(b'}');
-        }
+        let mut member = ObjectWriter::new(o.out);
+        member.str("url", &w.url);
+        member.str("worker", &w.worker);
+        member.end();
     }
-}
-
-/// A JSON string as serde_json writes it.
-fn write_str(out: &mut Vec<u8>, s: &str) {
-    // serde_json escapes `"`, `\` and the control characters below 0x20, nothing else.
-    if s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
-        serde_json::to_writer(out, s).expect("a string serializes");
-    } else {
-        out.reserve(s.len() + 2);
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
-    }
-}
-
-/// A view of a JSON value that serializes every object's keys in sorted order: the one
-/// canonical form, for hashes here and for specs recorded in state.
-pub struct Sorted<'a>(pub &'a Value);
-
-impl Serialize for Sorted<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::{SerializeMap, SerializeSeq};
-        match self.0 {
-            Value::Object(map) => {
-                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-                let mut m = s.serialize_map(Some(entries.len()))?;
-                for (k, v) in entries {
-                    m.serialize_entry(k, &Sorted(v))?;
-                }
-                m.end()
-            }
-            Value::Array(items) => {
-                let mut seq = s.serialize_seq(Some(items.len()))?;
-                for v in items {
-                    seq.serialize_element(&Sorted(v))?;
-                }
-                seq.end()
-            }
-            scalar => scalar.serialize(s),
-        }
-    }
+    o.out.push(b']');
+    o.str("router", &m.router);
+    o.end();
+    spec::finish(out)
 }
 
 /// FxHash (rustc's): a multiply-rotate hash of a few instructions per word, for the
@@ -397,7 +322,7 @@ pub fn lower_with(
             pending.push(Resource {
                 address: ALLOCATION.to_string(),
                 kind: Kind::Allocation,
-                spec: spec.clone(),
+                spec: Spec::of(spec),
                 deps: Vec::new(),
                 watches: Vec::new(),
                 after: Vec::new(),
@@ -413,14 +338,11 @@ pub fn lower_with(
     };
     for (i, p) in plan.processes.iter().enumerate() {
         let ports_addr = ports_address(&p.address);
-        let ports = ports_spec(&p.ports);
+        let ports = ports_json(&p.ports);
         pending.push(Resource {
             address: ports_addr.clone(),
             kind: Kind::Ports,
-            spec: Value::Object(serde_json::Map::from_iter([
-                ("node".to_string(), Value::from(p.node)),
-                ("ports".to_string(), ports.clone()),
-            ])),
+            spec: ports_block_spec(p.node, &ports),
             deps: base_deps.clone(),
             watches: Vec::new(),
             after: Vec::new(),
@@ -452,7 +374,7 @@ pub fn lower_with(
         pending.push(Resource {
             address: p.address.clone(),
             kind,
-            spec: process_spec(plan, p, execution, ports),
+            spec: process_spec(plan, p, execution, &ports),
             deps,
             watches,
             after: Vec::new(),
@@ -483,7 +405,7 @@ pub fn lower_with(
                 crate::launch::Probe::Benchmark(_) => Kind::Benchmark,
                 _ => Kind::Gate,
             },
-            spec: serde_json::to_value(&g.probe).expect("probe serializes"),
+            spec: Spec::of(&serde_json::to_value(&g.probe).expect("probe serializes")),
             deps,
             watches: Vec::new(),
             after: Vec::new(),
@@ -609,7 +531,7 @@ fn order_and_hash(pending: Vec<Resource>) -> Result<ResourceGraph, GraphError> {
         preimage.clear();
         preimage.extend_from_slice(r.kind.name().as_bytes());
         preimage.push(0);
-        write_canonical(&mut preimage, &r.spec);
+        preimage.extend_from_slice(r.spec.as_str().as_bytes());
         let deps = &dep_at[dep_start[orig] as usize..dep_start[orig + 1] as usize];
         for (d, &at) in r.deps.iter().zip(deps) {
             let dep = &resources[position[at as usize]];
@@ -662,33 +584,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// The direct writer writes what serde_json writes for the sorted view.
-    #[test]
-    fn canonical_is_serde_json_of_the_sorted_view() {
-        let values = [
-            json!(null),
-            json!({"b": [1, -2, 3.5, 1e300, true, false, null], "a": "plain"}),
-            json!({"z": {"y": {"x": "deep"}, "a": []}, "": {}, "A": "\u{0}\u{1f}\u{7f}"}),
-            json!([
-                "quote \" back \\ slash",
-                "tab\tnew\nline\r\u{8}\u{c}",
-                "é€😀",
-                ""
-            ]),
-            json!({"argv": ["vllm", "serve", "--x", "{\"k\": 1}"], "env": {"B": "2", "A": "1"}}),
-            json!(u64::MAX),
-            json!(i64::MIN),
-            json!(0.1),
-        ];
-        for v in &values {
-            let expected = serde_json::to_string(&Sorted(v)).unwrap();
-            assert_eq!(canonical(v), expected);
-        }
-    }
-
-    #[test]
-    fn process_spec_is_what_json_makes_of_the_fields() {
-        let plan = crate::launch::LaunchPlan {
+    fn empty_plan() -> LaunchPlan {
+        crate::launch::LaunchPlan {
             format_version: 3,
             deployment: "d".into(),
             engine: "vllm".into(),
@@ -705,7 +602,47 @@ mod tests {
             leases: Vec::new(),
             sensitive_env: vec!["HF_TOKEN".into()],
             warnings: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn membership_spec_is_what_json_makes_of_the_fields() {
+        let m = crate::launch::Membership {
+            address: "members.router[0]".into(),
+            router: "router[0]".into(),
+            admin_url: "http://<node1-ip>:8180".into(),
+            mode: crate::launch::MembershipMode::Managed,
+            note: None,
+            members: ["a", "b\"quoted\""]
+                .iter()
+                .enumerate()
+                .map(|(i, w)| crate::launch::Member {
+                    worker: format!("worker.{w}"),
+                    url: format!("http://<node{i}-ip>:6100"),
+                })
+                .collect(),
         };
+        let plan = empty_plan();
+        for members in [m.members.clone(), Vec::new()] {
+            let m = crate::launch::Membership {
+                members,
+                ..m.clone()
+            };
+            let expected = json!({
+                "router": m.router,
+                "members": m.members.iter().map(|w| json!({"worker": w.worker, "url": w.url})).collect::<Vec<_>>(),
+                "frontend": plan.frontend,
+                "admin_url": m.admin_url,
+            });
+            let built = membership_spec(&plan, &m);
+            assert_eq!(built.as_str(), canonical(&expected));
+            assert!(built == expected);
+        }
+    }
+
+    #[test]
+    fn process_spec_is_what_json_makes_of_the_fields() {
+        let plan = empty_plan();
         let mut p = LaunchProcess {
             address: "worker.agg[0].node[0]".into(),
             kind: crate::launch::ProcessKind::Worker,
@@ -737,7 +674,7 @@ mod tests {
                 "argv": p.argv,
                 "container_image": p.container_image,
                 "devices": p.devices,
-                "env": env_spec(&plan, &p.env),
+                "env": {"A": "1", "HF_TOKEN": secrets::digest("secret")},
                 "env_unset": p.env_unset,
                 "execution": execution,
                 "files": p.files,
@@ -745,9 +682,9 @@ mod tests {
                 "node": p.node,
                 "ports": p.ports,
             });
-            let built = process_spec(&plan, &p, &execution, ports_spec(&p.ports));
-            assert_eq!(built, expected);
-            assert_eq!(canonical(&built), canonical(&expected));
+            let built = process_spec(&plan, &p, &execution, &ports_json(&p.ports));
+            assert_eq!(built.as_str(), canonical(&expected));
+            assert_eq!(built.value(), expected);
         }
     }
 
@@ -761,17 +698,16 @@ mod tests {
         ] {
             ports.insert(kind.to_string(), crate::ports::PortBlock { base, count });
         }
-        assert_eq!(ports_spec(&ports), serde_json::to_value(&ports).unwrap());
-        assert_eq!(ports_spec(&BTreeMap::new()), json!({}));
-    }
-
-    #[test]
-    fn canonical_sorts_keys_at_every_depth() {
-        // Built in reverse order: serde_json keeps insertion order (preserve_order).
-        let v = json!({"b": 1, "a": {"d": [{"z": 1, "y": "\"q\""}], "c": null}});
+        let canonical_of = |ports| String::from_utf8(ports_json(ports)).unwrap();
         assert_eq!(
-            canonical(&v),
-            r#"{"a":{"c":null,"d":[{"y":"\"q\"","z":1}]},"b":1}"#
+            canonical_of(&ports),
+            canonical(&serde_json::to_value(&ports).unwrap())
+        );
+        assert_eq!(canonical_of(&BTreeMap::new()), "{}");
+        let block = ports_block_spec(7, &ports_json(&ports));
+        assert_eq!(
+            block.as_str(),
+            canonical(&json!({"ports": ports, "node": 7}))
         );
     }
 }

@@ -8,7 +8,7 @@
 pub mod file;
 pub mod render;
 
-use crate::graph::{Kind, ResourceGraph};
+use crate::graph::{Kind, ResourceGraph, Spec};
 use crate::state::{ResourceState, State, Status};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -272,10 +272,16 @@ pub struct PlanOptions {
     pub destroy: bool,
 }
 
+/// The command line of a recorded process spec.
 fn command_of(spec: &serde_json::Value) -> Option<String> {
     let argv = spec.get("argv")?.as_array()?;
     let argv: Vec<&str> = argv.iter().filter_map(|v| v.as_str()).collect();
     Some(crate::launch::render::command_line(&argv))
+}
+
+/// The command line of a desired process spec (only its `argv` is read).
+fn command_of_desired(spec: &Spec) -> Option<String> {
+    Some(crate::launch::render::command_line(&spec.argv()?))
 }
 
 /// Top-level fields that differ; `env` is reported per variable.
@@ -351,10 +357,10 @@ pub fn diff(
                     Action::Create
                 };
                 if r.kind.is_process() {
-                    change.after_command = command_of(&r.spec);
+                    change.after_command = command_of_desired(&r.spec);
                 }
                 if r.kind == Kind::Membership {
-                    change.members = Some(member_diff(None, &r.spec));
+                    change.members = Some(member_diff(None, &r.spec.value()));
                 }
                 changes.push(change);
                 continue;
@@ -366,7 +372,7 @@ pub fn diff(
             }
             let mut reasons = Vec::new();
             if prior.hash != r.hash {
-                let fields = changed_fields(&prior.spec, &r.spec);
+                let fields = changed_fields(&prior.spec, &r.spec.value());
                 let deps: Vec<String> = r
                     .deps
                     .iter()
@@ -435,7 +441,7 @@ pub fn diff(
                 change.reasons = reasons;
                 if r.kind.is_process() {
                     change.before_command = command_of(&prior.spec);
-                    change.after_command = command_of(&r.spec);
+                    change.after_command = command_of_desired(&r.spec);
                 }
                 change.note = r.leave_note.clone();
                 if r.kind == Kind::Membership {
@@ -444,7 +450,7 @@ pub fn diff(
                         matches!(x, Reason::DependencyChanged { dependencies } if dependencies.iter().any(|d| graph.get(d).is_some_and(|g| g.kind == Kind::Router)))
                     });
                     let before = (!restarted).then_some(&prior.spec);
-                    change.members = Some(member_diff(before, &r.spec));
+                    change.members = Some(member_diff(before, &r.spec.value()));
                 }
             }
             changes.push(change);

@@ -275,7 +275,7 @@ pub fn explain(
     {
         let _ = writeln!(out, "{} ({}):", c.address, c.kind);
         let before = state.resources.get(&c.address);
-        let after = graph.get(&c.address);
+        let after = graph.get(&c.address).map(|r| r.spec.value());
         for r in &c.reasons {
             match r {
                 super::Reason::SpecChanged { fields } => {
@@ -286,12 +286,13 @@ pub fn explain(
                                     .and_then(|s| s.spec.get("env"))
                                     .and_then(|e| e.get(var)),
                                 after
-                                    .and_then(|s| s.spec.get("env"))
+                                    .as_ref()
+                                    .and_then(|s| s.get("env"))
                                     .and_then(|e| e.get(var)),
                             ),
                             None => (
                                 before.and_then(|s| s.spec.get(f)),
-                                after.and_then(|s| s.spec.get(f)),
+                                after.as_ref().and_then(|s| s.get(f)),
                             ),
                         };
                         if f == "argv" {

@@ -1,0 +1,323 @@
+//! Specs in their one canonical form: JSON with every object's keys sorted, no
+//! insignificant whitespace, no floats from srt's own values.
+//!
+//! A resource's [`Spec`] holds exactly the bytes its hash covers. The graph keeps only
+//! those bytes (about 1 KB per process): a `serde_json::Value` tree of the same spec is
+//! ten times larger, and a plan reads one only for what it changes or records. Process,
+//! port-block and membership specs are written straight into their canonical bytes by
+//! [`ObjectWriter`] (no tree is built); other specs go through [`Spec::of`].
+
+use serde::Serialize;
+use serde_json::Value;
+use std::borrow::Cow;
+
+/// A spec as canonical JSON: the hashed bytes, and what [`Spec::value`] parses back.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Spec(Box<str>);
+
+impl Spec {
+    /// The canonical form of `v`.
+    pub fn of(v: &Value) -> Spec {
+        let mut out = Vec::new();
+        write_canonical(&mut out, v);
+        Spec::from_canonical(out)
+    }
+
+    /// Bytes already canonical (from [`ObjectWriter`] or [`write_canonical`]).
+    fn from_canonical(bytes: Vec<u8>) -> Spec {
+        Spec(
+            String::from_utf8(bytes)
+                .expect("canonical JSON is UTF-8")
+                .into_boxed_str(),
+        )
+    }
+
+    /// The canonical JSON text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The spec as a JSON value (its objects in sorted key order).
+    pub fn value(&self) -> Value {
+        serde_json::from_str(&self.0).expect("a spec is valid JSON")
+    }
+
+    /// The `argv` of a process spec, read without building the rest of the spec.
+    pub fn argv(&self) -> Option<Vec<Cow<'_, str>>> {
+        #[derive(serde::Deserialize)]
+        struct Argv<'a> {
+            #[serde(borrow)]
+            argv: Option<Vec<Cow<'a, str>>>,
+        }
+        serde_json::from_str::<Argv<'_>>(&self.0).ok()?.argv
+    }
+}
+
+impl std::fmt::Debug for Spec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PartialEq<Value> for Spec {
+    /// Whether `other` has this canonical form.
+    fn eq(&self, other: &Value) -> bool {
+        let mut out = Vec::with_capacity(self.0.len());
+        write_canonical(&mut out, other);
+        out == self.0.as_bytes()
+    }
+}
+
+/// Canonical JSON of `v` as a string.
+pub fn canonical(v: &Value) -> String {
+    Spec::of(v).0.into()
+}
+
+/// Append the canonical JSON of `v` to `out`: the bytes `serde_json::to_writer` writes
+/// for [`Sorted`]`(v)`, written directly (no sorted copy of the value is built, and no
+/// serializer state machine runs per value). Strings that need no escape are copied as
+/// they are; the others, and numbers, are written by serde_json itself.
+pub fn write_canonical(out: &mut Vec<u8>, v: &Value) {
+    match v {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Number(n) => serde_json::to_writer(out, n).expect("a number serializes"),
+        Value::String(s) => write_str(out, s),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_canonical(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Object(map) => {
+            let mut object = ObjectWriter::new(out);
+            // Specs are mostly built with their keys in order already.
+            if map.keys().is_sorted() {
+                for (k, v) in map {
+                    object.key(k);
+                    write_canonical(object.out, v);
+                }
+            } else {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                for (k, v) in entries {
+                    object.key(k);
+                    write_canonical(object.out, v);
+                }
+            }
+            object.end();
+        }
+    }
+}
+
+/// A JSON string as serde_json writes it.
+pub fn write_str(out: &mut Vec<u8>, s: &str) {
+    // serde_json escapes `"`, `\` and the control characters below 0x20, nothing else.
+    if s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        serde_json::to_writer(out, s).expect("a string serializes");
+    } else {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    }
+}
+
+/// Writes one canonical JSON object whose keys the caller gives in sorted order (checked
+/// in debug builds): a spec built from typed fields without a `Value` tree.
+pub struct ObjectWriter<'a> {
+    /// The output; a key's value is written here after [`ObjectWriter::key`].
+    pub out: &'a mut Vec<u8>,
+    first: bool,
+    #[cfg(debug_assertions)]
+    last: Option<String>,
+}
+
+impl<'a> ObjectWriter<'a> {
+    /// Open an object.
+    pub fn new(out: &'a mut Vec<u8>) -> Self {
+        out.push(b'{');
+        ObjectWriter {
+            out,
+            first: true,
+            #[cfg(debug_assertions)]
+            last: None,
+        }
+    }
+
+    /// Write the next key; its value follows in `out`.
+    pub fn key(&mut self, key: &str) {
+        #[cfg(debug_assertions)]
+        {
+            assert!(
+                self.last.as_deref().is_none_or(|last| last < key),
+                "keys in sorted order: {key:?} after {:?}",
+                self.last
+            );
+            self.last = Some(key.to_string());
+        }
+        if !self.first {
+            self.out.push(b',');
+        }
+        self.first = false;
+        write_str(self.out, key);
+        self.out.push(b':');
+    }
+
+    /// A string field.
+    pub fn str(&mut self, key: &str, value: &str) {
+        self.key(key);
+        write_str(self.out, value);
+    }
+
+    /// An unsigned number field.
+    pub fn uint(&mut self, key: &str, value: u64) {
+        self.key(key);
+        write_uint(self.out, value);
+    }
+
+    /// An array of strings.
+    pub fn strs<'s>(&mut self, key: &str, values: impl IntoIterator<Item = &'s str>) {
+        self.key(key);
+        self.out.push(b'[');
+        for (i, v) in values.into_iter().enumerate() {
+            if i > 0 {
+                self.out.push(b',');
+            }
+            write_str(self.out, v);
+        }
+        self.out.push(b']');
+    }
+
+    /// Close the object.
+    pub fn end(self) {
+        self.out.push(b'}');
+    }
+}
+
+/// An unsigned integer as serde_json writes it.
+pub fn write_uint(out: &mut Vec<u8>, value: u64) {
+    use std::io::Write;
+    write!(out, "{value}").expect("writing to a Vec cannot fail");
+}
+
+/// Finish a spec written with [`ObjectWriter`] (or [`write_canonical`]) into `out`.
+pub fn finish(out: Vec<u8>) -> Spec {
+    Spec::from_canonical(out)
+}
+
+/// A view of a JSON value that serializes every object's keys in sorted order: the one
+/// canonical form, for hashes here and for specs recorded in state.
+pub struct Sorted<'a>(pub &'a Value);
+
+impl Serialize for Sorted<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self.0 {
+            Value::Object(map) => {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                let mut m = s.serialize_map(Some(entries.len()))?;
+                for (k, v) in entries {
+                    m.serialize_entry(k, &Sorted(v))?;
+                }
+                m.end()
+            }
+            Value::Array(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for v in items {
+                    seq.serialize_element(&Sorted(v))?;
+                }
+                seq.end()
+            }
+            scalar => scalar.serialize(s),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The direct writer writes what serde_json writes for the sorted view.
+    #[test]
+    fn canonical_is_serde_json_of_the_sorted_view() {
+        let values = [
+            json!(null),
+            json!({"b": [1, -2, 3.5, 1e300, true, false, null], "a": "plain"}),
+            json!({"z": {"y": {"x": "deep"}, "a": []}, "": {}, "A": "\u{0}\u{1f}\u{7f}"}),
+            json!([
+                "quote \" back \\ slash",
+                "tab\tnew\nline\r\u{8}\u{c}",
+                "é€😀",
+                ""
+            ]),
+            json!({"argv": ["vllm", "serve", "--x", "{\"k\": 1}"], "env": {"B": "2", "A": "1"}}),
+            json!(u64::MAX),
+            json!(i64::MIN),
+            json!(0.1),
+        ];
+        for v in &values {
+            let expected = serde_json::to_string(&Sorted(v)).unwrap();
+            assert_eq!(canonical(v), expected);
+            // And it reads back as the same value.
+            assert_eq!(&Spec::of(v).value(), v);
+            assert!(Spec::of(v) == *v);
+        }
+    }
+
+    #[test]
+    fn canonical_sorts_keys_at_every_depth() {
+        // Built in reverse order: serde_json keeps insertion order (preserve_order).
+        let v = json!({"b": 1, "a": {"d": [{"z": 1, "y": "\"q\""}], "c": null}});
+        assert_eq!(
+            canonical(&v),
+            r#"{"a":{"c":null,"d":[{"y":"\"q\"","z":1}]},"b":1}"#
+        );
+    }
+
+    #[test]
+    fn numbers_are_written_as_serde_json_writes_them() {
+        for n in [0, 1, 9, 10, 99, 100, 65535, 1 << 40, u64::MAX] {
+            let mut out = Vec::new();
+            write_uint(&mut out, n);
+            assert_eq!(out, serde_json::to_vec(&n).unwrap());
+        }
+    }
+
+    #[test]
+    fn argv_is_read_without_the_rest() {
+        let spec = Spec::of(&json!({"argv": ["a b", "c\"d"], "env": {"X": "1"}}));
+        assert_eq!(spec.argv().unwrap(), vec!["a b", "c\"d"]);
+        assert_eq!(Spec::of(&json!({"probe": "http"})).argv(), None);
+    }
+
+    #[test]
+    fn the_object_writer_writes_the_canonical_form() {
+        let mut out = Vec::new();
+        let mut o = ObjectWriter::new(&mut out);
+        o.strs("argv", ["vllm", "x\ty"]);
+        o.str("kind", "worker");
+        o.uint("node", 3);
+        o.end();
+        let spec = finish(out);
+        let expected = json!({"node": 3, "kind": "worker", "argv": ["vllm", "x\ty"]});
+        assert_eq!(spec.as_str(), canonical(&expected));
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "keys in sorted order")]
+    fn the_object_writer_refuses_keys_out_of_order() {
+        let mut out = Vec::new();
+        let mut o = ObjectWriter::new(&mut out);
+        o.uint("node", 3);
+        o.str("kind", "worker");
+    }
+}
