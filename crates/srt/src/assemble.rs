@@ -110,6 +110,11 @@ pub fn assemble(recipe: &Recipe, options: &BuildOptions) -> Result<LaunchPlan, V
     gates.extend(checks(recipe, &parts.public_url, &gates, &parts.processes));
     let mut processes = workers;
     processes.extend(parts.processes);
+    processes.iter_mut().for_each(LaunchProcess::compact);
+    let mut memberships = parts.memberships;
+    for m in &mut memberships {
+        m.members.shrink_to_fit();
+    }
     Ok(LaunchPlan {
         format_version: FORMAT_VERSION,
         deployment: recipe.name.value.clone(),
@@ -128,7 +133,7 @@ pub fn assemble(recipe: &Recipe, options: &BuildOptions) -> Result<LaunchPlan, V
             .collect(),
         processes,
         gates,
-        memberships: parts.memberships,
+        memberships,
         rollout: RolloutPlan {
             max_unavailable: recipe.rollout.max_unavailable,
             drain_seconds: recipe.rollout.drain_secs,

@@ -345,6 +345,19 @@ pub struct LaunchProcess {
     pub container_image: Option<String>,
 }
 
+impl LaunchProcess {
+    /// Release the spare capacity its lists were built with (an argv grows by doubling):
+    /// a launch plan lives through the whole plan, and at cluster scale the slack was a
+    /// tenth of it.
+    pub fn compact(&mut self) {
+        self.devices.shrink_to_fit();
+        self.env_unset.shrink_to_fit();
+        self.argv.shrink_to_fit();
+        self.depends_on.shrink_to_fit();
+        self.watches.shrink_to_fit();
+    }
+}
+
 /// A readiness probe, in terms any frontend can state: the frontend that builds a gate
 /// chooses the request and what its answer must show; apply runs it without knowing
 /// which program answers.
