@@ -9,7 +9,6 @@
 
 use serde::Serialize;
 use serde_json::Value;
-use std::borrow::Cow;
 
 /// A spec as canonical JSON: the hashed bytes, and what [`Spec::value`] parses back.
 #[derive(Clone, PartialEq, Eq)]
@@ -42,14 +41,64 @@ impl Spec {
         serde_json::from_str(&self.0).expect("a spec is valid JSON")
     }
 
-    /// The `argv` of a process spec, read without building the rest of the spec.
-    pub fn argv(&self) -> Option<Vec<Cow<'_, str>>> {
-        #[derive(serde::Deserialize)]
-        struct Argv<'a> {
-            #[serde(borrow)]
-            argv: Option<Vec<Cow<'a, str>>>,
+    /// Call `f` with each token of the spec's `argv` (a process spec's), in order; `None`
+    /// when it has none. A process spec's first key is `argv` (keys are sorted), so only
+    /// that array is read, token by token, without building the rest of the spec or a
+    /// string per token: a plan from scratch does this for every process.
+    pub fn each_arg(&self, mut f: impl FnMut(&str)) -> Option<()> {
+        use serde::Deserializer as _;
+        match self.0.strip_prefix("{\"argv\":") {
+            Some(rest) => serde_json::Deserializer::from_str(rest)
+                .deserialize_seq(Args(&mut f))
+                .ok(),
+            None => {
+                let value = self.value();
+                for token in value.get("argv")?.as_array()? {
+                    f(token.as_str()?);
+                }
+                Some(())
+            }
         }
-        serde_json::from_str::<Argv<'_>>(&self.0).ok()?.argv
+    }
+}
+
+/// Visits an array of strings, handing each to the function.
+struct Args<'f, F>(&'f mut F);
+
+impl<'de, F: FnMut(&str)> serde::de::Visitor<'de> for Args<'_, F> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an array of strings")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(Arg(&mut *self.0))?.is_some() {}
+        Ok(())
+    }
+}
+
+/// One string of [`Args`].
+struct Arg<'f, F>(&'f mut F);
+
+impl<'de, F: FnMut(&str)> serde::de::DeserializeSeed<'de> for Arg<'_, F> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de, F: FnMut(&str)> serde::de::Visitor<'de> for Arg<'_, F> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<(), E> {
+        (self.0)(v);
+        Ok(())
     }
 }
 
@@ -293,9 +342,19 @@ mod tests {
 
     #[test]
     fn argv_is_read_without_the_rest() {
-        let spec = Spec::of(&json!({"argv": ["a b", "c\"d"], "env": {"X": "1"}}));
-        assert_eq!(spec.argv().unwrap(), vec!["a b", "c\"d"]);
-        assert_eq!(Spec::of(&json!({"probe": "http"})).argv(), None);
+        let args = |spec: &Spec| {
+            let mut out = Vec::new();
+            spec.each_arg(|a| out.push(a.to_string())).map(|()| out)
+        };
+        let tokens = ["a b", "c\"d", "\\", "é", ""];
+        let spec = Spec::of(&json!({"argv": tokens, "env": {"X": "1"}, "kind": "worker"}));
+        assert!(spec.as_str().starts_with("{\"argv\":"));
+        assert_eq!(args(&spec).unwrap(), tokens);
+        // Read from the parsed spec when `argv` is not its first key.
+        let spec = Spec::of(&json!({"argv": ["x"], "a": 1}));
+        assert_eq!(args(&spec).unwrap(), ["x"]);
+        assert_eq!(args(&Spec::of(&json!({"probe": "http"}))), None);
+        assert_eq!(args(&Spec::of(&json!({"argv": [1]}))), None);
     }
 
     #[test]

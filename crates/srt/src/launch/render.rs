@@ -51,14 +51,26 @@ fn push_quoted(out: &mut String, token: &str) {
 /// every changed process, and a Router's lists every worker.
 pub fn command_line<S: AsRef<str>>(argv: &[S]) -> String {
     let len: usize = argv.iter().map(|t| t.as_ref().len() + 3).sum();
-    let mut out = String::with_capacity(len);
-    for (i, token) in argv.iter().enumerate() {
-        if i > 0 {
-            out.push(' ');
-        }
-        push_quoted(&mut out, token.as_ref());
+    let mut line = CommandLine(String::with_capacity(len));
+    for token in argv {
+        line.push(token.as_ref());
     }
-    out
+    line.0
+}
+
+/// A shell line built one token at a time (what [`command_line`] writes), for tokens
+/// that are not in a slice.
+#[derive(Default)]
+pub struct CommandLine(pub String);
+
+impl CommandLine {
+    /// Append one token, quoted as needed.
+    pub fn push(&mut self, token: &str) {
+        if !self.0.is_empty() {
+            self.0.push(' ');
+        }
+        push_quoted(&mut self.0, token);
+    }
 }
 
 /// The command broken into lines: the program and positionals first, then one flag (with

@@ -281,7 +281,10 @@ fn command_of(spec: &serde_json::Value) -> Option<String> {
 
 /// The command line of a desired process spec (only its `argv` is read).
 fn command_of_desired(spec: &Spec) -> Option<String> {
-    Some(crate::launch::render::command_line(&spec.argv()?))
+    let mut line = crate::launch::render::CommandLine(String::with_capacity(spec.as_str().len()));
+    spec.each_arg(|token| line.push(token))?;
+    line.0.shrink_to_fit();
+    Some(line.0)
 }
 
 /// Top-level fields that differ; `env` is reported per variable.
