@@ -761,12 +761,16 @@ impl Apply<'_> {
             .iter()
             .enumerate()
             .map(|(i, r)| {
-                let mut w: Vec<usize> = r.waits_for().map(|d| self.graph.index[d]).collect();
+                let at = |d: &String| {
+                    self.graph
+                        .position(d)
+                        .expect("a dependency is in the graph")
+                };
+                let mut w: Vec<usize> = r.waits_for().map(at).collect();
                 if actions[i] == Action::Replace {
                     w.extend(
-                        r.watches
-                            .iter()
-                            .map(|d| self.graph.index[d])
+                        r.watches()
+                            .map(at)
                             .filter(|&d| actions[d] == Action::Replace),
                     );
                 }

@@ -111,10 +111,11 @@ pub struct Resource {
     pub spec: Spec,
     /// Direct dependencies, sorted: the hash covers all of them.
     pub deps: Vec<String>,
-    /// The dependencies (a sorted subset of `deps`) this resource does not wait for:
-    /// it starts alongside them (see [`LaunchProcess::watches`]). The others order
-    /// apply: a resource starts once they are done.
-    pub watches: Vec<String>,
+    /// The dependencies this resource does not wait for, as positions in `deps`
+    /// (sorted): it starts alongside them (see [`LaunchProcess::watches`]). The others
+    /// order apply: a resource starts once they are done. Positions, not addresses: a
+    /// Router watches every worker it routes to.
+    watched: Vec<u32>,
     /// Resources this one is applied after without depending on them: its hash does not
     /// cover theirs (a membership is applied once its workers are started, and a
     /// replaced worker does not change it). Sorted.
@@ -141,7 +142,7 @@ pub struct ResourceGraph {
     /// Resources in a topological order (dependencies first).
     pub resources: Vec<Resource>,
     /// Address -> position in `resources`.
-    pub index: HashMap<String, usize>,
+    index: AddressIndex,
     /// The petgraph view (node weights are positions in `resources`).
     pub dag: DiGraph<usize, ()>,
 }
@@ -324,7 +325,7 @@ pub fn lower_with(
                 kind: Kind::Allocation,
                 spec: Spec::of(spec),
                 deps: Vec::new(),
-                watches: Vec::new(),
+                watched: Vec::new(),
                 after: Vec::new(),
                 restart_note: None,
                 leave_note: None,
@@ -344,7 +345,7 @@ pub fn lower_with(
             kind: Kind::Ports,
             spec: ports_block_spec(p.node, &ports),
             deps: base_deps.clone(),
-            watches: Vec::new(),
+            watched: Vec::new(),
             after: Vec::new(),
             restart_note: None,
             leave_note: None,
@@ -363,20 +364,13 @@ pub fn lower_with(
         deps.extend(base_deps.iter().cloned());
         deps.sort();
         deps.dedup();
-        let mut watches: Vec<String> = p
-            .watches
-            .iter()
-            .filter(|w| !p.depends_on.contains(w))
-            .cloned()
-            .collect();
-        watches.sort();
-        watches.dedup();
+        let watched = positions_in(&deps, &p.watches, &p.depends_on);
         pending.push(Resource {
             address: p.address.clone(),
             kind,
             spec: process_spec(plan, p, execution, &ports),
             deps,
-            watches,
+            watched,
             after: Vec::new(),
             restart_note: plan
                 .memberships
@@ -407,7 +401,7 @@ pub fn lower_with(
             },
             spec: Spec::of(&serde_json::to_value(&g.probe).expect("probe serializes")),
             deps,
-            watches: Vec::new(),
+            watched: Vec::new(),
             after: Vec::new(),
             restart_note: None,
             leave_note: None,
@@ -428,7 +422,7 @@ pub fn lower_with(
             kind: Kind::Membership,
             spec: membership_spec(plan, m),
             deps: vec![m.router.clone()],
-            watches: Vec::new(),
+            watched: Vec::new(),
             after,
             restart_note: None,
             leave_note: None,
@@ -438,6 +432,26 @@ pub fn lower_with(
         });
     }
     order_and_hash(pending)
+}
+
+/// The positions in `deps` (sorted, deduplicated) of the addresses in `watches` that are
+/// not in `depends_on`: one merge walk over both sorted lists.
+fn positions_in(deps: &[String], watches: &[String], depends_on: &[String]) -> Vec<u32> {
+    if watches.is_empty() {
+        return Vec::new();
+    }
+    let mut wanted: Vec<&String> = watches.iter().filter(|w| !depends_on.contains(w)).collect();
+    wanted.sort_unstable();
+    let mut positions = Vec::with_capacity(wanted.len());
+    let mut next = wanted.into_iter().peekable();
+    for (i, d) in deps.iter().enumerate() {
+        while next.next_if(|w| *w < d).is_some() {}
+        if next.next_if(|w| *w == d).is_some() {
+            positions.push(i as u32);
+            while next.next_if(|w| *w == d).is_some() {}
+        }
+    }
+    positions
 }
 
 /// A topological order (Kahn's) that, among the resources whose dependencies are
@@ -521,7 +535,7 @@ fn order_and_hash(pending: Vec<Resource>) -> Result<ResourceGraph, GraphError> {
     drop(by_addr);
     let mut slots: Vec<Option<Resource>> = pending.into_iter().map(Some).collect();
     let mut resources: Vec<Resource> = Vec::with_capacity(slots.len());
-    let mut index: HashMap<String, usize> = HashMap::with_capacity(slots.len());
+    let mut index = AddressIndex::with_capacity(slots.len());
     let mut position = vec![0usize; slots.len()];
     // The hashed bytes of one resource, built in one reused buffer and hashed at once.
     let mut preimage = Vec::new();
@@ -542,8 +556,8 @@ fn order_and_hash(pending: Vec<Resource>) -> Result<ResourceGraph, GraphError> {
         }
         r.hash = blake3::hash(&preimage).to_hex().to_string();
         position[orig] = resources.len();
-        index.insert(r.address.clone(), resources.len());
         resources.push(r);
+        index.insert(&resources, resources.len() - 1);
     }
     for w in dag.node_weights_mut() {
         *w = position[*w];
@@ -558,24 +572,74 @@ fn order_and_hash(pending: Vec<Resource>) -> Result<ResourceGraph, GraphError> {
 impl Resource {
     /// Whether this resource watches `dep` (starts alongside it) rather than waiting
     /// for it.
-    pub fn is_watched(&self, dep: &String) -> bool {
-        self.watches.binary_search(dep).is_ok()
+    pub fn is_watched(&self, dep: &str) -> bool {
+        self.deps
+            .binary_search_by(|d| d.as_str().cmp(dep))
+            .is_ok_and(|i| self.watched.binary_search(&(i as u32)).is_ok())
+    }
+
+    /// The dependencies this resource watches (starts alongside) rather than waits for,
+    /// in address order.
+    pub fn watches(&self) -> impl Iterator<Item = &String> {
+        self.watched.iter().map(|&i| &self.deps[i as usize])
     }
 
     /// The resources apply waits for before starting this resource: `deps` without
-    /// `watches`, and `after`.
+    /// the watched ones, and `after`.
     pub fn waits_for(&self) -> impl Iterator<Item = &String> {
+        let mut watched = self.watched.iter().peekable();
         self.deps
             .iter()
-            .filter(|d| !self.is_watched(d))
+            .enumerate()
+            .filter(move |(i, _)| watched.next_if_eq(&&(*i as u32)).is_none())
+            .map(|(_, d)| d)
             .chain(&self.after)
+    }
+}
+
+/// Positions in a graph's `resources` by address. The table holds positions only and
+/// hashes the address each one points at, so no address is stored twice.
+#[derive(Debug, Default)]
+struct AddressIndex(hashbrown::HashTable<u32>);
+
+fn address_hash(address: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = AddressHasher::default();
+    address.hash(&mut h);
+    h.finish()
+}
+
+impl AddressIndex {
+    fn with_capacity(n: usize) -> Self {
+        AddressIndex(hashbrown::HashTable::with_capacity(n))
+    }
+
+    /// Add `resources[at]` (its address is not in the index yet).
+    fn insert(&mut self, resources: &[Resource], at: usize) {
+        let hash = address_hash(&resources[at].address);
+        self.0.insert_unique(hash, at as u32, |&i| {
+            address_hash(&resources[i as usize].address)
+        });
+    }
+
+    fn get(&self, resources: &[Resource], address: &str) -> Option<usize> {
+        self.0
+            .find(address_hash(address), |&i| {
+                resources[i as usize].address == address
+            })
+            .map(|&i| i as usize)
     }
 }
 
 impl ResourceGraph {
     /// A resource by address.
     pub fn get(&self, address: &str) -> Option<&Resource> {
-        self.index.get(address).map(|&i| &self.resources[i])
+        self.position(address).map(|i| &self.resources[i])
+    }
+
+    /// The position of a resource in `resources`, by address.
+    pub fn position(&self, address: &str) -> Option<usize> {
+        self.index.get(&self.resources, address)
     }
 }
 
@@ -709,5 +773,63 @@ mod tests {
             block.as_str(),
             canonical(&json!({"ports": ports, "node": 7}))
         );
+    }
+
+    #[test]
+    fn watched_dependencies_are_positions_in_deps() {
+        let deps: Vec<String> = ["a", "b", "c", "d", "e"].map(String::from).to_vec();
+        let strings = |xs: &[&str]| xs.iter().map(|x| (*x).to_string()).collect::<Vec<_>>();
+        // Unsorted, repeated, one also depended on, one not a dependency at all.
+        let watched = positions_in(
+            &deps,
+            &strings(&["e", "b", "e", "c", "z"]),
+            &strings(&["c"]),
+        );
+        assert_eq!(watched, [1, 4]);
+        assert!(positions_in(&deps, &[], &[]).is_empty());
+        let r = Resource {
+            address: "router".into(),
+            kind: Kind::Router,
+            spec: Spec::of(&json!({})),
+            deps,
+            watched,
+            after: vec!["f".into()],
+            restart_note: None,
+            leave_note: None,
+            hash: String::new(),
+            node: None,
+            target: Target::Allocation,
+        };
+        assert_eq!(r.watches().collect::<Vec<_>>(), ["b", "e"]);
+        assert_eq!(r.waits_for().collect::<Vec<_>>(), ["a", "c", "d", "f"]);
+        assert!(r.is_watched("b") && r.is_watched("e"));
+        assert!(!r.is_watched("a") && !r.is_watched("c") && !r.is_watched("z"));
+    }
+
+    #[test]
+    fn every_address_is_found_at_its_position() {
+        let mut plan = empty_plan();
+        for i in 0..300 {
+            plan.gates.push(crate::launch::Gate {
+                address: format!("gate[{i}]"),
+                description: String::new(),
+                depends_on: if i > 0 {
+                    vec![format!("gate[{}]", i - 1)]
+                } else {
+                    Vec::new()
+                },
+                probe: crate::launch::Probe::Http {
+                    urls: vec![format!("http://<node0-ip>:{i}")],
+                    path: "/health".into(),
+                },
+            });
+        }
+        let g = lower(&plan, &Value::Null).unwrap();
+        for (i, r) in g.resources.iter().enumerate() {
+            assert_eq!(g.position(&r.address), Some(i));
+            assert_eq!(g.get(&r.address).map(|x| &x.address), Some(&r.address));
+        }
+        assert_eq!(g.position("gate[300]"), None);
+        assert_eq!(g.position(""), None);
     }
 }

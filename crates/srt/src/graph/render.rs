@@ -111,10 +111,20 @@ pub fn render(g: &ResourceGraph, node_names: &[String], format: Format) -> Strin
             for (i, r) in g.resources.iter().enumerate() {
                 for d in &r.deps {
                     let arrow = if r.is_watched(d) { "-.->" } else { "-->" };
-                    let _ = writeln!(out, "  {} {arrow} {}", id(g.index[d]), id(i));
+                    let _ = writeln!(
+                        out,
+                        "  {} {arrow} {}",
+                        id(g.position(d).expect("a dependency is in the graph")),
+                        id(i)
+                    );
                 }
                 for d in &r.after {
-                    let _ = writeln!(out, "  {} -.- {}", id(g.index[d]), id(i));
+                    let _ = writeln!(
+                        out,
+                        "  {} -.- {}",
+                        id(g.position(d).expect("a dependency is in the graph")),
+                        id(i)
+                    );
                 }
             }
         }
