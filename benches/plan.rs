@@ -579,7 +579,8 @@ fn measured<T>(f: impl FnOnce() -> T) -> T {
 
 /// One operation once, for an instruction count: `--count NODES WHAT` with WHAT one of
 /// `plan`, `replan`, `role`, `save`, `load`, `destroy`, `resolve` (or `hash`: print digests of the outputs).
-/// The setup (state on disk) is not counted.
+/// The setup (state on disk) is not counted. `plan` also prints its phases' times and
+/// the process's peak memory (VmHWM) to stderr.
 fn count_one(shape: &str, nodes: usize, what: &str) {
     let text = recipe_text(shape, nodes, 32768);
     let dir = tempfile::tempdir().expect("temp dir");
@@ -588,7 +589,19 @@ fn count_one(shape: &str, nodes: usize, what: &str) {
     if what == "plan" {
         // From scratch: no state to set up (and nothing else in this process's heap, for
         // a heap profiler).
-        drop(measured(|| plan_once(&text, None, &deployment, &exec)));
+        let (phases, prepared, plan) = measured(|| plan_once(&text, None, &deployment, &exec));
+        let each: Vec<String> = PHASES
+            .iter()
+            .zip(phases.0)
+            .map(|(name, t)| format!("{name} {:.1}", t.as_secs_f64() * 1e3))
+            .collect();
+        eprintln!(
+            "plan {:.1} ms ({}), peak {} KiB",
+            phases.total().as_secs_f64() * 1e3,
+            each.join(", "),
+            peak_kib()
+        );
+        drop((prepared, plan));
         return;
     }
     let store = StateStore::new(dir.path().join(&deployment));
