@@ -181,9 +181,15 @@ pub fn ports_address(process: &str) -> String {
 /// them would give, canonicalized). `execution` carries how the executor runs it (e.g.
 /// simulated), so switching execution modes replaces the process. Sensitive env values
 /// enter as digests.
-fn process_spec(plan: &LaunchPlan, p: &LaunchProcess, execution: &Value, ports: &[u8]) -> Spec {
-    let mut out = Vec::with_capacity(1024);
-    let mut o = ObjectWriter::new(&mut out);
+fn process_spec(
+    plan: &LaunchPlan,
+    p: &LaunchProcess,
+    execution: &Value,
+    ports: &[u8],
+    scratch: &mut Vec<u8>,
+) -> Spec {
+    scratch.clear();
+    let mut o = ObjectWriter::new(scratch);
     o.strs("argv", p.argv.iter().map(String::as_str));
     o.key("container_image");
     match &p.container_image {
@@ -223,14 +229,14 @@ fn process_spec(plan: &LaunchPlan, p: &LaunchProcess, execution: &Value, ports: 
     o.key("ports");
     o.out.extend_from_slice(ports);
     o.end();
-    spec::finish(out)
+    Spec::copy_of(scratch)
 }
 
 /// A process's ports as its specs hold them (`{kind: {"base": .., "count": ..}}`, what
 /// serde makes of the map), canonical: they are in two specs of every process.
-fn ports_json(ports: &BTreeMap<String, crate::ports::PortBlock>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(48 * ports.len() + 2);
-    let mut o = ObjectWriter::new(&mut out);
+fn ports_json(ports: &BTreeMap<String, crate::ports::PortBlock>, out: &mut Vec<u8>) {
+    out.clear();
+    let mut o = ObjectWriter::new(out);
     for (kind, b) in ports {
         o.key(kind);
         let mut block = ObjectWriter::new(o.out);
@@ -239,18 +245,17 @@ fn ports_json(ports: &BTreeMap<String, crate::ports::PortBlock>) -> Vec<u8> {
         block.end();
     }
     o.end();
-    out
 }
 
 /// The spec of a port block: its node and its ports.
-fn ports_block_spec(node: usize, ports: &[u8]) -> Spec {
-    let mut out = Vec::with_capacity(ports.len() + 24);
-    let mut o = ObjectWriter::new(&mut out);
+fn ports_block_spec(node: usize, ports: &[u8], scratch: &mut Vec<u8>) -> Spec {
+    scratch.clear();
+    let mut o = ObjectWriter::new(scratch);
     o.uint("node", node as u64);
     o.key("ports");
     o.out.extend_from_slice(ports);
     o.end();
-    spec::finish(out)
+    Spec::copy_of(scratch)
 }
 
 /// The spec of a membership: its Router, how to reach it, and its members.
@@ -337,13 +342,17 @@ pub fn lower_with(
         }
         None => Vec::new(),
     };
+    // Specs are written into one reused buffer and copied out at their size: a fresh
+    // buffer per spec is a large allocation each time, which makes the allocator
+    // consolidate its free lists every time.
+    let (mut scratch, mut ports) = (Vec::with_capacity(4096), Vec::with_capacity(256));
     for (i, p) in plan.processes.iter().enumerate() {
         let ports_addr = ports_address(&p.address);
-        let ports = ports_json(&p.ports);
+        ports_json(&p.ports, &mut ports);
         pending.push(Resource {
             address: ports_addr.clone(),
             kind: Kind::Ports,
-            spec: ports_block_spec(p.node, &ports),
+            spec: ports_block_spec(p.node, &ports, &mut scratch),
             deps: base_deps.clone(),
             watched: Vec::new(),
             after: Vec::new(),
@@ -368,7 +377,7 @@ pub fn lower_with(
         pending.push(Resource {
             address: p.address.clone(),
             kind,
-            spec: process_spec(plan, p, execution, &ports),
+            spec: process_spec(plan, p, execution, &ports, &mut scratch),
             deps,
             watched,
             after: Vec::new(),
@@ -687,7 +696,7 @@ mod tests {
                 .collect(),
         };
         let plan = empty_plan();
-        for members in [m.members.clone(), Vec::new()] {
+        for members in [m.members.clone(), Vec::new().into()] {
             let m = crate::launch::Membership {
                 members,
                 ..m.clone()
@@ -746,7 +755,9 @@ mod tests {
                 "node": p.node,
                 "ports": p.ports,
             });
-            let built = process_spec(&plan, &p, &execution, &ports_json(&p.ports));
+            let mut ports = Vec::new();
+            ports_json(&p.ports, &mut ports);
+            let built = process_spec(&plan, &p, &execution, &ports, &mut Vec::new());
             assert_eq!(built.as_str(), canonical(&expected));
             assert_eq!(built.value(), expected);
         }
@@ -762,13 +773,17 @@ mod tests {
         ] {
             ports.insert(kind.to_string(), crate::ports::PortBlock { base, count });
         }
-        let canonical_of = |ports| String::from_utf8(ports_json(ports)).unwrap();
+        let canonical_of = |ports: &BTreeMap<String, crate::ports::PortBlock>| {
+            let mut out = Vec::new();
+            ports_json(ports, &mut out);
+            String::from_utf8(out).unwrap()
+        };
         assert_eq!(
             canonical_of(&ports),
             canonical(&serde_json::to_value(&ports).unwrap())
         );
         assert_eq!(canonical_of(&BTreeMap::new()), "{}");
-        let block = ports_block_spec(7, &ports_json(&ports));
+        let block = ports_block_spec(7, canonical_of(&ports).as_bytes(), &mut Vec::new());
         assert_eq!(
             block.as_str(),
             canonical(&json!({"ports": ports, "node": 7}))

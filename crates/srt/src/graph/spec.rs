@@ -31,6 +31,16 @@ impl Spec {
         )
     }
 
+    /// A spec of the canonical bytes in `buf` (written by [`ObjectWriter`] or
+    /// [`write_canonical`]), copied at their size.
+    pub fn copy_of(buf: &[u8]) -> Spec {
+        Spec(
+            std::str::from_utf8(buf)
+                .expect("canonical JSON is UTF-8")
+                .into(),
+        )
+    }
+
     /// The canonical JSON text.
     pub fn as_str(&self) -> &str {
         &self.0

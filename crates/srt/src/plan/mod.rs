@@ -279,12 +279,14 @@ fn command_of(spec: &serde_json::Value) -> Option<String> {
     Some(crate::launch::render::command_line(&argv))
 }
 
-/// The command line of a desired process spec (only its `argv` is read).
-fn command_of_desired(spec: &Spec) -> Option<String> {
-    let mut line = crate::launch::render::CommandLine(String::with_capacity(spec.as_str().len()));
-    spec.each_arg(|token| line.push(token))?;
-    line.0.shrink_to_fit();
-    Some(line.0)
+/// The command line of a desired process spec (only its `argv` is read), built in
+/// `scratch` (reused across a plan) and copied out at its size.
+fn command_of_desired(spec: &Spec, scratch: &mut String) -> Option<String> {
+    scratch.clear();
+    let mut line = crate::launch::render::CommandLine(std::mem::take(scratch));
+    let read = spec.each_arg(|token| line.push(token));
+    *scratch = line.0;
+    read.map(|()| scratch.as_str().to_owned())
 }
 
 /// Top-level fields that differ; `env` is reported per variable.
@@ -325,6 +327,7 @@ pub fn diff(
     options: &PlanOptions,
 ) -> Plan {
     let mut changes = Vec::with_capacity(graph.resources.len());
+    let mut scratch = String::new();
     let mut drift = Vec::new();
     for (address, obs) in observed {
         if let Observation::Gone(detail) = obs {
@@ -360,7 +363,7 @@ pub fn diff(
                     Action::Create
                 };
                 if r.kind.is_process() {
-                    change.after_command = command_of_desired(&r.spec);
+                    change.after_command = command_of_desired(&r.spec, &mut scratch);
                 }
                 if r.kind == Kind::Membership {
                     change.members = Some(member_diff(None, &r.spec.value()));
@@ -444,7 +447,7 @@ pub fn diff(
                 change.reasons = reasons;
                 if r.kind.is_process() {
                     change.before_command = command_of(&prior.spec);
-                    change.after_command = command_of_desired(&r.spec);
+                    change.after_command = command_of_desired(&r.spec, &mut scratch);
                 }
                 change.note = r.leave_note.clone();
                 if r.kind == Kind::Membership {
