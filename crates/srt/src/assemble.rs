@@ -26,8 +26,32 @@ pub struct BuildOptions {
     pub hosts: HostLayout,
 }
 
+/// A recipe that passed the checks, with its endpoints allocated: what building the
+/// launch plan starts from.
+struct Checked {
+    engine: &'static dyn Engine,
+    frontend: &'static dyn Frontend,
+    connectors: Vec<ConnectorChoice>,
+    features: Vec<(RoleKind, WorkerFeature)>,
+    warnings: Vec<Problem>,
+    topo: Topology,
+}
+
 /// Build the launch plan of `recipe`. All problems found are returned together.
 pub fn assemble(recipe: &Recipe, options: &BuildOptions) -> Result<LaunchPlan, Vec<Problem>> {
+    let checked = check(recipe, options)?;
+    build(recipe, options, checked)
+}
+
+/// The number of nodes the launch plan of `recipe` has, with the problems [`assemble`]
+/// finds before it builds any process (a launch plan's size is its processes: this
+/// builds none).
+pub fn node_count(recipe: &Recipe, options: &BuildOptions) -> Result<usize, Vec<Problem>> {
+    Ok(check(recipe, options)?.topo.node_count)
+}
+
+/// The recipe's checks, then the endpoints allocated.
+fn check(recipe: &Recipe, options: &BuildOptions) -> Result<Checked, Vec<Problem>> {
     let mut problems = Vec::new();
     let engine = lookup_engine(recipe, &mut problems);
     let frontend = lookup_frontend(recipe, &mut problems);
@@ -64,9 +88,32 @@ pub fn assemble(recipe: &Recipe, options: &BuildOptions) -> Result<LaunchPlan, V
     if problems.iter().any(|p| !p.is_warning()) {
         return Err(problems);
     }
-    let mut warnings = problems;
     crate::recipe::limits::check(recipe, options.nodes)?;
     let topo = topology::allocate(recipe, options.nodes)?;
+    Ok(Checked {
+        engine,
+        frontend,
+        connectors,
+        features,
+        warnings: problems,
+        topo,
+    })
+}
+
+/// The launch plan of a checked recipe.
+fn build(
+    recipe: &Recipe,
+    options: &BuildOptions,
+    checked: Checked,
+) -> Result<LaunchPlan, Vec<Problem>> {
+    let Checked {
+        engine,
+        frontend,
+        connectors,
+        features,
+        mut warnings,
+        topo,
+    } = checked;
     let mut ctx = BuildContext::new(
         &recipe.model,
         &recipe.health_check,
@@ -111,10 +158,6 @@ pub fn assemble(recipe: &Recipe, options: &BuildOptions) -> Result<LaunchPlan, V
     let mut processes = workers;
     processes.extend(parts.processes);
     processes.iter_mut().for_each(LaunchProcess::compact);
-    let mut memberships = parts.memberships;
-    for m in &mut memberships {
-        m.members.shrink_to_fit();
-    }
     Ok(LaunchPlan {
         format_version: FORMAT_VERSION,
         deployment: recipe.name.value.clone(),
@@ -133,7 +176,7 @@ pub fn assemble(recipe: &Recipe, options: &BuildOptions) -> Result<LaunchPlan, V
             .collect(),
         processes,
         gates,
-        memberships,
+        memberships: parts.memberships,
         rollout: RolloutPlan {
             max_unavailable: recipe.rollout.max_unavailable,
             drain_seconds: recipe.rollout.drain_secs,

@@ -216,8 +216,9 @@ pub struct Membership {
     /// (discovery).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-    /// The members, in the order the Router lists them.
-    pub members: Vec<Member>,
+    /// The members, in the order the Router lists them. Shared: every Router of a
+    /// deployment routes to the same workers.
+    pub members: std::sync::Arc<[Member]>,
 }
 
 /// One worker of a [`Membership`].

@@ -229,7 +229,7 @@ pub fn render(plan: &LaunchPlan) -> String {
             let _ = writeln!(out, "note: {note}");
         }
         let _ = writeln!(out, "members:");
-        for member in &m.members {
+        for member in m.members.iter() {
             let _ = writeln!(out, "  {} ({})", member.url, member.worker);
         }
         out.push('\n');

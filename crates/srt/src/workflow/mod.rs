@@ -386,7 +386,7 @@ pub fn prepare(
     let profile = effective_profile(cluster_profile(options.cluster.as_deref())?, &recipe);
     let dir = deployment_dir(&options.state_dir, &recipe.name.value);
     // Node count first (the executor's bindings need it), then the plan for its host layout.
-    let probe = assemble(
+    let nodes = crate::assemble::node_count(
         &recipe,
         &BuildOptions {
             nodes: options.nodes,
@@ -399,7 +399,7 @@ pub fn prepare(
         &crate::exec::Deployment {
             name: &recipe.name.value,
             dir: &dir,
-            nodes: probe.nodes.len(),
+            nodes,
             gpus_per_node: recipe.resources.gpus_per_node.value,
             gpu_type: recipe.resources.gpu_type.clone(),
             simulate: simulator.is_some(),

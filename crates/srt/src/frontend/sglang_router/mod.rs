@@ -199,7 +199,7 @@ impl Frontend for SglangRouter {
         if let Some(node) = layout.nginx_node {
             processes.push(nginx::process(node, fe.port.value, &upstreams, &fe.nginx));
         }
-        let members: Vec<Member> = advertised
+        let members: std::sync::Arc<[Member]> = advertised
             .iter()
             .map(|(w, url)| Member {
                 worker: w.address.clone(),

@@ -361,7 +361,7 @@ impl Frontend for VllmRouter {
             processes.push(p);
         }
         let router_addrs: Vec<String> = processes.iter().map(|p| p.address.clone()).collect();
-        let members: Vec<Member> = advertised
+        let members: std::sync::Arc<[Member]> = advertised
             .iter()
             .map(|(w, _, url)| Member {
                 worker: w.address.clone(),
