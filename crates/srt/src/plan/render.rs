@@ -56,29 +56,36 @@ fn verb(action: Action) -> &'static str {
 /// The plan as text.
 pub fn render(plan: &Plan) -> String {
     let mut out = String::new();
+    let _ = render_to(plan, &mut out);
+    out
+}
+
+/// The plan as text, written to `out` piece by piece: a plan of 50,000 resources is
+/// 22 MB of text, which a caller can write out as it comes instead of holding it.
+pub fn render_to<W: Write>(plan: &Plan, out: &mut W) -> std::fmt::Result {
     if !plan.drift.is_empty() {
-        out.push_str("Note: objects changed outside srt:\n\n");
+        out.write_str("Note: objects changed outside srt:\n\n")?;
         for d in &plan.drift {
-            let _ = writeln!(out, "  ~ {}: {}", d.address, d.detail);
+            writeln!(out, "  ~ {}: {}", d.address, d.detail)?;
         }
-        out.push('\n');
+        out.write_char('\n')?;
     }
     if !plan.orphans.is_empty() {
-        out.push_str(
+        out.write_str(
             "Note: processes srt started that no record tracks (left by an interrupted srt); apply and destroy stop them:\n\n",
-        );
+        )?;
         for o in &plan.orphans {
-            let _ = writeln!(out, "  ! {}: pid {}", o.address, pids(&o.pids));
+            writeln!(out, "  ! {}: pid {}", o.address, pids(&o.pids))?;
         }
-        out.push('\n');
+        out.write_char('\n')?;
     }
     let s = plan.summary();
     if !plan.has_changes() {
-        out.push_str("No changes. The deployment matches the recipe.\n");
+        out.write_str("No changes. The deployment matches the recipe.\n")?;
         if s.check > 0 {
-            let _ = writeln!(out, "Apply would re-check {} gate(s).", s.check);
+            writeln!(out, "Apply would re-check {} gate(s).", s.check)?;
         }
-        return out;
+        return Ok(());
     }
     let present: Vec<Action> = [
         Action::Create,
@@ -90,7 +97,7 @@ pub fn render(plan: &Plan) -> String {
     .into_iter()
     .filter(|a| plan.changes.iter().any(|c| c.action == *a))
     .collect();
-    out.push_str("srt will perform the following actions:\n");
+    out.write_str("srt will perform the following actions:\n")?;
     for a in &present {
         let legend = match a {
             Action::Create => "create",
@@ -100,39 +107,39 @@ pub fn render(plan: &Plan) -> String {
             Action::Check => "check (re-run every apply)",
             Action::NoOp => "",
         };
-        let _ = writeln!(out, "  {:>3} {legend}", a.symbol());
+        writeln!(out, "  {:>3} {legend}", a.symbol())?;
     }
-    out.push('\n');
+    out.write_char('\n')?;
     for c in plan.changes.iter().filter(|c| c.action != Action::NoOp) {
-        let _ = writeln!(out, "  # {} {}", c.address, verb(c.action));
+        writeln!(out, "  # {} {}", c.address, verb(c.action))?;
         for r in &c.reasons {
-            let _ = writeln!(out, "  #   because {}", r.describe());
+            writeln!(out, "  #   because {}", r.describe())?;
         }
         if let Some(note) = &c.note {
-            let _ = writeln!(out, "  #   note: {note}");
+            writeln!(out, "  #   note: {note}")?;
         }
-        let _ = writeln!(out, "  {:>3} {} ({})", c.action.symbol(), c.address, c.kind);
+        writeln!(out, "  {:>3} {} ({})", c.action.symbol(), c.address, c.kind)?;
         match (c.action, &c.before_command, &c.after_command) {
             (Action::Replace, Some(b), Some(a)) if b != a => {
-                let _ = writeln!(out, "      command: {}", word_diff(b, a));
+                writeln!(out, "      command: {}", word_diff(b, a))?;
             }
             (Action::Create, _, Some(a)) => {
-                let _ = writeln!(out, "      command: {a}");
+                writeln!(out, "      command: {a}")?;
             }
             _ => {}
         }
         if let Some(m) = &c.members {
             for (url, worker) in &m.added {
-                let _ = writeln!(out, "      + {url} ({worker})");
+                writeln!(out, "      + {url} ({worker})")?;
             }
             for (url, worker) in &m.removed {
-                let _ = writeln!(out, "      - {url} ({worker})");
+                writeln!(out, "      - {url} ({worker})")?;
             }
         }
-        out.push('\n');
+        out.write_char('\n')?;
     }
-    out.push_str(&counts_line(plan));
-    out
+    out.write_str(&counts_line(plan))?;
+    Ok(())
 }
 
 fn counts_line(plan: &Plan) -> String {
