@@ -507,6 +507,57 @@ fn check_value(spec: &OptionSpec, flag: &str, value: &ArgValue) -> Result<(), St
     }
 }
 
+/// A flag set as [`RenderMemo`] keeps it: for which catalog, the flags, their tokens.
+type Rendered = (
+    Option<&'static Catalog>,
+    Vec<(String, ArgValue)>,
+    Vec<String>,
+);
+
+/// [`render`], remembering the last few flag sets rendered: the processes of a role
+/// have the same flags (two sets when an endpoint mixes API servers and headless
+/// ranks), so a launch plan renders each set once instead of once per process.
+#[derive(Debug, Default)]
+pub struct RenderMemo {
+    /// Most recently used last.
+    recent: Vec<Rendered>,
+}
+
+impl RenderMemo {
+    /// How many flag sets it remembers.
+    const KEEP: usize = 4;
+
+    /// The tokens of `flags`, as [`render`] writes them.
+    pub fn render(
+        &mut self,
+        catalog: Option<&'static Catalog>,
+        flags: Vec<(String, ArgValue)>,
+    ) -> Vec<String> {
+        let same_catalog = |c: &Option<&Catalog>| match (c, catalog) {
+            (Some(a), Some(b)) => std::ptr::eq(*a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        let hit = self
+            .recent
+            .iter()
+            .position(|(c, f, _)| same_catalog(c) && *f == flags);
+        let entry = match hit {
+            Some(i) => self.recent.remove(i),
+            None => {
+                if self.recent.len() == Self::KEEP {
+                    self.recent.remove(0);
+                }
+                let tokens = render(catalog, &flags);
+                (catalog, flags, tokens)
+            }
+        };
+        let tokens = entry.2.clone();
+        self.recent.push(entry);
+        tokens
+    }
+}
+
 /// Render flags to argv tokens, in the order given, the way `catalog`'s program reads
 /// them: `true` is the switch, `false` its `--no-` form when it has one (else nothing:
 /// the default), a list is one `--flag a b` for an option taking many values and a
@@ -663,6 +714,48 @@ mod tests {
         ] {
             let c = Catalog::parse(text).unwrap();
             assert!(c.options.len() > 50, "{}", c.program);
+        }
+    }
+
+    /// The memo gives what rendering each time gives, whatever changes between calls.
+    #[test]
+    fn the_render_memo_renders_what_render_does() {
+        let a: &'static Catalog = Box::leak(Box::new(tiny()));
+        let b: &'static Catalog = Box::leak(Box::new(tiny()));
+        let flags = |eager: bool, names: &[&str]| {
+            vec![
+                ("enforce-eager".to_string(), ArgValue::Bool(eager)),
+                (
+                    "served-model-name".to_string(),
+                    ArgValue::List(names.iter().map(|n| ArgValue::Str((*n).into())).collect()),
+                ),
+            ]
+        };
+        let mut memo = RenderMemo::default();
+        for (catalog, f) in [
+            (Some(a), flags(true, &["m"])),
+            (Some(a), flags(true, &["m"])),
+            (Some(a), flags(false, &["m"])),
+            (Some(b), flags(false, &["m"])),
+            (None, flags(false, &["m"])),
+            (None, flags(false, &["m", "n"])),
+            (Some(a), flags(false, &["m", "n"])),
+        ] {
+            assert_eq!(memo.render(catalog, f.clone()), render(catalog, &f));
+        }
+        // Alternating sets, and more sets than it keeps.
+        let names = ["a", "b", "c", "d", "e", "f"];
+        for i in 0..40 {
+            let (catalog, f) = match i % 3 {
+                0 => (Some(a), flags(i % 2 == 0, &names[..1 + i % 6])),
+                1 => (None, flags(true, &names[..1 + (i / 3) % 6])),
+                _ => (Some(b), flags(false, &names[..1 + i % 4])),
+            };
+            assert_eq!(
+                memo.render(catalog, f.clone()),
+                render(catalog, &f),
+                "call {i}"
+            );
         }
     }
 }

@@ -16,6 +16,7 @@ pub struct BuildContext<'r> {
     layout: HostLayout,
     gpus_per_node: u32,
     discovery: Option<DiscoveryTarget>,
+    flags: std::cell::RefCell<crate::catalog::RenderMemo>,
 }
 
 impl<'r> BuildContext<'r> {
@@ -36,7 +37,18 @@ impl<'r> BuildContext<'r> {
             layout,
             gpus_per_node,
             discovery: None,
+            flags: Default::default(),
         }
+    }
+
+    /// Flags rendered to argv tokens for `catalog`'s program ([`crate::catalog::render`]),
+    /// once for each run of processes with the same flags.
+    pub fn render_flags(
+        &self,
+        catalog: Option<&'static crate::catalog::Catalog>,
+        flags: Vec<(String, crate::recipe::ArgValue)>,
+    ) -> Vec<String> {
+        self.flags.borrow_mut().render(catalog, flags)
     }
 
     /// The devices of the host that GPUs `gpus` of node `node` are. On a cluster each

@@ -4,7 +4,6 @@
 use super::connector::{Connector, WorkerListeners};
 use super::shape::{shape, sizes, Shape};
 use super::Vllm;
-use crate::catalog;
 use crate::engine::Engine;
 use crate::launch::{BuildContext, LaunchProcess, ProcessKind, WorkerInfo};
 use crate::ports::{PortBlock, PortError, DP_RPC, HTTP, MASTER, NIXL, VLLM_SCAN};
@@ -395,6 +394,6 @@ fn argv(
     let catalog = engine
         .catalog(recipe.engine.version.as_ref().map(|v| v.value.as_str()))
         .ok();
-    argv.extend(catalog::render(catalog, &flags));
+    argv.extend(ctx.render_flags(catalog, flags));
     Ok(argv)
 }
