@@ -56,11 +56,8 @@ impl Spec {
     /// that array is read, token by token, without building the rest of the spec or a
     /// string per token: a plan from scratch does this for every process.
     pub fn each_arg(&self, mut f: impl FnMut(&str)) -> Option<()> {
-        use serde::Deserializer as _;
-        match self.0.strip_prefix("{\"argv\":") {
-            Some(rest) => serde_json::Deserializer::from_str(rest)
-                .deserialize_seq(Args(&mut f))
-                .ok(),
+        match self.0.strip_prefix("{\"argv\":[") {
+            Some(rest) => each_string(rest, &mut f),
             None => {
                 let value = self.value();
                 for token in value.get("argv")?.as_array()? {
@@ -72,43 +69,44 @@ impl Spec {
     }
 }
 
-/// Visits an array of strings, handing each to the function.
-struct Args<'f, F>(&'f mut F);
-
-impl<'de, F: FnMut(&str)> serde::de::Visitor<'de> for Args<'_, F> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("an array of strings")
+/// Hand each string of a JSON array of strings (`text` starts after its `[`) to `f`:
+/// a string without escapes as the slice it is, one with escapes decoded by serde_json.
+/// `None` when the array is not one of strings.
+fn each_string(text: &str, f: &mut impl FnMut(&str)) -> Option<()> {
+    let bytes = text.as_bytes();
+    if bytes.first() == Some(&b']') {
+        return Some(());
     }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element_seed(Arg(&mut *self.0))?.is_some() {}
-        Ok(())
-    }
-}
-
-/// One string of [`Args`].
-struct Arg<'f, F>(&'f mut F);
-
-impl<'de, F: FnMut(&str)> serde::de::DeserializeSeed<'de> for Arg<'_, F> {
-    type Value = ();
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_str(self)
-    }
-}
-
-impl<'de, F: FnMut(&str)> serde::de::Visitor<'de> for Arg<'_, F> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a string")
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<(), E> {
-        (self.0)(v);
-        Ok(())
+    let mut at = 0;
+    loop {
+        if bytes.get(at) != Some(&b'"') {
+            return None;
+        }
+        let start = at + 1;
+        let mut end = start;
+        let mut escaped = false;
+        loop {
+            match bytes.get(end)? {
+                b'"' => break,
+                b'\\' => {
+                    escaped = true;
+                    end += 2;
+                }
+                _ => end += 1,
+            }
+        }
+        if escaped {
+            let decoded: String = serde_json::from_str(&text[at..=end]).ok()?;
+            f(&decoded);
+        } else {
+            f(&text[start..end]);
+        }
+        at = end + 1;
+        match bytes.get(at)? {
+            b',' => at += 1,
+            b']' => return Some(()),
+            _ => return None,
+        }
     }
 }
 
@@ -356,7 +354,17 @@ mod tests {
             let mut out = Vec::new();
             spec.each_arg(|a| out.push(a.to_string())).map(|()| out)
         };
-        let tokens = ["a b", "c\"d", "\\", "é", ""];
+        let tokens = [
+            "a b",
+            "c\"d",
+            "\\",
+            "é€😀",
+            "",
+            "tab\there\nnew\r",
+            "\u{1}\u{1f}",
+            "{\"k\":\"v\\\\\"}",
+            "trailing\\",
+        ];
         let spec = Spec::of(&json!({"argv": tokens, "env": {"X": "1"}, "kind": "worker"}));
         assert!(spec.as_str().starts_with("{\"argv\":"));
         assert_eq!(args(&spec).unwrap(), tokens);
@@ -365,6 +373,11 @@ mod tests {
         assert_eq!(args(&spec).unwrap(), ["x"]);
         assert_eq!(args(&Spec::of(&json!({"probe": "http"}))), None);
         assert_eq!(args(&Spec::of(&json!({"argv": [1]}))), None);
+        assert_eq!(args(&Spec::of(&json!({"argv": ["a", 1]}))), None);
+        assert_eq!(
+            args(&Spec::of(&json!({"argv": []}))).unwrap(),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
