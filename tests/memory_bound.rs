@@ -1,5 +1,5 @@
 //! Memory is bounded by the recipe limits: `srt plan` of the largest deployments srt
-//! accepts stays under 1 GiB of peak resident memory (measured on the child process by
+//! accepts stays under 512 MiB of peak resident memory (measured on the child process by
 //! the kernel, `ru_maxrss` of `RUSAGE_CHILDREN`). The limits in
 //! `crates/srt/src/recipe/limits.rs` were chosen from these figures; a change that makes
 //! planning heavier per process fails here, and one step past a limit is refused before
@@ -12,8 +12,10 @@ use srt::recipe::limits::{MAX_ADDITIONAL_FRONTENDS, MAX_PROCESSES, MAX_ROUTED};
 use std::path::Path;
 use std::process::Command;
 
-/// The bound of the crash-safety issue: no recipe makes srt use more than about 1 GB.
-const BOUND_BYTES: i64 = 1 << 30;
+/// No recipe makes srt use more than half a GiB (the crash-safety issue asked for about
+/// 1 GB; the largest plans took 0.8 GB then, about 350 MiB since the graph holds its
+/// specs as canonical JSON).
+const BOUND_BYTES: i64 = 512 << 20;
 
 /// Plans `recipe` against the example SLURM profile (one host per node, so nothing runs
 /// out of ports) and returns the peak RSS of every child so far, in bytes.
@@ -36,7 +38,7 @@ fn plan_peak(dir: &Path, name: &str, recipe: &str) -> i64 {
 }
 
 #[test]
-fn the_largest_accepted_plans_stay_under_one_gib() {
+fn the_largest_accepted_plans_stay_under_half_a_gib() {
     let dir = tempfile::tempdir().unwrap();
     let gpus_per_node = 8;
     // One process per GPU at the process limit, behind the default ten Routers: the
