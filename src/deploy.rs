@@ -259,6 +259,21 @@ fn refuse_missing_programs(p: &Prepared, plan: &plan::Plan) -> Result<(), OpErro
     }
 }
 
+/// Refuse a plan whose launches would find their ports taken by another program: checked
+/// for every port block the plan creates, before anything starts.
+fn refuse_taken_ports(
+    p: &Prepared,
+    plan: &plan::Plan,
+    state: &srt::state::State,
+) -> Result<(), OpError> {
+    let taken = workflow::taken_ports(p, plan, state);
+    if taken.is_empty() {
+        Ok(())
+    } else {
+        Err(OpError::PortsTaken(workflow::PortsTaken(taken)))
+    }
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -319,6 +334,7 @@ pub(crate) fn apply(args: ApplyArgs) -> CmdResult {
                 }
             }
             refuse_missing_programs(&p, &plan)?;
+            refuse_taken_ports(&p, &plan, &state)?;
             plan
         }
         None => {
@@ -335,10 +351,7 @@ pub(crate) fn apply(args: ApplyArgs) -> CmdResult {
                 show(&plan, &*p.exec);
             }
             refuse_missing_programs(&p, &plan)?;
-            let taken = workflow::taken_ports(&p, &plan, &state);
-            if !taken.is_empty() {
-                return Err(OpError::PortsTaken(workflow::PortsTaken(taken)).into());
-            }
+            refuse_taken_ports(&p, &plan, &state)?;
             if plan.has_changes() {
                 if args.json && !args.auto_approve {
                     return Err(ExpectedError::NotConfirmed {

@@ -163,21 +163,33 @@ fn a_port_held_by_another_program_is_refused_before_launch() {
         .unwrap();
     let port = victim.ports["http"].base;
     let squatter = env.in_netns(|| TcpListener::bind(("127.0.0.1", port)).unwrap());
-    let out = env.srt(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    // The same plan saved to a file, to apply as it is.
+    env.ok(&["plan", "-f", &recipe, "--simulate", "-o", "first.plan"]);
     // A first apply checks every port before it starts anything: refused, with the way
-    // out (the command that shows who holds the port).
-    assert_eq!(out.status.code(), Some(srt::exit::ERROR), "{}", text(&out));
-    assert!(
-        stderr.contains(&format!(
-            "port {port} (http) of `worker.agg[0].node[0]` is already in use"
-        )),
-        "{stderr}"
-    );
-    assert!(
-        stderr.contains(&format!("ss -ltnp 'sport = :{port}'")),
-        "{stderr}"
-    );
+    // out (the command that shows who holds the port). So does the saved plan's.
+    for args in [
+        &["apply", "-f", &recipe, "--simulate", "--auto-approve"][..],
+        &["apply", "first.plan"][..],
+    ] {
+        let out = env.srt(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(srt::exit::ERROR),
+            "{args:?}: {}",
+            text(&out)
+        );
+        assert!(
+            stderr.contains(&format!(
+                "port {port} (http) of `worker.agg[0].node[0]` is already in use"
+            )),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            stderr.contains(&format!("ss -ltnp 'sport = :{port}'")),
+            "{args:?}: {stderr}"
+        );
+    }
     // Nothing started, nothing recorded: no Router either.
     let state = srt::state::StateStore::new(env.deployment_dir("hard-port"))
         .load()
