@@ -278,7 +278,7 @@ pub fn membership_spec(plan: &LaunchPlan, m: &crate::launch::Membership) -> Spec
     o.out.push(b']');
     o.str("router", &m.router);
     o.end();
-    spec::finish(out)
+    Spec::copy_of(&out)
 }
 
 /// FxHash (rustc's): a multiply-rotate hash of a few instructions per word, for the

@@ -19,16 +19,7 @@ impl Spec {
     pub fn of(v: &Value) -> Spec {
         let mut out = Vec::new();
         write_canonical(&mut out, v);
-        Spec::from_canonical(out)
-    }
-
-    /// Bytes already canonical (from [`ObjectWriter`] or [`write_canonical`]).
-    fn from_canonical(bytes: Vec<u8>) -> Spec {
-        Spec(
-            String::from_utf8(bytes)
-                .expect("canonical JSON is UTF-8")
-                .into_boxed_str(),
-        )
+        Spec::copy_of(&out)
     }
 
     /// A spec of the canonical bytes in `buf` (written by [`ObjectWriter`] or
@@ -263,11 +254,6 @@ pub fn write_uint(out: &mut Vec<u8>, value: u64) {
     write!(out, "{value}").expect("writing to a Vec cannot fail");
 }
 
-/// Finish a spec written with [`ObjectWriter`] (or [`write_canonical`]) into `out`.
-pub fn finish(out: Vec<u8>) -> Spec {
-    Spec::from_canonical(out)
-}
-
 /// A view of a JSON value that serializes every object's keys in sorted order: the one
 /// canonical form, for hashes here and for specs recorded in state.
 pub struct Sorted<'a>(pub &'a Value);
@@ -388,7 +374,7 @@ mod tests {
         o.str("kind", "worker");
         o.uint("node", 3);
         o.end();
-        let spec = finish(out);
+        let spec = Spec::copy_of(&out);
         let expected = json!({"node": 3, "kind": "worker", "argv": ["vllm", "x\ty"]});
         assert_eq!(spec.as_str(), canonical(&expected));
     }
