@@ -237,12 +237,12 @@ impl Apply<'_> {
                 continue;
             };
             // Only into a membership that still wants it.
-            let wanted = self.graph.get(address).is_some_and(|g| {
-                members_of(&g.spec.value())
-                    .iter()
-                    .any(|(u, x)| u == &w.url && x == &w.worker)
-            });
-            if !wanted {
+            let desired = self
+                .graph
+                .get(address)
+                .map(|g| members_of(&g.spec.value()))
+                .unwrap_or_default();
+            if !desired.iter().any(|(u, x)| u == &w.url && x == &w.worker) {
                 continue;
             }
             let (frontend, admin_url) = {
@@ -269,12 +269,7 @@ impl Apply<'_> {
                     now.push((w.url.clone(), w.worker.clone()));
                 }
                 // In the desired order, so a complete set records the desired hash.
-                let order = self
-                    .graph
-                    .get(address)
-                    .map(|g| members_of(&g.spec.value()))
-                    .unwrap_or_default();
-                now.sort_by_key(|m| order.iter().position(|o| o == m).unwrap_or(usize::MAX));
+                now.sort_by_key(|m| desired.iter().position(|o| o == m).unwrap_or(usize::MAX));
                 let mut record = r.clone();
                 self.record_members(&mut record, address, &now);
                 *r = record;
