@@ -377,8 +377,11 @@ pub fn diff(
                 continue;
             }
             let mut reasons = Vec::new();
+            // The desired spec as a value, parsed at most once, and only if read.
+            let desired = std::cell::OnceCell::new();
+            let desired = || desired.get_or_init(|| r.spec.value());
             if prior.hash != r.hash {
-                let fields = changed_fields(&prior.spec, &r.spec.value());
+                let fields = changed_fields(&prior.spec, desired());
                 let deps: Vec<String> = r
                     .deps
                     .iter()
@@ -456,7 +459,7 @@ pub fn diff(
                         matches!(x, Reason::DependencyChanged { dependencies } if dependencies.iter().any(|d| graph.get(d).is_some_and(|g| g.kind == Kind::Router)))
                     });
                     let before = (!restarted).then_some(&prior.spec);
-                    change.members = Some(member_diff(before, &r.spec.value()));
+                    change.members = Some(member_diff(before, desired()));
                 }
             }
             changes.push(change);
