@@ -11,7 +11,9 @@ pub mod render;
 use crate::graph::{Kind, ResourceGraph, Spec};
 use crate::state::{ResourceState, State, Status};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// Version of the JSON plan format (`srt plan --json`, saved plan files).
 pub const FORMAT_VERSION: u32 = 1;
@@ -153,11 +155,15 @@ pub struct Change {
     pub note: Option<String>,
 }
 
+/// Workers of a Router as (URL, worker address), sorted.
+pub type MemberList = Arc<[(String, String)]>;
+
 /// The workers a membership update adds and removes, as (URL, worker address).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemberDiff {
-    /// Added to the Router.
-    pub added: Vec<(String, String)>,
+    /// Added to the Router. Shared between the memberships of a plan that add the same
+    /// workers (every Router of a deployment gets them all).
+    pub added: MemberList,
     /// Taken out of the Router.
     pub removed: Vec<(String, String)>,
 }
@@ -328,6 +334,9 @@ pub fn diff(
 ) -> Plan {
     let mut changes = Vec::with_capacity(graph.resources.len());
     let mut scratch = String::new();
+    // The members of the last membership created, and what its change adds: the next
+    // one with the same members shares it.
+    let mut created: Option<(Vec<MemberRef<'_>>, MemberList)> = None;
     let mut drift = Vec::new();
     for (address, obs) in observed {
         if let Observation::Gone(detail) = obs {
@@ -366,7 +375,22 @@ pub fn diff(
                     change.after_command = command_of_desired(&r.spec, &mut scratch);
                 }
                 if r.kind == Kind::Membership {
-                    change.members = Some(member_diff(None, &r.spec.value()));
+                    let now = desired_members(&r.spec);
+                    let added = match &created {
+                        Some((was, added)) if *was == now => added.clone(),
+                        _ => {
+                            let added: MemberList = now
+                                .iter()
+                                .map(|m| (m.url.to_string(), m.worker.to_string()))
+                                .collect();
+                            created = Some((now, added.clone()));
+                            added
+                        }
+                    };
+                    change.members = Some(MemberDiff {
+                        added,
+                        removed: Vec::new(),
+                    });
                 }
                 changes.push(change);
                 continue;
@@ -560,6 +584,32 @@ pub fn members_of(spec: &serde_json::Value) -> Vec<(String, String)> {
         .collect()
 }
 
+/// One member of a desired membership spec, borrowed from the spec's text.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+struct MemberRef<'a> {
+    #[serde(borrow)]
+    url: Cow<'a, str>,
+    #[serde(borrow)]
+    worker: Cow<'a, str>,
+}
+
+/// The members of a desired membership spec as (URL, worker), sorted and deduplicated,
+/// read straight from its canonical text: a plan creates one membership per Router, each
+/// listing every worker.
+fn desired_members(spec: &Spec) -> Vec<MemberRef<'_>> {
+    #[derive(Deserialize)]
+    struct Members<'a> {
+        #[serde(borrow)]
+        members: Vec<MemberRef<'a>>,
+    }
+    let mut members = serde_json::from_str::<Members<'_>>(spec.as_str())
+        .map(|m| m.members)
+        .unwrap_or_default();
+    members.sort_unstable();
+    members.dedup();
+    members
+}
+
 /// What changes from the members of `before` (none: a Router with no member) to those
 /// of `after`.
 fn member_diff(before: Option<&serde_json::Value>, after: &serde_json::Value) -> MemberDiff {
@@ -620,4 +670,115 @@ pub fn destroy_order(state: &State, addresses: &[&String]) -> Vec<String> {
     }
     order.reverse();
     order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn membership(router: &str, members: &[(&str, &str)]) -> serde_json::Value {
+        json!({
+            "admin_url": "http://10.0.0.1:8000",
+            "frontend": "vllm-router",
+            "members": members.iter().map(|(url, worker)| json!({"url": url, "worker": worker})).collect::<Vec<_>>(),
+            "router": router,
+        })
+    }
+
+    #[test]
+    fn desired_members_read_as_the_recorded_ones_are() {
+        let members = [
+            ("http://b:1", "worker.agg[1]"),
+            ("http://a:\"1\"", "worker.agg[0]"),
+            ("http://b:1", "worker.agg[1]"),
+        ];
+        let spec = membership("router[0]", &members);
+        let read: Vec<(String, String)> = desired_members(&Spec::of(&spec))
+            .into_iter()
+            .map(|m| (m.url.into_owned(), m.worker.into_owned()))
+            .collect();
+        let recorded: Vec<(String, String)> = members_of(&spec)
+            .into_iter()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        assert_eq!(read, recorded);
+        assert_eq!(read.len(), 2);
+    }
+
+    #[test]
+    fn created_memberships_with_the_same_members_share_what_they_add() {
+        use crate::launch::{LaunchProcess, Member, Membership, MembershipMode, ProcessKind};
+        let process = |address: &str, kind| LaunchProcess {
+            address: address.into(),
+            kind,
+            node: 0,
+            devices: Vec::new(),
+            ports: BTreeMap::new(),
+            env: BTreeMap::new(),
+            env_unset: Vec::new(),
+            argv: vec!["prog".into()],
+            files: BTreeMap::new(),
+            depends_on: Vec::new(),
+            watches: Vec::new(),
+            worker: None,
+            container_image: None,
+        };
+        let all: Arc<[Member]> = ["worker.agg[1]", "worker.agg[0]"]
+            .iter()
+            .map(|w| Member {
+                worker: w.to_string(),
+                url: format!("http://{w}:8000"),
+            })
+            .collect();
+        let (mut launch, _) = crate::workflow::empty("t");
+        launch.processes = vec![
+            process("worker.agg[0]", ProcessKind::Worker),
+            process("worker.agg[1]", ProcessKind::Worker),
+        ];
+        for (i, members) in [all.clone(), all.clone(), all[..1].into()]
+            .into_iter()
+            .enumerate()
+        {
+            let router = format!("router[{i}]");
+            launch.processes.push(process(&router, ProcessKind::Router));
+            launch.memberships.push(Membership {
+                address: format!("members.{router}"),
+                router,
+                admin_url: "http://r:8000".into(),
+                mode: MembershipMode::Managed,
+                note: None,
+                members,
+            });
+        }
+        let graph = crate::graph::lower(&launch, &serde_json::Value::Null).unwrap();
+        let plan = diff(
+            &graph,
+            &State::new("t"),
+            &BTreeMap::new(),
+            "h",
+            &PlanOptions::default(),
+        );
+        let added: Vec<&MemberList> = plan
+            .changes
+            .iter()
+            .filter_map(|c| Some(&c.members.as_ref()?.added))
+            .collect();
+        assert_eq!(added.len(), 3);
+        assert!(Arc::ptr_eq(added[0], added[1]));
+        // Sorted by URL, as the plan lists them.
+        let url = |w: &str| format!("http://{w}:8000");
+        assert_eq!(
+            &added[0][..],
+            &[
+                (url("worker.agg[0]"), "worker.agg[0]".to_string()),
+                (url("worker.agg[1]"), "worker.agg[1]".to_string())
+            ]
+        );
+        assert_eq!(
+            &added[2][..],
+            &[(url("worker.agg[1]"), "worker.agg[1]".to_string())]
+        );
+    }
 }

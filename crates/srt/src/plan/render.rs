@@ -129,7 +129,7 @@ pub fn render_to<W: Write>(plan: &Plan, out: &mut W) -> std::fmt::Result {
             _ => {}
         }
         if let Some(m) = &c.members {
-            for (url, worker) in &m.added {
+            for (url, worker) in m.added.iter() {
                 writeln!(out, "      + {url} ({worker})")?;
             }
             for (url, worker) in &m.removed {
