@@ -666,7 +666,7 @@ fn count_one(shape: &str, nodes: usize, what: &str) {
             let bytes = measured(|| {
                 let mut bytes = 0;
                 for p in &prepared.launch.processes {
-                    for a in p.argv.iter().chain(p.env.values()) {
+                    for a in p.argv.iter().chain(p.env.values().map(String::as_str)) {
                         bytes += bindings.resolve(a).len();
                     }
                 }

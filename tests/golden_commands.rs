@@ -30,11 +30,12 @@ fn catalog(program: &str) -> &'static Catalog {
 }
 
 /// The catalog whose command `p` runs, and the words after the command prefix.
-fn parsed_by(p: &LaunchProcess) -> Option<(&'static Catalog, &[String])> {
+fn parsed_by(p: &LaunchProcess) -> Option<(&'static Catalog, Vec<String>)> {
+    let argv = p.argv.to_vec();
     catalogs().into_iter().find_map(|c| {
         let prefix = &c.command;
-        (p.argv.len() >= prefix.len() && p.argv[..prefix.len()] == prefix[..])
-            .then(|| (c, &p.argv[prefix.len()..]))
+        (argv.len() >= prefix.len() && argv[..prefix.len()] == prefix[..])
+            .then(|| (c, argv[prefix.len()..].to_vec()))
     })
 }
 
@@ -65,7 +66,7 @@ fn every_rendered_command_parses_with_the_programs_catalog() {
                 p.address, p.argv
             )
         });
-        if let Err(e) = catalog.parse_argv(words) {
+        if let Err(e) = catalog.parse_argv(&words) {
             panic!(
                 "{example} {}: {} would refuse it: {e}\n{:?}",
                 p.address, catalog.program, p.argv
@@ -160,7 +161,7 @@ fn every_rendered_router_command_parses_with_the_real_router() {
         commands
             .entry(catalog.program.as_str())
             .or_default()
-            .push((format!("{example} {}", p.address), words.to_vec()));
+            .push((format!("{example} {}", p.address), words));
     }
     for f in srt::frontend::FRONTENDS {
         let program = f.catalog().program.as_str();
@@ -213,7 +214,7 @@ fn every_rendered_vllm_command_parses_with_real_vllm_when_installed() {
         .map(|(example, p)| {
             let (catalog, words) = parsed_by(&p).unwrap();
             assert_eq!(catalog.program, "vllm");
-            (format!("{example} {}", p.address), words.to_vec())
+            (format!("{example} {}", p.address), words)
         })
         .collect();
     let argvs: Vec<Vec<String>> = commands.iter().map(|(_, a)| a.clone()).collect();

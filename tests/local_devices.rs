@@ -19,7 +19,7 @@ fn nodes_on_one_host_get_distinct_devices() {
             .filter(|p| p.worker.is_some())
             .map(|p| {
                 let at = p.argv.iter().position(|a| a == "--device-ids").unwrap();
-                (p.devices.clone(), p.argv[at + 1].clone())
+                (p.devices.clone(), p.argv[at + 1].to_owned())
             })
             .collect()
     };

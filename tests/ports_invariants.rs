@@ -120,7 +120,7 @@ fn check(what: &str, plan: &LaunchPlan, layout: HostLayout) {
     //    they are bound: its own host, or the leader's for rendezvous ports.
     for p in &plan.processes {
         let own = host_of(layout, p.node);
-        let argv = &p.argv;
+        let argv = &p.argv.to_vec();
         let leader_host = argv
             .iter()
             .position(|a| a == "--data-parallel-address" || a == "--master-addr")

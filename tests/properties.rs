@@ -247,10 +247,10 @@ proptest! {
         let plan = plan.unwrap();
         for p in &plan.processes {
             let line = command_line(&p.argv);
-            prop_assert_eq!(shlex::split(&line), Some(p.argv.clone()), "{}", line);
+            prop_assert_eq!(shlex::split(&line), Some(p.argv.to_vec()), "{}", line);
             // The per-flag lines of `srt render` are the same words.
             let lines = srt::launch::render::command_lines(&p.argv).join(" ");
-            prop_assert_eq!(shlex::split(&lines), Some(p.argv.clone()));
+            prop_assert_eq!(shlex::split(&lines), Some(p.argv.to_vec()));
         }
         // The values reach the argv whole, one token each.
         for v in &t.values {

@@ -644,7 +644,10 @@ fn srtctl_shape_loads_unchanged() {
     assert_eq!(plan.precision.as_deref(), Some("bf16"));
     let ws = workers(&plan);
     assert_eq!(ws.len(), 3);
-    assert_eq!(ws[0].argv[..3], ["vllm", "serve", "Qwen/Qwen3-0.6B"]);
+    assert_eq!(
+        ws[0].argv.to_vec()[..3],
+        ["vllm", "serve", "Qwen/Qwen3-0.6B"]
+    );
     let devices: Vec<Vec<u32>> = ws.iter().map(|w| w.devices.clone()).collect();
     assert_eq!(devices, [vec![0, 1], vec![2, 3], vec![4, 5]]);
     let bench = plan
@@ -749,7 +752,7 @@ fn local_agg_two_single_gpu_workers_on_one_node() {
     assert_ne!(ws[0].env["VLLM_PORT"], ws[1].env["VLLM_PORT"]);
     for w in &ws {
         assert_eq!(w.env["PYTHONUNBUFFERED"], "1");
-        assert_eq!(w.argv[..3], ["vllm", "serve", "/models/tiny"]);
+        assert_eq!(w.argv.to_vec()[..3], ["vllm", "serve", "/models/tiny"]);
         assert_eq!(value(&w.argv, "--served-model-name"), "tiny");
         assert_eq!(value(&w.argv, "--max-model-len"), "2048");
         assert!(
@@ -770,7 +773,7 @@ fn local_agg_two_single_gpu_workers_on_one_node() {
 fn sglang_gateway_single_and_behind_nginx() {
     let plan = plan("examples/local-agg-sglang.yaml");
     let r = single_router(&plan);
-    assert_eq!(r.argv[..2], ["sglang-router", "launch"]);
+    assert_eq!(r.argv.to_vec()[..2], ["sglang-router", "launch"]);
     assert_eq!(managed_members(&plan, r), advertised(&plan));
     assert_eq!(value(&r.argv, "--prometheus-host"), "0.0.0.0");
     assert_eq!(value(&r.argv, "--worker-startup-timeout-secs"), "120");
@@ -848,7 +851,7 @@ fn hf_model_is_served_by_its_bare_id() {
     let recipe = srt::recipe::load_str(&source, "hf").unwrap();
     let plan = srt::assemble::assemble(&recipe, &Default::default()).unwrap();
     let w = workers(&plan)[0];
-    assert_eq!(w.argv[..3], ["vllm", "serve", "Qwen/Qwen3-0.6B"]);
+    assert_eq!(w.argv.to_vec()[..3], ["vllm", "serve", "Qwen/Qwen3-0.6B"]);
 }
 
 /// A served name written in role args (srtctl's spelling) is the one the Router and

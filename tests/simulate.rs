@@ -24,7 +24,7 @@ fn the_simulator_replaces_only_the_program_of_workers() {
             for (planned, started) in plan.processes.iter().zip(&run.processes) {
                 let mut expected = planned.clone();
                 if planned.kind == ProcessKind::Worker {
-                    expected.argv[0] = SIM.to_string();
+                    expected.argv.set_program(SIM);
                 }
                 expected.container_image = None;
                 assert_eq!(
@@ -89,7 +89,7 @@ fn prepare_lowers_the_plan_and_hands_the_simulator_to_the_executor() {
         .zip(&simulated.runnable().processes)
     {
         if planned.kind == ProcessKind::Worker {
-            assert_eq!(planned.argv[0], "vllm");
+            assert_eq!(&planned.argv[0], "vllm");
             assert!(run.argv[0].ends_with("/srt-vllm-sim"), "{:?}", run.argv);
             let spec = &simulated.graph.get(&planned.address).unwrap().spec.value();
             assert_eq!(spec["argv"][0], "vllm", "the graph keeps the plan's argv");

@@ -64,7 +64,11 @@ fuzz_target!(|data: &[u8]| {
         let _ = render::json(&plan);
         for p in &plan.processes {
             let line = render::command_line(&p.argv);
-            assert_eq!(shlex::split(&line).as_ref(), Some(&p.argv), "{line}");
+            assert_eq!(
+                shlex::split(&line).as_ref(),
+                Some(&p.argv.to_vec()),
+                "{line}"
+            );
         }
         srt::graph::lower(&plan, &serde_json::json!({"executor": "fuzz"}))
             .expect("a built plan lowers to a graph");

@@ -4,7 +4,7 @@
 
 use srt::assemble::{assemble as build, BuildOptions};
 use srt::launch::HostLayout;
-use srt::launch::{LaunchPlan, LaunchProcess, ProcessKind};
+use srt::launch::{Argv, LaunchPlan, LaunchProcess, ProcessKind};
 use srt::recipe::{load_str, Source};
 use std::path::{Path, PathBuf};
 
@@ -141,25 +141,26 @@ pub(crate) fn process<'a>(plan: &'a LaunchPlan, address: &str) -> &'a LaunchProc
 }
 
 /// Whether `flag` occurs in argv.
-pub(crate) fn has(argv: &[String], flag: &str) -> bool {
-    argv.iter().any(|a| a == flag)
+pub(crate) fn has(argv: &Argv, flag: &str) -> bool {
+    argv.contains(flag)
 }
 
 /// How many times `flag` occurs.
-pub(crate) fn count(argv: &[String], flag: &str) -> usize {
+pub(crate) fn count(argv: &Argv, flag: &str) -> usize {
     argv.iter().filter(|a| *a == flag).count()
 }
 
 /// The values after each occurrence of `flag`, up to the next `--flag`.
-pub(crate) fn occurrences<'a>(argv: &'a [String], flag: &str) -> Vec<Vec<&'a str>> {
+pub(crate) fn occurrences<'a>(argv: &'a Argv, flag: &str) -> Vec<Vec<&'a str>> {
+    let tokens: Vec<&str> = argv.iter().collect();
     let mut out = Vec::new();
-    for (i, a) in argv.iter().enumerate() {
-        if a == flag {
+    for (i, a) in tokens.iter().enumerate() {
+        if *a == flag {
             out.push(
-                argv[i + 1..]
+                tokens[i + 1..]
                     .iter()
                     .take_while(|t| !t.starts_with("--"))
-                    .map(String::as_str)
+                    .copied()
                     .collect(),
             );
         }
@@ -168,7 +169,7 @@ pub(crate) fn occurrences<'a>(argv: &'a [String], flag: &str) -> Vec<Vec<&'a str
 }
 
 /// The single value of `flag` (panics when absent, repeated or not single-valued).
-pub(crate) fn value<'a>(argv: &'a [String], flag: &str) -> &'a str {
+pub(crate) fn value<'a>(argv: &'a Argv, flag: &str) -> &'a str {
     let occ = occurrences(argv, flag);
     assert_eq!(
         occ.len(),

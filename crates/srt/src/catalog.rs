@@ -527,12 +527,13 @@ impl RenderMemo {
     /// How many flag sets it remembers.
     const KEEP: usize = 4;
 
-    /// The tokens of `flags`, as [`render`] writes them.
+    /// Append the tokens of `flags` to `out`, as [`render`] writes them.
     pub fn render(
         &mut self,
         catalog: Option<&'static Catalog>,
         flags: Vec<(String, ArgValue)>,
-    ) -> Vec<String> {
+        out: &mut impl for<'t> Extend<&'t String>,
+    ) {
         let same_catalog = |c: &Option<&Catalog>| match (c, catalog) {
             (Some(a), Some(b)) => std::ptr::eq(*a, b),
             (None, None) => true,
@@ -552,9 +553,8 @@ impl RenderMemo {
                 (catalog, flags, tokens)
             }
         };
-        let tokens = entry.2.clone();
+        out.extend(&entry.2);
         self.recent.push(entry);
-        tokens
     }
 }
 
@@ -732,6 +732,18 @@ mod tests {
             ]
         };
         let mut memo = RenderMemo::default();
+        struct Tokens(Vec<String>);
+        impl<'t> Extend<&'t String> for Tokens {
+            fn extend<I: IntoIterator<Item = &'t String>>(&mut self, tokens: I) {
+                self.0.extend(tokens.into_iter().cloned());
+            }
+        }
+        // What it appends, after what is there.
+        let mut memo_render = |catalog, f: Vec<(String, ArgValue)>| {
+            let mut out = Tokens(vec!["vllm".into()]);
+            memo.render(catalog, f, &mut out);
+            out.0.split_off(1)
+        };
         for (catalog, f) in [
             (Some(a), flags(true, &["m"])),
             (Some(a), flags(true, &["m"])),
@@ -741,7 +753,7 @@ mod tests {
             (None, flags(false, &["m", "n"])),
             (Some(a), flags(false, &["m", "n"])),
         ] {
-            assert_eq!(memo.render(catalog, f.clone()), render(catalog, &f));
+            assert_eq!(memo_render(catalog, f.clone()), render(catalog, &f));
         }
         // Alternating sets, and more sets than it keeps.
         let names = ["a", "b", "c", "d", "e", "f"];
@@ -752,7 +764,7 @@ mod tests {
                 _ => (Some(b), flags(false, &names[..1 + i % 4])),
             };
             assert_eq!(
-                memo.render(catalog, f.clone()),
+                memo_render(catalog, f.clone()),
                 render(catalog, &f),
                 "call {i}"
             );

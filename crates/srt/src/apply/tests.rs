@@ -35,7 +35,7 @@ fn process(
         ports: BTreeMap::new(),
         env: BTreeMap::new(),
         env_unset: Vec::new(),
-        argv: vec!["prog".into(), address.to_string()],
+        argv: ["prog", address].into(),
         files: BTreeMap::new(),
         depends_on: strings(depends_on),
         watches: strings(watches),
@@ -535,7 +535,7 @@ async fn untracked_processes_are_stopped_first_then_replacements_stop_and_start(
     recorded(&d, &before, &exec);
     // `a` changes (replaced), `b` stays; a leftover process of `c` runs untracked.
     let mut after = before.clone();
-    after[0].argv.push("--changed".into());
+    after[0].argv.push("--changed");
     let launch = launch(after);
     let graph = graph::lower(&launch, &exec.execution()).unwrap();
     let state = d.store.load().unwrap().unwrap();

@@ -995,7 +995,7 @@ pub fn srun_args(
     node: &str,
     name: &str,
     image: Option<&str>,
-    argv: &[String],
+    argv: impl IntoIterator<Item = impl AsRef<str>>,
 ) -> Vec<String> {
     let mut a = step_placement(job, node, name);
     a.extend(["--export".to_string(), "ALL".to_string()]);
@@ -1005,7 +1005,7 @@ pub fn srun_args(
     }
     a.extend(profile.srun_options.iter().cloned());
     a.push("--".into());
-    a.extend(argv.iter().cloned());
+    a.extend(argv.into_iter().map(|t| t.as_ref().to_owned()));
     a
 }
 

@@ -114,15 +114,16 @@ pub(crate) fn process(
         ports,
         env: BTreeMap::new(),
         env_unset: Vec::new(),
-        argv: vec![
-            "nginx".into(),
-            "-e".into(),
-            "stderr".into(),
-            "-c".into(),
-            conf_path,
-            "-g".into(),
-            "daemon off;".into(),
-        ],
+        argv: [
+            "nginx",
+            "-e",
+            "stderr",
+            "-c",
+            &conf_path,
+            "-g",
+            "daemon off;",
+        ]
+        .into(),
         files,
         depends_on: Vec::new(),
         watches: Vec::new(),
@@ -165,7 +166,7 @@ mod tests {
             }
         }
         let p = process(0, 8000, &upstreams(), &Nginx::default());
-        assert_eq!(p.argv[3], "-c");
+        assert_eq!(&p.argv[3], "-c");
         assert!(p.argv[4].starts_with(RUN_DIR));
         assert!(p.files.contains_key(&p.argv[4]));
     }

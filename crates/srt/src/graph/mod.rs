@@ -190,7 +190,7 @@ fn process_spec(
 ) -> Spec {
     scratch.clear();
     let mut o = ObjectWriter::new(scratch);
-    o.strs("argv", p.argv.iter().map(String::as_str));
+    o.strs("argv", p.argv.iter());
     o.key("container_image");
     match &p.container_image {
         Some(image) => spec::write_str(o.out, image),
@@ -733,7 +733,7 @@ mod tests {
                 ("A".to_string(), "1".to_string()),
             ]),
             env_unset: vec!["VLLM_PORT".into()],
-            argv: vec!["vllm".into(), "serve".into(), "--x".into()],
+            argv: ["vllm", "serve", "--x"].into(),
             files: BTreeMap::from([("f.conf".to_string(), "body".to_string())]),
             depends_on: Vec::new(),
             watches: Vec::new(),

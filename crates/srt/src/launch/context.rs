@@ -47,8 +47,9 @@ impl<'r> BuildContext<'r> {
         &self,
         catalog: Option<&'static crate::catalog::Catalog>,
         flags: Vec<(String, crate::recipe::ArgValue)>,
-    ) -> Vec<String> {
-        self.flags.borrow_mut().render(catalog, flags)
+        out: &mut crate::launch::Argv,
+    ) {
+        self.flags.borrow_mut().render(catalog, flags, out);
     }
 
     /// The devices of the host that GPUs `gpus` of node `node` are. On a cluster each

@@ -6,9 +6,11 @@
 //! resolved by the executor through [`Bindings`]. This keeps the plan, its hashes and the
 //! golden files byte-identical on every host.
 
+pub mod argv;
 mod context;
 pub mod render;
 
+pub use argv::Argv;
 pub use context::BuildContext;
 
 use crate::ports::PortBlock;
@@ -178,6 +180,28 @@ fn serialize_warnings<S: serde::Serializer>(
 }
 
 impl LaunchPlan {
+    /// A plan of nothing: what a deployment is planned against to destroy it.
+    pub fn empty(deployment: &str) -> LaunchPlan {
+        LaunchPlan {
+            format_version: FORMAT_VERSION,
+            deployment: deployment.to_string(),
+            engine: String::new(),
+            frontend: String::new(),
+            served_model_name: String::new(),
+            precision: None,
+            gpu_type: None,
+            nodes: Vec::new(),
+            processes: Vec::new(),
+            gates: Vec::new(),
+            memberships: Vec::new(),
+            rollout: Default::default(),
+            public_url: String::new(),
+            leases: Vec::new(),
+            sensitive_env: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
     /// Whether the value of variable `name` is a secret in this plan: a default
     /// sensitive name, or one the recipe marks.
     pub fn is_sensitive(&self, name: &str) -> bool {
@@ -331,7 +355,7 @@ pub struct LaunchProcess {
     /// Variables removed from the inherited environment.
     pub env_unset: Vec<String>,
     /// argv, program first.
-    pub argv: Vec<String>,
+    pub argv: Argv,
     /// Generated files the process reads (path -> content).
     pub files: BTreeMap<String, String>,
     /// Processes that must run before this one (their replacement replaces this one).

@@ -49,9 +49,8 @@ fn push_quoted(out: &mut String, token: &str) {
 
 /// The command as one shell line. Written into one buffer: plans render the command of
 /// every changed process, and a Router's lists every worker.
-pub fn command_line<S: AsRef<str>>(argv: &[S]) -> String {
-    let len: usize = argv.iter().map(|t| t.as_ref().len() + 3).sum();
-    let mut line = CommandLine(String::with_capacity(len));
+pub fn command_line<S: AsRef<str>>(argv: impl IntoIterator<Item = S>) -> String {
+    let mut line = CommandLine(String::new());
     for token in argv {
         line.push(token.as_ref());
     }
@@ -75,10 +74,11 @@ impl CommandLine {
 
 /// The command broken into lines: the program and positionals first, then one flag (with
 /// its values) per continuation line.
-pub fn command_lines(argv: &[String]) -> Vec<String> {
+pub fn command_lines<S: AsRef<str>>(argv: impl IntoIterator<Item = S>) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
     let mut current = String::new();
     for token in argv {
+        let token = token.as_ref();
         if token.starts_with("--") && !current.is_empty() {
             lines.push(std::mem::take(&mut current));
         }
@@ -93,7 +93,7 @@ pub fn command_lines(argv: &[String]) -> Vec<String> {
     lines
 }
 
-fn write_command(out: &mut String, argv: &[String]) {
+fn write_command(out: &mut String, argv: &super::Argv) {
     let lines = command_lines(argv);
     let last = lines.len().saturating_sub(1);
     for (i, line) in lines.iter().enumerate() {
@@ -298,6 +298,6 @@ mod tests {
             command_line(&argv),
             r#"vllm serve /model --port 6100 --kv-transfer-config '{"a":"b"}' --x"#
         );
-        assert_eq!(command_line(&["a\0b", "", "x"]), "'ab' '' x");
+        assert_eq!(command_line(["a\0b", "", "x"]), "'ab' '' x");
     }
 }

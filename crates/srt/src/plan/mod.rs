@@ -718,7 +718,7 @@ mod tests {
             ports: BTreeMap::new(),
             env: BTreeMap::new(),
             env_unset: Vec::new(),
-            argv: vec!["prog".into()],
+            argv: ["prog"].into(),
             files: BTreeMap::new(),
             depends_on: Vec::new(),
             watches: Vec::new(),
@@ -732,7 +732,7 @@ mod tests {
                 url: format!("http://{w}:8000"),
             })
             .collect();
-        let (mut launch, _) = crate::workflow::empty("t");
+        let mut launch = crate::launch::LaunchPlan::empty("t");
         launch.processes = vec![
             process("worker.agg[0]", ProcessKind::Worker),
             process("worker.agg[1]", ProcessKind::Worker),

@@ -162,7 +162,7 @@ pub fn missing_programs(p: &Prepared, plan: &Plan) -> Vec<MissingProgram> {
     // Looked up once per program and search path (a process may set its own PATH).
     let mut found: BTreeMap<(String, std::ffi::OsString), bool> = BTreeMap::new();
     for process in &p.runnable().processes {
-        let Some(program) = process.argv.first() else {
+        let Some(program) = process.argv.program() else {
             continue;
         };
         if !starting.contains(process.address.as_str()) {
@@ -173,12 +173,12 @@ pub fn missing_programs(p: &Prepared, plan: &Plan) -> Vec<MissingProgram> {
             .get("PATH")
             .map_or_else(|| search_path.clone(), std::ffi::OsString::from);
         let present = *found
-            .entry((program.clone(), path.clone()))
+            .entry((program.to_owned(), path.clone()))
             .or_insert_with(|| program_exists(program, &path));
         if present {
             continue;
         }
-        if let Some(m) = missing.iter_mut().find(|m| &m.program == program) {
+        if let Some(m) = missing.iter_mut().find(|m| m.program == program) {
             m.count += 1;
             if m.addresses.len() < 3 {
                 m.addresses.push(process.address.clone());
@@ -186,7 +186,7 @@ pub fn missing_programs(p: &Prepared, plan: &Plan) -> Vec<MissingProgram> {
             continue;
         }
         missing.push(MissingProgram {
-            program: program.clone(),
+            program: program.to_owned(),
             addresses: vec![process.address.clone()],
             count: 1,
             hint: install_hint(&p.recipe, process.kind),
@@ -722,24 +722,7 @@ pub fn make_plan(p: &Prepared, state: &mut State, options: &PlanOptions) -> Plan
 
 /// An empty launch plan and graph for `deployment` (what `destroy` converges to).
 pub fn empty(deployment: &str) -> (LaunchPlan, ResourceGraph) {
-    let launch = LaunchPlan {
-        format_version: launch::FORMAT_VERSION,
-        deployment: deployment.to_string(),
-        engine: String::new(),
-        frontend: String::new(),
-        served_model_name: String::new(),
-        precision: None,
-        gpu_type: None,
-        nodes: Vec::new(),
-        processes: Vec::new(),
-        gates: Vec::new(),
-        memberships: Vec::new(),
-        rollout: Default::default(),
-        public_url: String::new(),
-        leases: Vec::new(),
-        sensitive_env: Vec::new(),
-        warnings: Vec::new(),
-    };
+    let launch = LaunchPlan::empty(deployment);
     let graph = graph::lower(&launch, &serde_json::Value::Null).expect("empty graph");
     (launch, graph)
 }

@@ -93,9 +93,7 @@ impl Engine for Vllm {
 
     fn simulate(&self, process: &mut LaunchProcess, simulator: &std::path::Path) {
         // argv[0] is `vllm` (or `engine.serve_binary`); `srt-vllm-sim` reads the rest.
-        if let Some(program) = process.argv.first_mut() {
-            *program = simulator.display().to_string();
-        }
+        process.argv.set_program(&simulator.display().to_string());
     }
 
     fn managed_flags(&self) -> &'static [&'static str] {

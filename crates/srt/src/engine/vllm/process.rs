@@ -5,7 +5,7 @@ use super::connector::{Connector, WorkerListeners};
 use super::shape::{shape, sizes, Shape};
 use super::Vllm;
 use crate::engine::Engine;
-use crate::launch::{BuildContext, LaunchProcess, ProcessKind, WorkerInfo};
+use crate::launch::{Argv, BuildContext, LaunchProcess, ProcessKind, WorkerInfo};
 use crate::ports::{PortBlock, PortError, DP_RPC, HTTP, MASTER, NIXL, VLLM_SCAN};
 use crate::recipe::diag::Problem;
 use crate::recipe::{ArgValue, Recipe, Role, RoleKind};
@@ -296,41 +296,34 @@ fn argv(
     node: usize,
     http: Option<u16>,
     listeners: &WorkerListeners<'_>,
-) -> Result<Vec<String>, Problem> {
+) -> Result<Argv, Problem> {
     let recipe = plan.recipe;
-    let binary = recipe
-        .engine
-        .serve_binary
-        .clone()
-        .unwrap_or_else(|| "vllm".to_string());
-    let mut argv = vec![binary, "serve".to_string(), ctx.model().path.value.clone()];
+    let mut argv = Argv::new();
+    argv.push(recipe.engine.serve_binary.as_deref().unwrap_or("vllm"));
+    argv.push("serve");
+    argv.push(&ctx.model().path.value);
     if let Some(port) = http {
-        argv.extend([
-            "--host".into(),
-            "0.0.0.0".into(),
-            "--port".into(),
-            port.to_string(),
-        ]);
+        argv.extend(["--host", "0.0.0.0", "--port", &port.to_string()]);
     }
     let nodes = plan.endpoint.nodes.len().to_string();
-    let rendezvous = |argv: &mut Vec<String>| {
+    let rendezvous = |argv: &mut Argv| {
         argv.extend([
-            "--master-addr".into(),
-            plan.leader_ip.clone(),
-            "--master-port".into(),
-            plan.master.unwrap_or_default().to_string(),
-            "--nnodes".into(),
-            nodes.clone(),
-            "--node-rank".into(),
-            rank.to_string(),
+            "--master-addr",
+            &plan.leader_ip,
+            "--master-port",
+            &plan.master.unwrap_or_default().to_string(),
+            "--nnodes",
+            &nodes,
+            "--node-rank",
+            &rank.to_string(),
         ]);
     };
-    let dp_address = |argv: &mut Vec<String>| {
+    let dp_address = |argv: &mut Argv| {
         argv.extend([
-            "--data-parallel-address".into(),
-            plan.leader_ip.clone(),
-            "--data-parallel-rpc-port".into(),
-            plan.dp_rpc.unwrap_or_default().to_string(),
+            "--data-parallel-address",
+            &plan.leader_ip,
+            "--data-parallel-rpc-port",
+            &plan.dp_rpc.unwrap_or_default().to_string(),
         ]);
     };
     match plan.shape {
@@ -338,13 +331,13 @@ fn argv(
         Shape::MultiNode => rendezvous(&mut argv),
         Shape::DpLocal { local_dp } => {
             argv.extend([
-                "--data-parallel-size-local".into(),
-                local_dp.to_string(),
-                "--data-parallel-start-rank".into(),
-                (rank * local_dp).to_string(),
+                "--data-parallel-size-local",
+                &local_dp.to_string(),
+                "--data-parallel-start-rank",
+                &(rank * local_dp).to_string(),
             ]);
             dp_address(&mut argv);
-            argv.push("--data-parallel-hybrid-lb".into());
+            argv.push("--data-parallel-hybrid-lb");
         }
         Shape::DpSpanning => {
             rendezvous(&mut argv);
@@ -352,14 +345,14 @@ fn argv(
         }
     }
     if http.is_none() {
-        argv.push("--headless".into());
+        argv.push("--headless");
     }
     let devices: Vec<String> = ctx
         .host_devices(node, &plan.endpoint.gpu_indices)
         .iter()
         .map(u32::to_string)
         .collect();
-    argv.extend(["--device-ids".into(), devices.join(",")]);
+    argv.extend(["--device-ids", &devices.join(",")]);
     let mut flags: Vec<(String, ArgValue)> = plan
         .role
         .args
@@ -394,6 +387,6 @@ fn argv(
     let catalog = engine
         .catalog(recipe.engine.version.as_ref().map(|v| v.value.as_str()))
         .ok();
-    argv.extend(ctx.render_flags(catalog, flags));
+    ctx.render_flags(catalog, flags, &mut argv);
     Ok(argv)
 }

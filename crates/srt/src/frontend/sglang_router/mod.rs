@@ -18,7 +18,7 @@ use super::{nginx, Frontend, FrontendParts, Layout};
 use crate::catalog::Catalog;
 use crate::engine::ConnectorChoice;
 use crate::launch::{
-    membership_address, BuildContext, Count, Gate, LaunchProcess, Member, Membership,
+    membership_address, Argv, BuildContext, Count, Gate, LaunchProcess, Member, Membership,
     MembershipMode, Probe, ProcessKind,
 };
 use crate::recipe::diag::Problem;
@@ -155,18 +155,18 @@ impl Frontend for SglangRouter {
                 .binary
                 .clone()
                 .unwrap_or_else(|| self.default_binary().to_string());
-            let mut argv = vec![binary, "launch".to_string()];
+            let mut argv = Argv::from([binary.as_str(), "launch"]);
             argv.extend([
-                "--host".into(),
-                "0.0.0.0".into(),
-                "--port".into(),
-                port.to_string(),
-                "--prometheus-port".into(),
-                metrics.to_string(),
-                "--prometheus-host".into(),
-                "0.0.0.0".into(),
+                "--host",
+                "0.0.0.0",
+                "--port",
+                &port.to_string(),
+                "--prometheus-port",
+                &metrics.to_string(),
+                "--prometheus-host",
+                "0.0.0.0",
             ]);
-            argv.extend(user_flags.iter().cloned());
+            argv.extend(&user_flags);
             let ip = ctx.node_ip(slot.node);
             gateway_urls.push(format!("http://{ip}:{port}"));
             upstreams.push(format!("{ip}:{port}"));

@@ -21,7 +21,7 @@ use super::{nginx, FeatureNeed, Frontend, FrontendParts, Layout, RouterSlot};
 use crate::catalog::Catalog;
 use crate::engine::{ConnectorChoice, WorkerFeature};
 use crate::launch::{
-    membership_address, BuildContext, Count, Gate, LaunchProcess, Member, Membership,
+    membership_address, Argv, BuildContext, Count, Gate, LaunchProcess, Member, Membership,
     MembershipMode, Probe, ProcessKind, WorkerInfo,
 };
 use crate::ports::{PortBlock, DISCOVERY, DISCOVERY_PORT};
@@ -586,17 +586,17 @@ fn router_process(
         .binary
         .clone()
         .unwrap_or_else(|| frontend.default_binary().to_string());
-    let mut argv = vec![binary];
-    argv.extend(topo_flags.iter().cloned());
+    let mut argv = Argv::from([binary]);
+    argv.extend(topo_flags);
     argv.extend([
-        "--host".into(),
-        "0.0.0.0".into(),
-        "--port".into(),
-        port.to_string(),
-        "--prometheus-port".into(),
-        metrics.to_string(),
+        "--host",
+        "0.0.0.0",
+        "--port",
+        &port.to_string(),
+        "--prometheus-port",
+        &metrics.to_string(),
     ]);
-    argv.extend(user_flags.iter().cloned());
+    argv.extend(user_flags);
     let process = LaunchProcess {
         address,
         kind: ProcessKind::Router,
