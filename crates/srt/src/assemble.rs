@@ -182,7 +182,7 @@ fn build(
             drain_seconds: recipe.rollout.drain_secs,
         },
         public_url: parts.public_url,
-        leases: ctx.leases(),
+        leases: ctx.into_leases(),
         sensitive_env: recipe.sensitive_env.clone(),
         warnings,
     })

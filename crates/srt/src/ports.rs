@@ -373,6 +373,11 @@ impl PortAllocator {
     pub fn leases(&self) -> &[Lease] {
         &self.leases
     }
+
+    /// Every lease, in allocation order, taken out of the allocator.
+    pub fn into_leases(self) -> Vec<Lease> {
+        self.leases
+    }
 }
 
 #[cfg(test)]

@@ -132,7 +132,8 @@ impl<'r> BuildContext<'r> {
         self.discovery = Some(target);
     }
 
-    pub(crate) fn leases(&self) -> Vec<Lease> {
-        self.alloc.leases().to_vec()
+    /// The port ledger, taken out: the context is done.
+    pub(crate) fn into_leases(self) -> Vec<Lease> {
+        self.alloc.into_leases()
     }
 }
