@@ -385,16 +385,35 @@ fn reset_peak() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
-/// The executor a plan of `text` refreshes through: local processes, node `i` at a
-/// loopback address of its own, where this process serves each Router's worker list.
+/// The executor a plan refreshes through: one loopback address per node of the recipe
+/// (counted without building the plan, so that a plan measured next is the only one
+/// this process has built, as in `srt plan`).
 fn executor(text: &str, deployment: &str, dir: &std::path::Path) -> LocalExecutor {
-    let p = prepare(text, &mut Phases::default());
-    let ips: Vec<String> = (0..p.launch.nodes.len())
+    let source = Source {
+        name: "bench.yaml".into(),
+        text: text.to_string(),
+    };
+    let recipe = recipe::load_str(&source, "bench").expect("bench recipe loads");
+    let nodes = srt::assemble::node_count(
+        &recipe,
+        &BuildOptions {
+            nodes: None,
+            hosts: HostLayout::Distinct,
+        },
+    )
+    .unwrap_or_else(|p| panic!("bench recipe builds: {:?}", source.error(p)));
+    let ips: Vec<String> = (0..nodes)
         .map(|i| format!("127.1.{}.{}", i / 256, i % 256))
         .collect();
-    let exec = LocalExecutor::new(deployment, dir, ips.len(), false).with_node_ips(ips);
-    let bindings = srt::exec::Executor::bindings(&exec);
-    for m in &p.launch.memberships {
+    LocalExecutor::new(deployment, dir, ips.len(), false).with_node_ips(ips)
+}
+
+/// Every Router of `launch` as a listener of this process on its node's loopback
+/// address, answering `GET /workers` with its members, as vllm-router does: what a
+/// re-plan reads.
+fn serve_routers(launch: &LaunchPlan, exec: &LocalExecutor) {
+    let bindings = srt::exec::Executor::bindings(exec);
+    for m in &launch.memberships {
         let url = bindings.resolve(&m.admin_url);
         let addr = url.trim_start_matches("http://").to_string();
         let workers: Vec<serde_json::Value> = m
@@ -407,7 +426,6 @@ fn executor(text: &str, deployment: &str, dir: &std::path::Path) -> LocalExecuto
             .unwrap_or_else(|e| panic!("a Router's listener at {addr}: {e}"));
         std::thread::spawn(move || serve_workers(listener, body));
     }
-    exec
 }
 
 /// Answers every request on `listener` with `body` (a Router's `GET /workers`).
@@ -493,6 +511,7 @@ fn child(shape: &str, nodes: usize, reps: usize, show_phases: bool) {
         prepared.graph.resources.len()
     );
     drop(created);
+    serve_routers(&prepared.launch, &exec);
 
     // The state a full apply leaves, saved and loaded.
     let store = StateStore::new(dir.path().join(&deployment));
@@ -620,6 +639,7 @@ fn count_one(shape: &str, nodes: usize, what: &str) {
     let lock = store.lock("bench", None).expect("lock");
     let mut state = {
         let prepared = prepare(&text, &mut Phases::default());
+        serve_routers(&prepared.launch, &exec);
         full_state(&prepared, &deployment)
     };
     store.save(&lock, &mut state).expect("first save");
