@@ -16,6 +16,7 @@ pub mod exit;
 pub mod frontend;
 pub mod graph;
 pub mod launch;
+mod parallel;
 pub mod plan;
 pub mod ports;
 pub mod recipe;

@@ -38,7 +38,7 @@ fn process(
         argv: ["prog", address].into(),
         files: BTreeMap::new(),
         depends_on: strings(depends_on),
-        watches: strings(watches),
+        watches: strings(watches).into(),
         worker: None,
         container_image: None,
     }

@@ -126,7 +126,7 @@ pub(crate) fn process(
         .into(),
         files,
         depends_on: Vec::new(),
-        watches: Vec::new(),
+        watches: Default::default(),
         worker: None,
         container_image: None,
     }

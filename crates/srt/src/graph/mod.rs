@@ -21,6 +21,7 @@ use serde_json::Value;
 use spec::ObjectWriter;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;
+use std::sync::Arc;
 
 /// What a resource is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -119,7 +120,7 @@ pub struct Resource {
     /// Resources this one is applied after without depending on them: its hash does not
     /// cover theirs (a membership is applied once its workers are started, and a
     /// replaced worker does not change it). Sorted.
-    pub after: Vec<String>,
+    pub after: Arc<[String]>,
     /// Why this resource restarts when a dependency changes, when that is a limit of
     /// the program rather than a change of its own (a Router whose workers are on its
     /// command line): the plan says so.
@@ -260,22 +261,34 @@ fn ports_block_spec(node: usize, ports: &[u8], scratch: &mut Vec<u8>) -> Spec {
 
 /// The spec of a membership: its Router, how to reach it, and its members.
 pub fn membership_spec(plan: &LaunchPlan, m: &crate::launch::Membership) -> Spec {
-    let mut out = Vec::with_capacity(64 * m.members.len() + 128);
-    let mut o = ObjectWriter::new(&mut out);
-    o.str("admin_url", &m.admin_url);
-    o.str("frontend", &plan.frontend);
-    o.key("members");
-    o.out.push(b'[');
-    for (i, w) in m.members.iter().enumerate() {
+    let mut members = Vec::with_capacity(64 * m.members.len() + 2);
+    members_json(&m.members, &mut members);
+    membership_spec_with(plan, m, &members)
+}
+
+/// A membership's members as its spec holds them (a JSON array of `{url, worker}`).
+fn members_json(members: &[crate::launch::Member], out: &mut Vec<u8>) {
+    out.push(b'[');
+    for (i, w) in members.iter().enumerate() {
         if i > 0 {
-            o.out.push(b',');
+            out.push(b',');
         }
-        let mut member = ObjectWriter::new(o.out);
+        let mut member = ObjectWriter::new(out);
         member.str("url", &w.url);
         member.str("worker", &w.worker);
         member.end();
     }
-    o.out.push(b']');
+    out.push(b']');
+}
+
+/// The spec of a membership whose members are `members` (from [`members_json`]).
+fn membership_spec_with(plan: &LaunchPlan, m: &crate::launch::Membership, members: &[u8]) -> Spec {
+    let mut out = Vec::with_capacity(members.len() + 256);
+    let mut o = ObjectWriter::new(&mut out);
+    o.str("admin_url", &m.admin_url);
+    o.str("frontend", &plan.frontend);
+    o.key("members");
+    o.out.extend_from_slice(members);
     o.str("router", &m.router);
     o.end();
     Spec::copy_of(&out)
@@ -331,7 +344,7 @@ pub fn lower_with(
                 spec: Spec::of(spec),
                 deps: Vec::new(),
                 watched: Vec::new(),
-                after: Vec::new(),
+                after: Default::default(),
                 restart_note: None,
                 leave_note: None,
                 hash: String::new(),
@@ -342,20 +355,132 @@ pub fn lower_with(
         }
         None => Vec::new(),
     };
+    let threads = crate::parallel::threads_for(plan.processes.len(), PARALLEL_FROM);
+    pending.extend(lower_processes(plan, execution, &base_deps, threads));
+    for (i, g) in plan.gates.iter().enumerate() {
+        let mut deps = g.depends_on.clone();
+        deps.sort();
+        deps.dedup();
+        pending.push(Resource {
+            address: g.address.clone(),
+            kind: match g.probe {
+                crate::launch::Probe::Completion { .. } => Kind::Smoke,
+                crate::launch::Probe::Benchmark(_) => Kind::Benchmark,
+                _ => Kind::Gate,
+            },
+            spec: Spec::of(&serde_json::to_value(&g.probe).expect("probe serializes")),
+            deps,
+            watched: Vec::new(),
+            after: Default::default(),
+            restart_note: None,
+            leave_note: None,
+            hash: String::new(),
+            node: None,
+            target: Target::Gate(i),
+        });
+    }
+    // Every Router's membership lists the same workers: their order and their JSON are
+    // made once.
+    struct Shared<'a> {
+        members: &'a Arc<[crate::launch::Member]>,
+        after: Arc<[String]>,
+        json: Vec<u8>,
+    }
+    let mut shared: Option<Shared<'_>> = None;
+    for (i, m) in plan.memberships.iter().enumerate() {
+        if m.mode != crate::launch::MembershipMode::Managed {
+            continue;
+        }
+        if !shared
+            .as_ref()
+            .is_some_and(|s| Arc::ptr_eq(s.members, &m.members))
+        {
+            let mut after: Vec<String> = m.members.iter().map(|w| w.worker.clone()).collect();
+            after.sort_unstable();
+            after.dedup();
+            let mut json = Vec::with_capacity(64 * m.members.len() + 2);
+            members_json(&m.members, &mut json);
+            shared = Some(Shared {
+                members: &m.members,
+                after: after.into(),
+                json,
+            });
+        }
+        let Shared {
+            after,
+            json: members,
+            ..
+        } = shared.as_ref().expect("set above");
+        pending.push(Resource {
+            address: m.address.clone(),
+            kind: Kind::Membership,
+            spec: membership_spec_with(plan, m, members),
+            deps: vec![m.router.clone()],
+            watched: Vec::new(),
+            after: after.clone(),
+            restart_note: None,
+            leave_note: None,
+            hash: String::new(),
+            node: None,
+            target: Target::Membership(i),
+        });
+    }
+    order_and_hash(pending)
+}
+
+/// Processes this many or more are lowered on several threads.
+const PARALLEL_FROM: usize = 4096;
+
+/// The port block and process resources of every process, in the launch plan's order.
+/// Each depends on nothing but its process, so `threads` threads lower a slice of the
+/// processes each, and the slices are joined back in order: the result is the same
+/// whatever the number of threads.
+fn lower_processes(
+    plan: &LaunchPlan,
+    execution: &Value,
+    base_deps: &[String],
+    threads: usize,
+) -> Vec<Resource> {
+    crate::parallel::in_ranges(slices(&plan.processes, threads), |range| {
+        process_resources(plan, execution, base_deps, range)
+    })
+}
+
+/// `processes` cut into `n` consecutive slices of about equal work: a process's work
+/// grows with its argv and the processes it watches (a Router lists every worker).
+fn slices(processes: &[LaunchProcess], n: usize) -> Vec<std::ops::Range<usize>> {
+    let work: Vec<usize> = processes
+        .iter()
+        .map(|p| 1 + p.argv.len() + p.watches.len())
+        .collect();
+    crate::parallel::by_work(&work, n)
+}
+
+/// The port block and the process resource of each process in `range`, in order.
+fn process_resources(
+    plan: &LaunchPlan,
+    execution: &Value,
+    base_deps: &[String],
+    range: std::ops::Range<usize>,
+) -> Vec<Resource> {
+    let mut out = Vec::with_capacity(range.len() * 2);
     // Specs are written into one reused buffer and copied out at their size: a fresh
     // buffer per spec is a large allocation each time, which makes the allocator
     // consolidate its free lists every time.
     let (mut scratch, mut ports) = (Vec::with_capacity(4096), Vec::with_capacity(256));
-    for (i, p) in plan.processes.iter().enumerate() {
+    let mut sorted_watches: (*const [String], Vec<&String>) =
+        (std::ptr::null::<[String; 0]>(), Vec::new());
+    for i in range {
+        let p = &plan.processes[i];
         let ports_addr = ports_address(&p.address);
         ports_json(&p.ports, &mut ports);
-        pending.push(Resource {
+        out.push(Resource {
             address: ports_addr.clone(),
             kind: Kind::Ports,
             spec: ports_block_spec(p.node, &ports, &mut scratch),
-            deps: base_deps.clone(),
+            deps: base_deps.to_vec(),
             watched: Vec::new(),
-            after: Vec::new(),
+            after: Default::default(),
             restart_note: None,
             leave_note: None,
             hash: String::new(),
@@ -367,20 +492,24 @@ pub fn lower_with(
             crate::launch::ProcessKind::Router => Kind::Router,
             crate::launch::ProcessKind::Nginx => Kind::Nginx,
         };
-        let mut deps = p.depends_on.clone();
-        deps.extend(p.watches.iter().cloned());
-        deps.push(ports_addr);
-        deps.extend(base_deps.iter().cloned());
-        deps.sort();
-        deps.dedup();
-        let watched = positions_in(&deps, &p.watches, &p.depends_on);
-        pending.push(Resource {
+        // Every Router shares one watch list: sorted once.
+        if !std::ptr::eq(sorted_watches.0, Arc::as_ptr(&p.watches)) {
+            let mut sorted: Vec<&String> = p.watches.iter().collect();
+            sorted.sort_unstable();
+            sorted.dedup();
+            sorted_watches = (Arc::as_ptr(&p.watches), sorted);
+        }
+        let mut waits: Vec<String> = p.depends_on.clone();
+        waits.push(ports_addr);
+        waits.extend(base_deps.iter().cloned());
+        let (deps, watched) = deps_of(waits, &sorted_watches.1, &p.depends_on);
+        out.push(Resource {
             address: p.address.clone(),
             kind,
             spec: process_spec(plan, p, execution, &ports, &mut scratch),
             deps,
             watched,
-            after: Vec::new(),
+            after: Default::default(),
             restart_note: plan
                 .memberships
                 .iter()
@@ -397,70 +526,37 @@ pub fn lower_with(
             target: Target::Process(i),
         });
     }
-    for (i, g) in plan.gates.iter().enumerate() {
-        let mut deps = g.depends_on.clone();
-        deps.sort();
-        deps.dedup();
-        pending.push(Resource {
-            address: g.address.clone(),
-            kind: match g.probe {
-                crate::launch::Probe::Completion { .. } => Kind::Smoke,
-                crate::launch::Probe::Benchmark(_) => Kind::Benchmark,
-                _ => Kind::Gate,
-            },
-            spec: Spec::of(&serde_json::to_value(&g.probe).expect("probe serializes")),
-            deps,
-            watched: Vec::new(),
-            after: Vec::new(),
-            restart_note: None,
-            leave_note: None,
-            hash: String::new(),
-            node: None,
-            target: Target::Gate(i),
-        });
-    }
-    for (i, m) in plan.memberships.iter().enumerate() {
-        if m.mode != crate::launch::MembershipMode::Managed {
-            continue;
-        }
-        let mut after: Vec<String> = m.members.iter().map(|w| w.worker.clone()).collect();
-        after.sort();
-        after.dedup();
-        pending.push(Resource {
-            address: m.address.clone(),
-            kind: Kind::Membership,
-            spec: membership_spec(plan, m),
-            deps: vec![m.router.clone()],
-            watched: Vec::new(),
-            after,
-            restart_note: None,
-            leave_note: None,
-            hash: String::new(),
-            node: None,
-            target: Target::Membership(i),
-        });
-    }
-    order_and_hash(pending)
+    out
 }
 
-/// The positions in `deps` (sorted, deduplicated) of the addresses in `watches` that are
-/// not in `depends_on`: one merge walk over both sorted lists.
-fn positions_in(deps: &[String], watches: &[String], depends_on: &[String]) -> Vec<u32> {
+/// A process's dependencies, sorted and deduplicated: what it waits for (`waits`, any
+/// order) and what it watches (`watches`, sorted and deduplicated), merged in one walk;
+/// with the positions in them of the watched ones it does not also wait for (those in
+/// `depends_on`).
+fn deps_of(
+    mut waits: Vec<String>,
+    watches: &[&String],
+    depends_on: &[String],
+) -> (Vec<String>, Vec<u32>) {
+    waits.sort_unstable();
+    waits.dedup();
     if watches.is_empty() {
-        return Vec::new();
+        return (waits, Vec::new());
     }
-    let mut wanted: Vec<&String> = watches.iter().filter(|w| !depends_on.contains(w)).collect();
-    wanted.sort_unstable();
-    let mut positions = Vec::with_capacity(wanted.len());
-    let mut next = wanted.into_iter().peekable();
-    for (i, d) in deps.iter().enumerate() {
-        while next.next_if(|w| *w < d).is_some() {}
-        if next.next_if(|w| *w == d).is_some() {
-            positions.push(i as u32);
-            while next.next_if(|w| *w == d).is_some() {}
+    let mut deps = Vec::with_capacity(waits.len() + watches.len());
+    let mut watched = Vec::with_capacity(watches.len());
+    let mut waits = waits.into_iter().peekable();
+    for &w in watches {
+        while let Some(d) = waits.next_if(|d| d < w) {
+            deps.push(d);
         }
+        if !depends_on.contains(w) {
+            watched.push(deps.len() as u32);
+        }
+        deps.push(waits.next_if(|d| d == w).unwrap_or_else(|| w.clone()));
     }
-    positions
+    deps.extend(waits);
+    (deps, watched)
 }
 
 /// A topological order (Kahn's) that, among the resources whose dependencies are
@@ -524,7 +620,7 @@ fn order_and_hash(pending: Vec<Resource>) -> Result<ResourceGraph, GraphError> {
             dep_at.push(from.index() as u32);
         }
         // Order-only edges: in the graph (apply's order, cycles), not in the hash.
-        for d in &r.after {
+        for d in r.after.iter() {
             let from = *by_addr
                 .get(d.as_str())
                 .ok_or_else(|| GraphError::Dangling {
@@ -602,7 +698,7 @@ impl Resource {
             .enumerate()
             .filter(move |(i, _)| watched.next_if_eq(&&(*i as u32)).is_none())
             .map(|(_, d)| d)
-            .chain(&self.after)
+            .chain(self.after.iter())
     }
 }
 
@@ -736,7 +832,7 @@ mod tests {
             argv: ["vllm", "serve", "--x"].into(),
             files: BTreeMap::from([("f.conf".to_string(), "body".to_string())]),
             depends_on: Vec::new(),
-            watches: Vec::new(),
+            watches: Default::default(),
             worker: None,
             container_image: Some("img".into()),
         };
@@ -760,6 +856,110 @@ mod tests {
             let built = process_spec(&plan, &p, &execution, &ports, &mut Vec::new());
             assert_eq!(built.as_str(), canonical(&expected));
             assert_eq!(built.value(), expected);
+        }
+    }
+
+    /// A plan of `n` processes with argvs of different lengths, the last two watching
+    /// all the others (as Routers do).
+    fn plan_of(n: usize) -> LaunchPlan {
+        let mut plan = empty_plan();
+        for i in 0..n {
+            let router = i + 2 >= n;
+            let address = if router {
+                format!("router[{}]", n - i)
+            } else {
+                format!("worker.agg[{i}].node[0]")
+            };
+            let watches: Vec<String> = match router {
+                true => plan
+                    .processes
+                    .iter()
+                    .take(n - 2)
+                    .map(|p| p.address.clone())
+                    .collect(),
+                false => Vec::new(),
+            };
+            plan.processes.push(LaunchProcess {
+                address,
+                kind: match router {
+                    true => crate::launch::ProcessKind::Router,
+                    false => crate::launch::ProcessKind::Worker,
+                },
+                node: i % 7,
+                devices: vec![(i % 8) as u32],
+                ports: BTreeMap::from([(
+                    "http".to_string(),
+                    crate::ports::PortBlock {
+                        base: 6100 + i as u16,
+                        count: 1,
+                    },
+                )]),
+                env: BTreeMap::from([("HF_TOKEN".to_string(), format!("t{i}"))]),
+                env_unset: Vec::new(),
+                argv: (0..i % 13).map(|k| format!("--a{k}")).collect(),
+                files: BTreeMap::new(),
+                depends_on: match i % 3 {
+                    1 => vec![format!("worker.agg[{}].node[0]", i - 1)],
+                    _ => Vec::new(),
+                },
+                watches: watches.into(),
+                worker: None,
+                container_image: None,
+            });
+        }
+        plan
+    }
+
+    #[test]
+    fn processes_lower_the_same_on_any_number_of_threads() {
+        let plan = plan_of(50);
+        let execution = json!({"executor": "local"});
+        let base = vec![ALLOCATION.to_string()];
+        let key = |r: &Resource| {
+            (
+                r.address.clone(),
+                r.spec.as_str().to_owned(),
+                r.deps.clone(),
+                r.watched.clone(),
+                r.target,
+            )
+        };
+        let one: Vec<_> = lower_processes(&plan, &execution, &base, 1)
+            .iter()
+            .map(key)
+            .collect();
+        assert_eq!(one.len(), 100);
+        for threads in [2, 3, 7, 60] {
+            let many: Vec<_> = lower_processes(&plan, &execution, &base, threads)
+                .iter()
+                .map(key)
+                .collect();
+            assert_eq!(many, one, "{threads} threads");
+        }
+    }
+
+    #[test]
+    fn slices_cover_every_process_once_by_work() {
+        let plan = plan_of(50);
+        for n in 1..=8 {
+            let slices = slices(&plan.processes, n);
+            assert_eq!(slices.len(), n);
+            assert_eq!(slices[0].start, 0);
+            assert_eq!(slices[n - 1].end, 50);
+            assert!(slices.windows(2).all(|w| w[0].end == w[1].start));
+        }
+        // Each slice holds about its share of the work: at most one process more.
+        let work = |p: &LaunchProcess| 1 + p.argv.len() + p.watches.len();
+        let total: usize = plan.processes.iter().map(work).sum();
+        let most = plan.processes.iter().map(work).max().unwrap();
+        for n in 1..=8 {
+            for range in slices(&plan.processes, n) {
+                let done: usize = plan.processes[range.clone()].iter().map(work).sum();
+                assert!(
+                    done <= total / n + most,
+                    "{n} slices: {range:?} has {done} of {total}"
+                );
+            }
         }
     }
 
@@ -792,23 +992,26 @@ mod tests {
 
     #[test]
     fn watched_dependencies_are_positions_in_deps() {
-        let deps: Vec<String> = ["a", "b", "c", "d", "e"].map(String::from).to_vec();
         let strings = |xs: &[&str]| xs.iter().map(|x| (*x).to_string()).collect::<Vec<_>>();
-        // Unsorted, repeated, one also depended on, one not a dependency at all.
-        let watched = positions_in(
-            &deps,
-            &strings(&["e", "b", "e", "c", "z"]),
+        // Waits unsorted and repeated; one watched also waited for, one only watched.
+        let watches = strings(&["b", "c", "e"]);
+        let watches: Vec<&String> = watches.iter().collect();
+        let (deps, watched) = deps_of(
+            strings(&["d", "a", "c", "a", "b"]),
+            &watches,
             &strings(&["c"]),
         );
+        assert_eq!(deps, ["a", "b", "c", "d", "e"]);
         assert_eq!(watched, [1, 4]);
-        assert!(positions_in(&deps, &[], &[]).is_empty());
+        let (none, watched_none) = deps_of(strings(&["b", "a"]), &[], &[]);
+        assert_eq!((none, watched_none), (strings(&["a", "b"]), Vec::new()));
         let r = Resource {
             address: "router".into(),
             kind: Kind::Router,
             spec: Spec::of(&json!({})),
             deps,
             watched,
-            after: vec!["f".into()],
+            after: vec!["f".into()].into(),
             restart_note: None,
             leave_note: None,
             hash: String::new(),

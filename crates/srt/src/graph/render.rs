@@ -50,7 +50,7 @@ fn dep_lines(out: &mut String, r: &Resource) {
         };
         let _ = writeln!(out, "    <- {d}{mark}");
     }
-    for d in &r.after {
+    for d in r.after.iter() {
         let _ = writeln!(out, "    <- {d} (after: not a dependency)");
     }
 }
@@ -89,7 +89,7 @@ pub fn render(g: &ResourceGraph, node_names: &[String], format: Format) -> Strin
                     };
                     let _ = writeln!(out, "  \"{d}\" -> \"{}\"{style};", r.address);
                 }
-                for d in &r.after {
+                for d in r.after.iter() {
                     let _ = writeln!(out, "  \"{d}\" -> \"{}\" [style=dotted];", r.address);
                 }
             }
@@ -118,7 +118,7 @@ pub fn render(g: &ResourceGraph, node_names: &[String], format: Format) -> Strin
                         id(i)
                     );
                 }
-                for d in &r.after {
+                for d in r.after.iter() {
                     let _ = writeln!(
                         out,
                         "  {} -.- {}",

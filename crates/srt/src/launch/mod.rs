@@ -363,7 +363,8 @@ pub struct LaunchProcess {
     /// Processes this one watches without waiting for them: their replacement replaces
     /// this one (its hash covers theirs), but it starts alongside them because it waits
     /// for them itself (a Router polls the workers it lists; nginx proxies to Routers).
-    pub watches: Vec<String>,
+    /// Shared: every Router of a deployment watches the same workers.
+    pub watches: std::sync::Arc<[String]>,
     /// Worker facts, for workers.
     pub worker: Option<WorkerInfo>,
     /// Container image, when the executor runs containers.
@@ -379,7 +380,6 @@ impl LaunchProcess {
         self.env_unset.shrink_to_fit();
         self.argv.shrink_to_fit();
         self.depends_on.shrink_to_fit();
-        self.watches.shrink_to_fit();
     }
 }
 

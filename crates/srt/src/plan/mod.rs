@@ -278,6 +278,9 @@ pub struct PlanOptions {
     pub destroy: bool,
 }
 
+/// Command lines are written on several threads from this many on.
+const PARALLEL_FROM: usize = 4096;
+
 /// The command line of a recorded process spec.
 fn command_of(spec: &serde_json::Value) -> Option<String> {
     let argv = spec.get("argv")?.as_array()?;
@@ -333,10 +336,12 @@ pub fn diff(
     options: &PlanOptions,
 ) -> Plan {
     let mut changes = Vec::with_capacity(graph.resources.len());
-    let mut scratch = String::new();
-    // The members of the last membership created, and what its change adds: the next
-    // one with the same members shares it.
-    let mut created: Option<(Vec<MemberRef<'_>>, MemberList)> = None;
+    // The changes that show a created or replaced process's command line, and its spec:
+    // written once every change is known, on several threads when there are many.
+    let mut commands: Vec<(usize, &Spec)> = Vec::new();
+    // The members of the last membership created (the text of its list), and what its
+    // change adds: the next one with the same list shares it.
+    let mut created: Option<(Option<&str>, MemberList)> = None;
     let mut drift = Vec::new();
     for (address, obs) in observed {
         if let Observation::Gone(detail) = obs {
@@ -372,18 +377,18 @@ pub fn diff(
                     Action::Create
                 };
                 if r.kind.is_process() {
-                    change.after_command = command_of_desired(&r.spec, &mut scratch);
+                    commands.push((changes.len(), &r.spec));
                 }
                 if r.kind == Kind::Membership {
-                    let now = desired_members(&r.spec);
+                    let text = members_text(&r.spec);
                     let added = match &created {
-                        Some((was, added)) if *was == now => added.clone(),
+                        Some((was, added)) if text.is_some() && *was == text => added.clone(),
                         _ => {
-                            let added: MemberList = now
+                            let added: MemberList = desired_members(&r.spec)
                                 .iter()
                                 .map(|m| (m.url.to_string(), m.worker.to_string()))
                                 .collect();
-                            created = Some((now, added.clone()));
+                            created = Some((text, added.clone()));
                             added
                         }
                     };
@@ -474,7 +479,7 @@ pub fn diff(
                 change.reasons = reasons;
                 if r.kind.is_process() {
                     change.before_command = command_of(&prior.spec);
-                    change.after_command = command_of_desired(&r.spec, &mut scratch);
+                    commands.push((changes.len(), &r.spec));
                 }
                 change.note = r.leave_note.clone();
                 if r.kind == Kind::Membership {
@@ -488,6 +493,21 @@ pub fn diff(
             }
             changes.push(change);
         }
+    }
+    let work: Vec<usize> = commands
+        .iter()
+        .map(|(_, spec)| spec.as_str().len())
+        .collect();
+    let threads = crate::parallel::threads_for(commands.len(), PARALLEL_FROM);
+    let lines = crate::parallel::in_ranges(crate::parallel::by_work(&work, threads), |range| {
+        let mut scratch = String::new();
+        commands[range]
+            .iter()
+            .map(|(_, spec)| command_of_desired(spec, &mut scratch))
+            .collect()
+    });
+    for ((at, _), line) in commands.iter().zip(lines) {
+        changes[*at].after_command = line;
     }
     // Destroys: recorded resources not desired, dependents first.
     let gone: Vec<&String> = state
@@ -582,6 +602,16 @@ pub fn members_of(spec: &serde_json::Value) -> Vec<(String, String)> {
             ))
         })
         .collect()
+}
+
+/// The text of a membership spec's member list (its keys are sorted, so the list is
+/// what lies between `"members":` and the last key, `"router"`; neither can occur
+/// unescaped inside a string).
+fn members_text(spec: &Spec) -> Option<&str> {
+    let text = spec.as_str();
+    let start = text.find(",\"members\":[")?;
+    let end = text.rfind(",\"router\":")?;
+    text.get(start..end)
 }
 
 /// One member of a desired membership spec, borrowed from the spec's text.
@@ -705,6 +735,60 @@ mod tests {
             .collect();
         assert_eq!(read, recorded);
         assert_eq!(read.len(), 2);
+        // The list's text is the same under any Router, and only the list.
+        let tricky = [("http://r:1/,\"router\":", "worker.agg[0]")];
+        let a = Spec::of(&membership("router[0]", &tricky));
+        let b = Spec::of(&membership("router[1]", &tricky));
+        assert_eq!(members_text(&a), members_text(&b));
+        assert!(members_text(&a)
+            .unwrap()
+            .ends_with("\"worker\":\"worker.agg[0]\"}]"));
+        assert_ne!(members_text(&a), members_text(&Spec::of(&spec)));
+    }
+
+    #[test]
+    fn a_large_plan_shows_each_created_process_its_own_command() {
+        use crate::launch::{LaunchProcess, ProcessKind};
+        let mut launch = crate::launch::LaunchPlan::empty("t");
+        // Enough processes for the command lines to be written on several threads.
+        launch.processes = (0..PARALLEL_FROM + 5)
+            .map(|i| LaunchProcess {
+                address: format!("worker.agg[{i}].node[0]"),
+                kind: ProcessKind::Worker,
+                node: 0,
+                devices: Vec::new(),
+                ports: BTreeMap::new(),
+                env: BTreeMap::new(),
+                env_unset: Vec::new(),
+                argv: ["vllm", "serve", "--port", &i.to_string(), "--x", "a b"].into(),
+                files: BTreeMap::new(),
+                depends_on: Vec::new(),
+                watches: Default::default(),
+                worker: None,
+                container_image: None,
+            })
+            .collect();
+        let graph = crate::graph::lower(&launch, &serde_json::Value::Null).unwrap();
+        let plan = diff(
+            &graph,
+            &State::new("t"),
+            &BTreeMap::new(),
+            "h",
+            &PlanOptions::default(),
+        );
+        let mut shown = 0;
+        for c in plan.changes.iter().filter(|c| c.kind == Kind::Worker) {
+            let i: usize = c.address["worker.agg[".len()..]
+                .split(']')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let expected = format!("vllm serve --port {i} --x 'a b'");
+            assert_eq!(c.after_command.as_deref(), Some(expected.as_str()));
+            shown += 1;
+        }
+        assert_eq!(shown, launch.processes.len());
     }
 
     #[test]
@@ -721,7 +805,7 @@ mod tests {
             argv: ["prog"].into(),
             files: BTreeMap::new(),
             depends_on: Vec::new(),
-            watches: Vec::new(),
+            watches: Default::default(),
             worker: None,
             container_image: None,
         };

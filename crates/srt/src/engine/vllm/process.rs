@@ -272,7 +272,7 @@ fn node_process(
         argv,
         files: BTreeMap::new(),
         depends_on,
-        watches: Vec::new(),
+        watches: Default::default(),
         worker: Some(WorkerInfo {
             role: plan.role.kind,
             endpoint: plan.endpoint.index,

@@ -182,7 +182,7 @@ impl Frontend for SglangRouter {
                 files: BTreeMap::new(),
                 // srt adds its workers as they become healthy: it depends on none.
                 depends_on: Vec::new(),
-                watches: Vec::new(),
+                watches: Default::default(),
                 worker: None,
                 container_image: fe
                     .container_image

@@ -333,12 +333,13 @@ impl Frontend for VllmRouter {
         let user_flags = user_flags(recipe, ctx.health().timeout_secs, derived);
         // A Router whose workers are on its command line restarts with them (its hash
         // covers theirs); a managed one does not depend on them at all.
-        let worker_deps: Vec<String> = match mode {
+        // One list, shared by every Router.
+        let worker_deps: std::sync::Arc<[String]> = match mode {
             Some(MembershipMode::Static) => advertised
                 .iter()
                 .map(|(w, _, _)| w.address.clone())
                 .collect(),
-            _ => Vec::new(),
+            _ => std::sync::Arc::default(),
         };
         let mut processes = Vec::new();
         let mut router_urls = Vec::new();
@@ -570,7 +571,7 @@ fn router_process(
     discovery: bool,
     topo_flags: &[String],
     user_flags: &[String],
-    worker_deps: &[String],
+    worker_deps: &std::sync::Arc<[String]>,
 ) -> Result<(LaunchProcess, u16), Problem> {
     let fe = &recipe.frontend;
     let address = format!("router[{i}]");
@@ -611,7 +612,7 @@ fn router_process(
         // every one answers /health; discovery mode waits for registrations; managed
         // workers are added as they become healthy), so it starts alongside them.
         depends_on: Vec::new(),
-        watches: worker_deps.to_vec(),
+        watches: worker_deps.clone(),
         worker: None,
         container_image: fe
             .container_image
