@@ -638,28 +638,15 @@ fn order_and_hash(pending: Vec<Resource>) -> Result<ResourceGraph, GraphError> {
         GraphError::Cycle(pending[cycle].address.clone())
     })?;
     drop(by_addr);
+    let hashes = merkle_hashes(&pending, &order, &dag, &dep_at, &dep_start);
     let mut slots: Vec<Option<Resource>> = pending.into_iter().map(Some).collect();
     let mut resources: Vec<Resource> = Vec::with_capacity(slots.len());
     let mut index = AddressIndex::with_capacity(slots.len());
     let mut position = vec![0usize; slots.len()];
-    // The hashed bytes of one resource, built in one reused buffer and hashed at once.
-    let mut preimage = Vec::new();
-    for n in order {
+    for (n, hash) in order.into_iter().zip(hashes) {
         let orig = dag[n];
         let mut r = slots[orig].take().expect("each node once");
-        preimage.clear();
-        preimage.extend_from_slice(r.kind.name().as_bytes());
-        preimage.push(0);
-        preimage.extend_from_slice(r.spec.as_str().as_bytes());
-        let deps = &dep_at[dep_start[orig] as usize..dep_start[orig + 1] as usize];
-        for (d, &at) in r.deps.iter().zip(deps) {
-            let dep = &resources[position[at as usize]];
-            preimage.push(0);
-            preimage.extend_from_slice(d.as_bytes());
-            preimage.push(b'=');
-            preimage.extend_from_slice(dep.hash.as_bytes());
-        }
-        r.hash = blake3::hash(&preimage).to_hex().to_string();
+        r.hash = hash;
         position[orig] = resources.len();
         resources.push(r);
         index.insert(&resources, resources.len() - 1);
@@ -672,6 +659,73 @@ fn order_and_hash(pending: Vec<Resource>) -> Result<ResourceGraph, GraphError> {
         index,
         dag,
     })
+}
+
+/// Each resource's Merkle hash, in `order` (topological): blake3 of its kind, its spec
+/// and its dependencies' addresses and hashes (`dep_at[dep_start[i]..dep_start[i + 1]]`
+/// are the positions in `pending` of resource `i`'s `deps`). Resources are hashed level
+/// by level (a level's dependencies are all in earlier levels), each level on several
+/// threads when it is large; the hashes are the same whatever the threads.
+fn merkle_hashes(
+    pending: &[Resource],
+    order: &[NodeIndex],
+    dag: &DiGraph<usize, ()>,
+    dep_at: &[u32],
+    dep_start: &[u32],
+) -> Vec<String> {
+    let deps_of = |i: usize| &dep_at[dep_start[i] as usize..dep_start[i + 1] as usize];
+    let mut level = vec![0u32; pending.len()];
+    let mut levels: Vec<Vec<usize>> = Vec::new();
+    for &n in order {
+        let i = dag[n];
+        let l = deps_of(i)
+            .iter()
+            .map(|&d| level[d as usize] + 1)
+            .max()
+            .unwrap_or(0);
+        level[i] = l;
+        if levels.len() <= l as usize {
+            levels.resize_with(l as usize + 1, Vec::new);
+        }
+        levels[l as usize].push(i);
+    }
+    let mut hashes = vec![String::new(); pending.len()];
+    for members in levels {
+        let work: Vec<usize> = members
+            .iter()
+            .map(|&i| pending[i].spec.as_str().len() + 80 * deps_of(i).len())
+            .collect();
+        let threads = crate::parallel::threads_for(members.len(), PARALLEL_FROM);
+        let done = crate::parallel::in_ranges(crate::parallel::by_work(&work, threads), |range| {
+            // The hashed bytes of one resource, built in one reused buffer and hashed at
+            // once.
+            let mut preimage = Vec::new();
+            members[range]
+                .iter()
+                .map(|&i| {
+                    let r = &pending[i];
+                    preimage.clear();
+                    preimage.extend_from_slice(r.kind.name().as_bytes());
+                    preimage.push(0);
+                    preimage.extend_from_slice(r.spec.as_str().as_bytes());
+                    for (d, &at) in r.deps.iter().zip(deps_of(i)) {
+                        preimage.push(0);
+                        preimage.extend_from_slice(d.as_bytes());
+                        preimage.push(b'=');
+                        preimage.extend_from_slice(hashes[at as usize].as_bytes());
+                    }
+                    blake3::hash(&preimage).to_hex().to_string()
+                })
+                .collect()
+        });
+        for (&i, hash) in members.iter().zip(done) {
+            hashes[i] = hash;
+        }
+    }
+    order
+        .iter()
+        .map(|&n| std::mem::take(&mut hashes[dag[n]]))
+        .collect()
 }
 
 impl Resource {
@@ -899,7 +953,7 @@ mod tests {
                 argv: (0..i % 13).map(|k| format!("--a{k}")).collect(),
                 files: BTreeMap::new(),
                 depends_on: match i % 3 {
-                    1 => vec![format!("worker.agg[{}].node[0]", i - 1)],
+                    1 if !router => vec![format!("worker.agg[{}].node[0]", i - 1)],
                     _ => Vec::new(),
                 },
                 watches: watches.into(),
@@ -936,6 +990,25 @@ mod tests {
                 .collect();
             assert_eq!(many, one, "{threads} threads");
         }
+    }
+
+    /// The hash as the module documents it, one resource at a time: what the hashing by
+    /// levels on several threads must give.
+    #[test]
+    fn hashes_are_the_merkle_hashes_whatever_the_threads() {
+        let plan = plan_of(2 * PARALLEL_FROM + 3);
+        let graph = lower(&plan, &json!({"executor": "local"})).unwrap();
+        let mut known: HashMap<&str, String> = HashMap::new();
+        for r in &graph.resources {
+            let mut preimage = format!("{}\0{}", r.kind.name(), r.spec.as_str());
+            for d in &r.deps {
+                preimage.push_str(&format!("\0{d}={}", known[d.as_str()]));
+            }
+            let hash = blake3::hash(preimage.as_bytes()).to_hex().to_string();
+            assert_eq!(r.hash, hash, "{}", r.address);
+            known.insert(&r.address, hash);
+        }
+        assert_eq!(known.len(), 2 * plan.processes.len());
     }
 
     #[test]
