@@ -354,8 +354,18 @@ pub fn diff(
     if !options.destroy {
         // Replaced resources whose dependents cannot outlive them (the allocation).
         let mut replaced_hosts: BTreeSet<&str> = BTreeSet::new();
-        for r in &graph.resources {
-            let prior: Option<&ResourceState> = state.resources.get(&r.address);
+        // Each resource's record, looked up once: a changed dependency is looked up by
+        // position below (a Router depends on every worker it lists).
+        let priors: Vec<Option<&ResourceState>> = graph
+            .resources
+            .iter()
+            .map(|r| state.resources.get(&r.address))
+            .collect();
+        let hash_changed = |at: usize| {
+            priors[at].map(|p| p.hash.as_str()) != Some(graph.resources[at].hash.as_str())
+        };
+        for (at, r) in graph.resources.iter().enumerate() {
+            let prior = priors[at];
             // Command lines are rendered only for what is created or replaced (a plan
             // shows them, a no-op does not), so only those carry them.
             let mut change = Change {
@@ -414,9 +424,9 @@ pub fn diff(
                 let deps: Vec<String> = r
                     .deps
                     .iter()
-                    .filter(|d| {
-                        let now = graph.get(d).map(|x| x.hash.as_str());
-                        state.resources.get(*d).map(|s| s.hash.as_str()) != now
+                    .filter(|d| match graph.position(d) {
+                        Some(at) => hash_changed(at),
+                        None => state.resources.contains_key(*d),
                     })
                     .cloned()
                     .collect();
