@@ -468,8 +468,8 @@ fn process_resources(
     // buffer per spec is a large allocation each time, which makes the allocator
     // consolidate its free lists every time.
     let (mut scratch, mut ports) = (Vec::with_capacity(4096), Vec::with_capacity(256));
-    let mut sorted_watches: (*const [String], Vec<&String>) =
-        (std::ptr::null::<[String; 0]>(), Vec::new());
+    // The last watch list seen, sorted.
+    let mut sorted_watches: Option<(&Arc<[String]>, Vec<&String>)> = None;
     for i in range {
         let p = &plan.processes[i];
         let ports_addr = ports_address(&p.address);
@@ -493,16 +493,20 @@ fn process_resources(
             crate::launch::ProcessKind::Nginx => Kind::Nginx,
         };
         // Every Router shares one watch list: sorted once.
-        if !std::ptr::eq(sorted_watches.0, Arc::as_ptr(&p.watches)) {
+        if !sorted_watches
+            .as_ref()
+            .is_some_and(|(list, _)| Arc::ptr_eq(list, &p.watches))
+        {
             let mut sorted: Vec<&String> = p.watches.iter().collect();
             sorted.sort_unstable();
             sorted.dedup();
-            sorted_watches = (Arc::as_ptr(&p.watches), sorted);
+            sorted_watches = Some((&p.watches, sorted));
         }
+        let watches = &sorted_watches.as_ref().expect("set above").1;
         let mut waits: Vec<String> = p.depends_on.clone();
         waits.push(ports_addr);
         waits.extend(base_deps.iter().cloned());
-        let (deps, watched) = deps_of(waits, &sorted_watches.1, &p.depends_on);
+        let (deps, watched) = deps_of(waits, watches, &p.depends_on);
         out.push(Resource {
             address: p.address.clone(),
             kind,
