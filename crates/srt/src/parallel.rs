@@ -4,15 +4,27 @@
 
 use std::ops::Range;
 
-/// How many threads `items` items are worth: one below `from` items (a thread costs
-/// more than it saves there), else as many as the machine runs at once, and at most one
-/// per `from` items.
-pub(crate) fn threads_for(items: usize, from: usize) -> usize {
-    if items < from {
+/// Below this many items one thread does the work (a thread costs more than it saves
+/// there).
+pub(crate) const FROM: usize = 4096;
+
+/// How many threads `items` items are worth: one below [`FROM`], else as many as the
+/// machine runs at once, and at most one per [`FROM`] items.
+pub(crate) fn threads_for(items: usize) -> usize {
+    if items < FROM {
         return 1;
     }
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-    cores.min(items / from).max(1)
+    cores.min(items / FROM).max(1)
+}
+
+/// `f` of slices of the items whose work is `work` (one slice per thread they are worth,
+/// [`threads_for`], of about equal work), concatenated in order.
+pub(crate) fn map_slices<T: Send>(
+    work: &[usize],
+    f: impl Fn(Range<usize>) -> Vec<T> + Sync,
+) -> Vec<T> {
+    in_ranges(by_work(work, threads_for(work.len())), f)
 }
 
 /// The items, whose work is `work` each, cut into at most `n` consecutive ranges of
@@ -111,7 +123,8 @@ mod tests {
 
     #[test]
     fn small_work_stays_on_one_thread() {
-        assert_eq!(threads_for(10, 4096), 1);
-        assert!(threads_for(1 << 20, 4096) >= 1);
+        assert_eq!(threads_for(10), 1);
+        assert_eq!(threads_for(FROM - 1), 1);
+        assert!(threads_for(1 << 20) >= 1);
     }
 }

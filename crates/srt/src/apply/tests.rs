@@ -28,19 +28,9 @@ fn process(
             .collect::<Vec<_>>()
     };
     LaunchProcess {
-        address: address.to_string(),
-        kind,
-        node: 0,
-        devices: Vec::new(),
-        ports: BTreeMap::new(),
-        env: BTreeMap::new(),
-        env_unset: Vec::new(),
-        argv: ["prog", address].into(),
-        files: BTreeMap::new(),
         depends_on: strings(depends_on),
         watches: strings(watches).into(),
-        worker: None,
-        container_image: None,
+        ..LaunchProcess::bare(address, kind, ["prog", address].into())
     }
 }
 

@@ -355,7 +355,7 @@ pub fn lower_with(
         }
         None => Vec::new(),
     };
-    let threads = crate::parallel::threads_for(plan.processes.len(), PARALLEL_FROM);
+    let threads = crate::parallel::threads_for(plan.processes.len());
     pending.extend(lower_processes(plan, execution, &base_deps, threads));
     for (i, g) in plan.gates.iter().enumerate() {
         let mut deps = g.depends_on.clone();
@@ -427,9 +427,6 @@ pub fn lower_with(
     }
     order_and_hash(pending)
 }
-
-/// Processes this many or more are lowered on several threads.
-const PARALLEL_FROM: usize = 4096;
 
 /// The port block and process resources of every process, in the launch plan's order.
 /// Each depends on nothing but its process, so `threads` threads lower a slice of the
@@ -699,8 +696,7 @@ fn merkle_hashes(
             .iter()
             .map(|&i| pending[i].spec.as_str().len() + 80 * deps_of(i).len())
             .collect();
-        let threads = crate::parallel::threads_for(members.len(), PARALLEL_FROM);
-        let done = crate::parallel::in_ranges(crate::parallel::by_work(&work, threads), |range| {
+        let done = crate::parallel::map_slices(&work, |range| {
             // The hashed bytes of one resource, built in one reused buffer and hashed at
             // once.
             let mut preimage = Vec::new();
@@ -812,23 +808,12 @@ mod tests {
     use serde_json::json;
 
     fn empty_plan() -> LaunchPlan {
-        crate::launch::LaunchPlan {
-            format_version: 3,
-            deployment: "d".into(),
+        LaunchPlan {
             engine: "vllm".into(),
             frontend: "vllm-router".into(),
             served_model_name: "m".into(),
-            precision: None,
-            gpu_type: None,
-            nodes: Vec::new(),
-            processes: Vec::new(),
-            gates: Vec::new(),
-            memberships: Vec::new(),
-            rollout: Default::default(),
-            public_url: String::new(),
-            leases: Vec::new(),
             sensitive_env: vec!["HF_TOKEN".into()],
-            warnings: Vec::new(),
+            ..LaunchPlan::empty("d")
         }
     }
 
@@ -937,12 +922,12 @@ mod tests {
                     .collect(),
                 false => Vec::new(),
             };
+            let kind = match router {
+                true => crate::launch::ProcessKind::Router,
+                false => crate::launch::ProcessKind::Worker,
+            };
+            let argv = (0..i % 13).map(|k| format!("--a{k}")).collect();
             plan.processes.push(LaunchProcess {
-                address,
-                kind: match router {
-                    true => crate::launch::ProcessKind::Router,
-                    false => crate::launch::ProcessKind::Worker,
-                },
                 node: i % 7,
                 devices: vec![(i % 8) as u32],
                 ports: BTreeMap::from([(
@@ -953,16 +938,12 @@ mod tests {
                     },
                 )]),
                 env: BTreeMap::from([("HF_TOKEN".to_string(), format!("t{i}"))]),
-                env_unset: Vec::new(),
-                argv: (0..i % 13).map(|k| format!("--a{k}")).collect(),
-                files: BTreeMap::new(),
                 depends_on: match i % 3 {
                     1 if !router => vec![format!("worker.agg[{}].node[0]", i - 1)],
                     _ => Vec::new(),
                 },
                 watches: watches.into(),
-                worker: None,
-                container_image: None,
+                ..LaunchProcess::bare(&address, kind, argv)
             });
         }
         plan
@@ -1000,7 +981,7 @@ mod tests {
     /// levels on several threads must give.
     #[test]
     fn hashes_are_the_merkle_hashes_whatever_the_threads() {
-        let plan = plan_of(2 * PARALLEL_FROM + 3);
+        let plan = plan_of(2 * crate::parallel::FROM + 3);
         let graph = lower(&plan, &json!({"executor": "local"})).unwrap();
         let mut known: HashMap<&str, String> = HashMap::new();
         for r in &graph.resources {

@@ -383,6 +383,29 @@ impl LaunchProcess {
     }
 }
 
+#[cfg(test)]
+impl LaunchProcess {
+    /// A process of `kind` running `argv` on node 0, with nothing else: tests set what
+    /// they need on top.
+    pub(crate) fn bare(address: &str, kind: ProcessKind, argv: Argv) -> LaunchProcess {
+        LaunchProcess {
+            address: address.to_string(),
+            kind,
+            node: 0,
+            devices: Vec::new(),
+            ports: BTreeMap::new(),
+            env: BTreeMap::new(),
+            env_unset: Vec::new(),
+            argv,
+            files: BTreeMap::new(),
+            depends_on: Vec::new(),
+            watches: Default::default(),
+            worker: None,
+            container_image: None,
+        }
+    }
+}
+
 /// A readiness probe, in terms any frontend can state: the frontend that builds a gate
 /// chooses the request and what its answer must show; apply runs it without knowing
 /// which program answers.

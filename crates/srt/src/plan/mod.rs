@@ -278,9 +278,6 @@ pub struct PlanOptions {
     pub destroy: bool,
 }
 
-/// Command lines are written on several threads from this many on.
-const PARALLEL_FROM: usize = 4096;
-
 /// The command line of a recorded process spec.
 fn command_of(spec: &serde_json::Value) -> Option<String> {
     let argv = spec.get("argv")?.as_array()?;
@@ -508,8 +505,7 @@ pub fn diff(
         .iter()
         .map(|(_, spec)| spec.as_str().len())
         .collect();
-    let threads = crate::parallel::threads_for(commands.len(), PARALLEL_FROM);
-    let lines = crate::parallel::in_ranges(crate::parallel::by_work(&work, threads), |range| {
+    let lines = crate::parallel::map_slices(&work, |range| {
         let mut scratch = String::new();
         commands[range]
             .iter()
@@ -761,21 +757,13 @@ mod tests {
         use crate::launch::{LaunchProcess, ProcessKind};
         let mut launch = crate::launch::LaunchPlan::empty("t");
         // Enough processes for the command lines to be written on several threads.
-        launch.processes = (0..PARALLEL_FROM + 5)
-            .map(|i| LaunchProcess {
-                address: format!("worker.agg[{i}].node[0]"),
-                kind: ProcessKind::Worker,
-                node: 0,
-                devices: Vec::new(),
-                ports: BTreeMap::new(),
-                env: BTreeMap::new(),
-                env_unset: Vec::new(),
-                argv: ["vllm", "serve", "--port", &i.to_string(), "--x", "a b"].into(),
-                files: BTreeMap::new(),
-                depends_on: Vec::new(),
-                watches: Default::default(),
-                worker: None,
-                container_image: None,
+        launch.processes = (0..crate::parallel::FROM + 5)
+            .map(|i| {
+                LaunchProcess::bare(
+                    &format!("worker.agg[{i}].node[0]"),
+                    ProcessKind::Worker,
+                    ["vllm", "serve", "--port", &i.to_string(), "--x", "a b"].into(),
+                )
             })
             .collect();
         let graph = crate::graph::lower(&launch, &serde_json::Value::Null).unwrap();
@@ -804,21 +792,7 @@ mod tests {
     #[test]
     fn created_memberships_with_the_same_members_share_what_they_add() {
         use crate::launch::{LaunchProcess, Member, Membership, MembershipMode, ProcessKind};
-        let process = |address: &str, kind| LaunchProcess {
-            address: address.into(),
-            kind,
-            node: 0,
-            devices: Vec::new(),
-            ports: BTreeMap::new(),
-            env: BTreeMap::new(),
-            env_unset: Vec::new(),
-            argv: ["prog"].into(),
-            files: BTreeMap::new(),
-            depends_on: Vec::new(),
-            watches: Default::default(),
-            worker: None,
-            container_image: None,
-        };
+        let process = |address: &str, kind| LaunchProcess::bare(address, kind, ["prog"].into());
         let all: Arc<[Member]> = ["worker.agg[1]", "worker.agg[0]"]
             .iter()
             .map(|w| Member {
