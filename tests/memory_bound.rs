@@ -13,8 +13,8 @@ use std::path::Path;
 use std::process::Command;
 
 /// No recipe makes srt use more than half a GiB (the crash-safety issue asked for about
-/// 1 GB; the largest plans took 0.8 GB then, about 350 MiB since the graph holds its
-/// specs as canonical JSON).
+/// 1 GB; the largest plans took 0.8 GB then, about 350 MiB once the graph held its
+/// specs as canonical JSON, about 270 MiB since argv and the Routers' lists are compact).
 const BOUND_BYTES: i64 = 512 << 20;
 
 /// Plans `recipe` against the example SLURM profile (one host per node, so nothing runs

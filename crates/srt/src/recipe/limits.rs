@@ -15,7 +15,7 @@ pub const MAX_NODES: u64 = 32_768;
 /// GPUs per node.
 pub const MAX_GPUS_PER_NODE: u64 = 64;
 /// Processes (workers, Routers, nginx) a deployment may run: one per GPU on 4,096 nodes
-/// of 8 GPUs. `srt plan` of the largest deployment peaks at about 350 MiB
+/// of 8 GPUs. `srt plan` of the largest deployment peaks at about 270 MiB
 /// (`tests/memory_bound.rs`); before the graph held specs as canonical JSON it took
 /// 0.8 GB, and twice as many processes 1.6 GB.
 pub const MAX_PROCESSES: u64 = 32_768;
