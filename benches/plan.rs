@@ -339,7 +339,7 @@ fn full_state(p: &Prepared, deployment: &str) -> State {
                 kind: r.kind,
                 hash: r.hash.clone(),
                 dependencies: r.deps.clone(),
-                spec: r.spec.value(),
+                spec: r.spec.clone(),
                 status: Status::Running,
                 runtime: process.then(|| runtime.clone()),
                 node,

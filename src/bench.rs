@@ -64,7 +64,7 @@ pub(crate) fn run(args: Args) -> CmdResult {
             "deployment `{name}` has no benchmark: add `benchmark:` to its recipe and apply it"
         )));
     };
-    let mut spec: Spec = serde_json::from_value(record.spec.clone()).map_err(|e| {
+    let mut spec: Spec = serde_json::from_str(record.spec.as_str()).map_err(|e| {
         ExpectedError::Failed(format!(
             "the recorded benchmark of `{name}` is not readable by this srt ({e}): apply the recipe again"
         ))

@@ -122,8 +122,8 @@ fn secrets_stay_out_of_output_state_logs_and_command_lines() {
     assert_hidden("srt apply", &out, &all);
     let state_text = std::fs::read_to_string(env.state_path("hard-secrets")).unwrap();
     assert!(
-        state_text.contains("\"HF_TOKEN\": \"blake3:")
-            && state_text.contains("\"DATABASE_URL\": \"blake3:"),
+        state_text.contains("\"HF_TOKEN\":\"blake3:")
+            && state_text.contains("\"DATABASE_URL\":\"blake3:"),
         "{state_text}"
     );
     for f in files_under(&env.dir.path().join(".srt")) {

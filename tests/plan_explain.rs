@@ -2,7 +2,7 @@
 //! changed hash inputs are named with before/after values, secrets only as digests.
 
 use srt::assemble::BuildOptions;
-use srt::graph::{self, ResourceGraph};
+use srt::graph::{self, ResourceGraph, Spec};
 use srt::launch::HostLayout;
 use srt::plan::{self, Action, PlanOptions, Reason};
 use srt::recipe::{load_str, Source};
@@ -40,7 +40,7 @@ fn applied(g: &ResourceGraph) -> State {
                 kind: r.kind,
                 hash: r.hash.clone(),
                 dependencies: r.deps.clone(),
-                spec: r.spec.value(),
+                spec: r.spec.clone(),
                 status: Status::Running,
                 runtime: None,
                 node: None,
@@ -220,15 +220,19 @@ fn ports_moved_by_per_host_counting_are_named_with_their_values() {
     let block = "ports.worker.decode[0].node[0]";
     {
         let w = state.resources.get_mut(worker).unwrap();
-        assert_eq!(w.spec["env"]["VLLM_NIXL_SIDE_CHANNEL_PORT"], "5400");
-        w.spec["env"]["VLLM_NIXL_SIDE_CHANNEL_PORT"] = "5404".into();
-        w.spec["env"]["VLLM_PORT"] = "20050".into();
-        w.spec["ports"]["nixl"]["base"] = 5404.into();
-        w.spec["ports"]["vllm_scan"]["base"] = 20050.into();
+        let mut spec = w.spec.value();
+        assert_eq!(spec["env"]["VLLM_NIXL_SIDE_CHANNEL_PORT"], "5400");
+        spec["env"]["VLLM_NIXL_SIDE_CHANNEL_PORT"] = "5404".into();
+        spec["env"]["VLLM_PORT"] = "20050".into();
+        spec["ports"]["nixl"]["base"] = 5404.into();
+        spec["ports"]["vllm_scan"]["base"] = 20050.into();
+        w.spec = Spec::of(&spec);
         w.hash = "old-worker".into();
         let b = state.resources.get_mut(block).unwrap();
-        b.spec["ports"]["nixl"]["base"] = 5404.into();
-        b.spec["ports"]["vllm_scan"]["base"] = 20050.into();
+        let mut spec = b.spec.value();
+        spec["ports"]["nixl"]["base"] = 5404.into();
+        spec["ports"]["vllm_scan"]["base"] = 20050.into();
+        b.spec = Spec::of(&spec);
         b.hash = "old-block".into();
     }
     let p = plan::diff(&g, &state, &BTreeMap::new(), "h", &PlanOptions::default());

@@ -94,7 +94,7 @@ fn applied(g: &graph::ResourceGraph) -> State {
                 kind: r.kind,
                 hash: r.hash.clone(),
                 dependencies: r.deps.clone(),
-                spec: r.spec.value(),
+                spec: r.spec.clone(),
                 status: srt::state::Status::Running,
                 runtime: None,
                 node: None,

@@ -127,7 +127,7 @@ fn applied(graph: &ResourceGraph) -> State {
                 kind: r.kind,
                 hash: r.hash.clone(),
                 dependencies: r.deps.clone(),
-                spec: r.spec.value(),
+                spec: r.spec.clone(),
                 status: Status::Running,
                 runtime,
                 node: None,

@@ -34,11 +34,11 @@ fn resource(i: usize) -> ResourceState {
         } else {
             vec![format!("worker[{}]", i - 1), "allocation".into()]
         },
-        spec: json!({
+        spec: srt::graph::Spec::of(&json!({
             "argv": ["vllm", "serve", "/models/llama", "--port", 8000 + i, "--tensor-parallel-size", 2],
             "env": {"CUDA_VISIBLE_DEVICES": "0,1", "VLLM_LOGGING_LEVEL": "INFO", "HF_TOKEN": "***"},
             "devices": [0, 1],
-        }),
+        })),
         status: Status::Running,
         runtime: Some(Runtime::Local {
             pid: 10_000 + i as u32,

@@ -72,7 +72,9 @@ impl Apply<'_> {
             .iter()
             .map(|(url, worker)| serde_json::json!({ "url": url, "worker": worker }))
             .collect();
-        record.spec["members"] = serde_json::Value::Array(list);
+        let mut spec = record.spec.value();
+        spec["members"] = serde_json::Value::Array(list);
+        record.spec = crate::graph::Spec::of(&spec);
         let desired = self.graph.get(address);
         record.hash = match desired {
             Some(d) if d.spec == record.spec => d.hash.clone(),
@@ -112,22 +114,17 @@ impl Apply<'_> {
                 if r.kind != Kind::Membership {
                     continue;
                 }
-                if r.spec["router"]
-                    .as_str()
-                    .is_some_and(|x| stopping.contains(x))
+                if r.spec
+                    .get_str("router")
+                    .is_some_and(|x| stopping.contains(x.as_str()))
                 {
                     continue;
                 }
                 for (url, w) in members_of(&r.spec) {
                     if w == worker {
-                        let frontend = r.spec["frontend"].as_str().unwrap_or_default();
-                        let admin_url = r.spec["admin_url"].as_str().unwrap_or_default();
-                        targets.push((
-                            Some(address.clone()),
-                            frontend.to_string(),
-                            admin_url.to_string(),
-                            url,
-                        ));
+                        let frontend = r.spec.get_str("frontend").unwrap_or_default();
+                        let admin_url = r.spec.get_str("admin_url").unwrap_or_default();
+                        targets.push((Some(address.clone()), frontend, admin_url, url));
                     }
                 }
             }
@@ -240,7 +237,7 @@ impl Apply<'_> {
             let desired = self
                 .graph
                 .get(address)
-                .map(|g| members_of(&g.spec.value()))
+                .map(|g| members_of(&g.spec))
                 .unwrap_or_default();
             if !desired.iter().any(|(u, x)| u == &w.url && x == &w.worker) {
                 continue;
@@ -251,8 +248,8 @@ impl Apply<'_> {
                     continue;
                 };
                 (
-                    r.spec["frontend"].as_str().unwrap_or_default().to_string(),
-                    r.spec["admin_url"].as_str().unwrap_or_default().to_string(),
+                    r.spec.get_str("frontend").unwrap_or_default(),
+                    r.spec.get_str("admin_url").unwrap_or_default(),
                 )
             };
             let Some(api) = self.router_api(&frontend, &admin_url) else {
@@ -371,7 +368,7 @@ impl Apply<'_> {
                 _ = self.cancel.cancelled() => return Err("interrupted".into()),
             }
         }
-        let desired = members_of(&r.spec.value());
+        let desired = members_of(&r.spec);
         let resolve = |u: &str| self.exec.bindings().resolve(u);
         let live: BTreeSet<String> = api
             .admin
@@ -482,7 +479,9 @@ impl Apply<'_> {
         let addresses: Vec<String> = s
             .resources
             .iter()
-            .filter(|(_, r)| r.kind == Kind::Membership && r.spec["router"] == router)
+            .filter(|(_, r)| {
+                r.kind == Kind::Membership && r.spec.get_str("router").as_deref() == Some(router)
+            })
             .map(|(a, _)| a.clone())
             .collect();
         for address in &addresses {

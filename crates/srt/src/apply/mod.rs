@@ -285,7 +285,7 @@ impl Apply<'_> {
             kind: r.kind,
             hash: r.hash.clone(),
             dependencies: r.deps.clone(),
-            spec: r.spec.value(),
+            spec: r.spec.clone(),
             status,
             runtime: None,
             node,
@@ -374,7 +374,11 @@ impl Apply<'_> {
             // The front door first: a Router stops before the workers it routes to
             // (they do not depend on each other, but requests come in through it).
             for r in s.resources.values().filter(|r| r.kind == Kind::Membership) {
-                let Some(&router) = r.spec["router"].as_str().and_then(|a| position.get(a)) else {
+                let Some(&router) = r
+                    .spec
+                    .get_str("router")
+                    .and_then(|a| position.get(a.as_str()))
+                else {
                     continue;
                 };
                 for (_, worker) in crate::plan::members_of(&r.spec) {

@@ -192,7 +192,10 @@ impl Apply<'_> {
             s.resources
                 .iter()
                 .filter(|(_, r)| {
-                    r.kind == Kind::Membership && routers.iter().any(|a| r.spec["router"] == *a)
+                    r.kind == Kind::Membership
+                        && r.spec
+                            .get_str("router")
+                            .is_some_and(|x| routers.contains(&x.as_str()))
                 })
                 .map(|(a, r)| (a.clone(), crate::plan::members_of(&r.spec)))
                 .collect()
@@ -306,8 +309,8 @@ impl Apply<'_> {
                 return Ok(());
             };
             (
-                r.spec["frontend"].as_str().unwrap_or_default().to_string(),
-                r.spec["admin_url"].as_str().unwrap_or_default().to_string(),
+                r.spec.get_str("frontend").unwrap_or_default(),
+                r.spec.get_str("admin_url").unwrap_or_default(),
             )
         };
         let Some(admin) =
@@ -357,7 +360,7 @@ impl Apply<'_> {
             .map_err(|e| StepError::from(e.to_string()))?;
         let mut s = state.lock().expect("state mutex");
         if let Some(rec) = s.resources.get_mut(&r.address) {
-            rec.spec = r.spec.value();
+            rec.spec = r.spec.clone();
             rec.hash = r.hash.clone();
             rec.dependencies = r.deps.clone();
         }

@@ -407,7 +407,7 @@ fn recorded(d: &Deployment, processes: &[LaunchProcess], exec: &FakeExecutor) {
                 kind: r.kind,
                 hash: r.hash.clone(),
                 dependencies: r.deps.clone(),
-                spec: r.spec.value(),
+                spec: r.spec.clone(),
                 status: Status::Running,
                 runtime: r.kind.is_process().then(|| exec.runtime(&r.address)),
                 node: None,

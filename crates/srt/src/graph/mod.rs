@@ -11,7 +11,7 @@
 pub mod render;
 pub mod spec;
 
-pub use spec::{canonical, Sorted, Spec};
+pub use spec::{canonical, Spec};
 
 use crate::launch::{LaunchPlan, LaunchProcess};
 use crate::secrets;

@@ -6,9 +6,17 @@
 //! ten times larger, and a plan reads one only for what it changes or records. Process,
 //! port-block and membership specs are written straight into their canonical bytes by
 //! [`ObjectWriter`] (no tree is built); other specs go through [`Spec::of`].
+//!
+//! State records hold the same text ([`crate::state::ResourceState::spec`]): reading a
+//! state file copies each spec's bytes without building a tree, a plan compares a
+//! replaced resource's recorded and desired fields as text ([`Spec::fields`]), and a
+//! reader that wants one field parses only that one ([`Spec::get`]).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 /// A spec as canonical JSON: the hashed bytes, and what [`Spec::value`] parses back.
 #[derive(Clone, PartialEq, Eq)]
@@ -40,6 +48,27 @@ impl Spec {
     /// The spec as a JSON value (its objects in sorted key order).
     pub fn value(&self) -> Value {
         serde_json::from_str(&self.0).expect("a spec is valid JSON")
+    }
+
+    /// Each top-level field's canonical text, by key (none when the spec is not an
+    /// object). Two specs' fields are equal exactly when their texts are: this compares
+    /// them without building either value.
+    pub fn fields(&self) -> BTreeMap<Cow<'_, str>, &str> {
+        object_fields(&self.0)
+    }
+
+    /// The top-level field `key`, parsed (only that field's text is).
+    pub fn get(&self, key: &str) -> Option<Value> {
+        let raw = self.fields().get(key).copied()?;
+        serde_json::from_str(raw).ok()
+    }
+
+    /// The top-level field `key` when it is a string.
+    pub fn get_str(&self, key: &str) -> Option<String> {
+        match self.get(key)? {
+            Value::String(s) => Some(s),
+            _ => None,
+        }
     }
 
     /// Call `f` with each token of the spec's `argv` (a process spec's), in order; `None`
@@ -101,6 +130,69 @@ fn each_string(text: &str, f: &mut impl FnMut(&str)) -> Option<()> {
     }
 }
 
+/// The fields of the JSON object `text` as text, by key (empty when it is not one).
+pub fn object_fields(text: &str) -> BTreeMap<Cow<'_, str>, &str> {
+    #[derive(Deserialize)]
+    struct Fields<'a>(#[serde(borrow)] BTreeMap<Cow<'a, str>, &'a RawValue>);
+    match serde_json::from_str::<Fields>(text) {
+        Ok(Fields(map)) => map.into_iter().map(|(k, v)| (k, v.get())).collect(),
+        Err(_) => BTreeMap::new(),
+    }
+}
+
+/// Whether `text` has no whitespace outside its strings: what a spec written by srt
+/// looks like (a spec recorded by an older srt was pretty-printed).
+fn compact(text: &str) -> bool {
+    let mut in_string = false;
+    let mut escaped = false;
+    for b in text.bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b' ' | b'\n' | b'\r' | b'\t' => return false,
+                _ => {}
+            }
+        }
+    }
+    true
+}
+
+/// Written as the JSON it is (in a state file).
+impl Serialize for Spec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        RawValue::from_string(self.0.to_string())
+            .map_err(serde::ser::Error::custom)?
+            .serialize(s)
+    }
+}
+
+/// Read as the JSON text it is, without building a value; a spec that is not compact
+/// (recorded by an older srt, or edited by hand) is brought to its canonical form.
+impl<'de> Deserialize<'de> for Spec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw: Box<RawValue> = Deserialize::deserialize(d)?;
+        let text: Box<str> = raw.into();
+        if compact(&text) {
+            return Ok(Spec(text));
+        }
+        let value: Value = serde_json::from_str(&text).map_err(serde::de::Error::custom)?;
+        Ok(Spec::of(&value))
+    }
+}
+
+impl From<&Value> for Spec {
+    fn from(v: &Value) -> Spec {
+        Spec::of(v)
+    }
+}
+
 impl std::fmt::Debug for Spec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
@@ -122,8 +214,8 @@ pub fn canonical(v: &Value) -> String {
 }
 
 /// Append the canonical JSON of `v` to `out`: the bytes `serde_json::to_writer` writes
-/// for [`Sorted`]`(v)`, written directly (no sorted copy of the value is built, and no
-/// serializer state machine runs per value). Strings that need no escape are copied as
+/// for `v` with every object's keys sorted, written directly (no sorted copy of the value
+/// is built, and no serializer state machine runs per value). Strings that need no escape are copied as
 /// they are; the others, and numbers, are written by serde_json itself.
 pub fn write_canonical(out: &mut Vec<u8>, v: &Value) {
     match v {
@@ -254,39 +346,39 @@ pub fn write_uint(out: &mut Vec<u8>, value: u64) {
     write!(out, "{value}").expect("writing to a Vec cannot fail");
 }
 
-/// A view of a JSON value that serializes every object's keys in sorted order: the one
-/// canonical form, for hashes here and for specs recorded in state.
-pub struct Sorted<'a>(pub &'a Value);
-
-impl Serialize for Sorted<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::{SerializeMap, SerializeSeq};
-        match self.0 {
-            Value::Object(map) => {
-                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-                let mut m = s.serialize_map(Some(entries.len()))?;
-                for (k, v) in entries {
-                    m.serialize_entry(k, &Sorted(v))?;
-                }
-                m.end()
-            }
-            Value::Array(items) => {
-                let mut seq = s.serialize_seq(Some(items.len()))?;
-                for v in items {
-                    seq.serialize_element(&Sorted(v))?;
-                }
-                seq.end()
-            }
-            scalar => scalar.serialize(s),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A view of a JSON value that serializes every object's keys in sorted order through
+    /// serde_json: the reference the direct writer is checked against.
+    struct Sorted<'a>(pub &'a Value);
+
+    impl Serialize for Sorted<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::{SerializeMap, SerializeSeq};
+            match self.0 {
+                Value::Object(map) => {
+                    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                    let mut m = s.serialize_map(Some(entries.len()))?;
+                    for (k, v) in entries {
+                        m.serialize_entry(k, &Sorted(v))?;
+                    }
+                    m.end()
+                }
+                Value::Array(items) => {
+                    let mut seq = s.serialize_seq(Some(items.len()))?;
+                    for v in items {
+                        seq.serialize_element(&Sorted(v))?;
+                    }
+                    seq.end()
+                }
+                scalar => scalar.serialize(s),
+            }
+        }
+    }
 
     /// The direct writer writes what serde_json writes for the sorted view.
     #[test]

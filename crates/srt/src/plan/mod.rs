@@ -278,16 +278,21 @@ pub struct PlanOptions {
     pub destroy: bool,
 }
 
-/// The command line of a recorded process spec.
-fn command_of(spec: &serde_json::Value) -> Option<String> {
-    let argv = spec.get("argv")?.as_array()?;
-    let argv: Vec<&str> = argv.iter().filter_map(|v| v.as_str()).collect();
-    Some(crate::launch::render::command_line(&argv))
+/// The command line of each process spec (on several threads when there are many).
+fn command_lines(specs: &[(usize, &Spec)]) -> Vec<Option<String>> {
+    let work: Vec<usize> = specs.iter().map(|(_, spec)| spec.as_str().len()).collect();
+    crate::parallel::map_slices(&work, |range| {
+        let mut scratch = String::new();
+        specs[range]
+            .iter()
+            .map(|(_, spec)| command_of(spec, &mut scratch))
+            .collect()
+    })
 }
 
-/// The command line of a desired process spec (only its `argv` is read), built in
-/// `scratch` (reused across a plan) and copied out at its size.
-fn command_of_desired(spec: &Spec, scratch: &mut String) -> Option<String> {
+/// The command line of a process spec (only its `argv` is read), built in `scratch`
+/// (reused across a plan) and copied out at its size.
+fn command_of(spec: &Spec, scratch: &mut String) -> Option<String> {
     scratch.clear();
     let mut line = crate::launch::render::CommandLine(std::mem::take(scratch));
     let read = spec.each_arg(|token| line.push(token));
@@ -295,12 +300,18 @@ fn command_of_desired(spec: &Spec, scratch: &mut String) -> Option<String> {
     read.map(|()| scratch.as_str().to_owned())
 }
 
-/// Top-level fields that differ; `env` is reported per variable.
-fn changed_fields(before: &serde_json::Value, after: &serde_json::Value) -> Vec<String> {
-    let (Some(b), Some(a)) = (before.as_object(), after.as_object()) else {
-        return vec!["spec".into()];
-    };
-    let keys: BTreeSet<&String> = b.keys().chain(a.keys()).collect();
+/// Top-level fields that differ; `env` is reported per variable. Compared as canonical
+/// text: equal values have equal text.
+fn changed_fields(before: &Spec, after: &Spec) -> Vec<String> {
+    let (b, a) = (before.fields(), after.fields());
+    if b.is_empty() || a.is_empty() {
+        return if before == after {
+            Vec::new()
+        } else {
+            vec!["spec".into()]
+        };
+    }
+    let keys: BTreeSet<&Cow<'_, str>> = b.keys().chain(a.keys()).collect();
     let mut out = Vec::new();
     for k in keys {
         let (bv, av) = (b.get(k), a.get(k));
@@ -308,17 +319,20 @@ fn changed_fields(before: &serde_json::Value, after: &serde_json::Value) -> Vec<
             continue;
         }
         if k == "env" {
-            let empty = serde_json::Map::new();
-            let be = bv.and_then(|v| v.as_object()).unwrap_or(&empty);
-            let ae = av.and_then(|v| v.as_object()).unwrap_or(&empty);
-            let names: BTreeSet<&String> = be.keys().chain(ae.keys()).collect();
+            let be = bv
+                .map(|t| crate::graph::spec::object_fields(t))
+                .unwrap_or_default();
+            let ae = av
+                .map(|t| crate::graph::spec::object_fields(t))
+                .unwrap_or_default();
+            let names: BTreeSet<&Cow<'_, str>> = be.keys().chain(ae.keys()).collect();
             for n in names {
                 if be.get(n) != ae.get(n) {
                     out.push(format!("env.{n}"));
                 }
             }
         } else {
-            out.push(k.clone());
+            out.push(k.to_string());
         }
     }
     out
@@ -336,6 +350,9 @@ pub fn diff(
     // The changes that show a created or replaced process's command line, and its spec:
     // written once every change is known, on several threads when there are many.
     let mut commands: Vec<(usize, &Spec)> = Vec::new();
+    // And those that show the command line a process was started with (replaced or
+    // destroyed).
+    let mut recorded: Vec<(usize, &Spec)> = Vec::new();
     // The members of the last membership created (the text of its list), and what its
     // change adds: the next one with the same list shares it.
     let mut created: Option<(Option<&str>, MemberList)> = None;
@@ -413,11 +430,8 @@ pub fn diff(
                 continue;
             }
             let mut reasons = Vec::new();
-            // The desired spec as a value, parsed at most once, and only if read.
-            let desired = std::cell::OnceCell::new();
-            let desired = || desired.get_or_init(|| r.spec.value());
             if prior.hash != r.hash {
-                let fields = changed_fields(&prior.spec, desired());
+                let fields = changed_fields(&prior.spec, &r.spec);
                 let deps: Vec<String> = r
                     .deps
                     .iter()
@@ -485,7 +499,7 @@ pub fn diff(
                 };
                 change.reasons = reasons;
                 if r.kind.is_process() {
-                    change.before_command = command_of(&prior.spec);
+                    recorded.push((changes.len(), &prior.spec));
                     commands.push((changes.len(), &r.spec));
                 }
                 change.note = r.leave_note.clone();
@@ -495,25 +509,11 @@ pub fn diff(
                         matches!(x, Reason::DependencyChanged { dependencies } if dependencies.iter().any(|d| graph.get(d).is_some_and(|g| g.kind == Kind::Router)))
                     });
                     let before = (!restarted).then_some(&prior.spec);
-                    change.members = Some(member_diff(before, desired()));
+                    change.members = Some(member_diff(before, &r.spec));
                 }
             }
             changes.push(change);
         }
-    }
-    let work: Vec<usize> = commands
-        .iter()
-        .map(|(_, spec)| spec.as_str().len())
-        .collect();
-    let lines = crate::parallel::map_slices(&work, |range| {
-        let mut scratch = String::new();
-        commands[range]
-            .iter()
-            .map(|(_, spec)| command_of_desired(spec, &mut scratch))
-            .collect()
-    });
-    for ((at, _), line) in commands.iter().zip(lines) {
-        changes[*at].after_command = line;
     }
     // Destroys: recorded resources not desired, dependents first.
     let gone: Vec<&String> = state
@@ -526,7 +526,9 @@ pub fn diff(
     let discovery_note = graph.resources.iter().find_map(|r| r.leave_note.clone());
     for address in destroy_order(state, &gone) {
         let prior = &state.resources[&address];
-        let kind_is_process = prior.kind.is_process();
+        if prior.kind.is_process() {
+            recorded.push((changes.len(), &prior.spec));
+        }
         changes.push(Change {
             address: address.clone(),
             kind: prior.kind,
@@ -534,17 +536,19 @@ pub fn diff(
             reasons: vec![Reason::NotInRecipe],
             before_hash: Some(prior.hash.clone()),
             after_hash: None,
-            before_command: if kind_is_process {
-                command_of(&prior.spec)
-            } else {
-                None
-            },
+            before_command: None,
             after_command: None,
             members: None,
             note: (prior.kind == Kind::Worker)
                 .then(|| discovery_note.clone())
                 .flatten(),
         });
+    }
+    for ((at, _), line) in commands.iter().zip(command_lines(&commands)) {
+        changes[*at].after_command = line;
+    }
+    for ((at, _), line) in recorded.iter().zip(command_lines(&recorded)) {
+        changes[*at].before_command = line;
     }
     if options.destroy {
         for c in &mut changes {
@@ -596,17 +600,10 @@ fn restart_reason(reasons: &mut [Reason], why: &str, graph: &ResourceGraph) {
 }
 
 /// The members of a membership spec, as (URL, worker).
-pub fn members_of(spec: &serde_json::Value) -> Vec<(String, String)> {
-    spec["members"]
-        .as_array()
+pub fn members_of(spec: &Spec) -> Vec<(String, String)> {
+    member_refs(spec)
         .into_iter()
-        .flatten()
-        .filter_map(|m| {
-            Some((
-                m["url"].as_str()?.to_string(),
-                m["worker"].as_str()?.to_string(),
-            ))
-        })
+        .map(|m| (m.url.into_owned(), m.worker.into_owned()))
         .collect()
 }
 
@@ -633,22 +630,28 @@ struct MemberRef<'a> {
 /// read straight from its canonical text: a plan creates one membership per Router, each
 /// listing every worker.
 fn desired_members(spec: &Spec) -> Vec<MemberRef<'_>> {
-    #[derive(Deserialize)]
-    struct Members<'a> {
-        #[serde(borrow)]
-        members: Vec<MemberRef<'a>>,
-    }
-    let mut members = serde_json::from_str::<Members<'_>>(spec.as_str())
-        .map(|m| m.members)
-        .unwrap_or_default();
+    let mut members = member_refs(spec);
     members.sort_unstable();
     members.dedup();
     members
 }
 
+/// The members of a membership spec as (URL, worker) in their listed order, borrowed
+/// from its text.
+fn member_refs(spec: &Spec) -> Vec<MemberRef<'_>> {
+    #[derive(Deserialize)]
+    struct Members<'a> {
+        #[serde(borrow, default)]
+        members: Vec<MemberRef<'a>>,
+    }
+    serde_json::from_str::<Members<'_>>(spec.as_str())
+        .map(|m| m.members)
+        .unwrap_or_default()
+}
+
 /// What changes from the members of `before` (none: a Router with no member) to those
 /// of `after`.
-fn member_diff(before: Option<&serde_json::Value>, after: &serde_json::Value) -> MemberDiff {
+fn member_diff(before: Option<&Spec>, after: &Spec) -> MemberDiff {
     let was: BTreeSet<(String, String)> = before
         .map(members_of)
         .unwrap_or_default()
@@ -734,7 +737,7 @@ mod tests {
             .into_iter()
             .map(|m| (m.url.into_owned(), m.worker.into_owned()))
             .collect();
-        let recorded: Vec<(String, String)> = members_of(&spec)
+        let recorded: Vec<(String, String)> = members_of(&Spec::of(&spec))
             .into_iter()
             .collect::<BTreeSet<_>>()
             .into_iter()

@@ -281,7 +281,7 @@ pub fn explain(
         .filter(|c| matches!(c.action, Action::Replace | Action::Update))
     {
         let _ = writeln!(out, "{} ({}):", c.address, c.kind);
-        let before = state.resources.get(&c.address);
+        let before = state.resources.get(&c.address).map(|r| r.spec.value());
         let after = graph.get(&c.address).map(|r| r.spec.value());
         for r in &c.reasons {
             match r {
@@ -290,7 +290,8 @@ pub fn explain(
                         let (b, a) = match f.strip_prefix("env.") {
                             Some(var) => (
                                 before
-                                    .and_then(|s| s.spec.get("env"))
+                                    .as_ref()
+                                    .and_then(|s| s.get("env"))
                                     .and_then(|e| e.get(var)),
                                 after
                                     .as_ref()
@@ -298,7 +299,7 @@ pub fn explain(
                                     .and_then(|e| e.get(var)),
                             ),
                             None => (
-                                before.and_then(|s| s.spec.get(f)),
+                                before.as_ref().and_then(|s| s.get(f)),
                                 after.as_ref().and_then(|s| s.get(f)),
                             ),
                         };

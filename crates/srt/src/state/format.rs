@@ -15,7 +15,9 @@ use std::path::PathBuf;
 
 pub(super) use crate::graph::Kind;
 
-use serde::{Deserialize, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
+
+use crate::graph::Spec;
 
 /// The version of the state file format this build reads and writes.
 ///
@@ -84,11 +86,10 @@ pub struct ResourceState {
     /// so that a resource removed from the recipe can still be destroyed in order
     /// without the state growing with the square of the graph.
     pub dependencies: Vec<String>,
-    /// The canonical spec last applied, with secrets already masked by the caller.
-    ///
-    /// Object keys are written in sorted order whatever order the value holds them in.
-    #[serde(serialize_with = "serialize_sorted")]
-    pub spec: serde_json::Value,
+    /// The canonical spec last applied, with secrets already masked by the caller: the
+    /// text its hash covered, written on one line (one compact JSON object, keys
+    /// sorted) and read back without building a value (see [`Spec`]).
+    pub spec: Spec,
     /// Where the resource stands; see [`Status`].
     pub status: Status,
     /// How to find the running thing again (process or SLURM step), once launched.
@@ -255,12 +256,6 @@ pub struct Client {
     pub lease: Option<PathBuf>,
 }
 
-/// Serializes a JSON value with every object's keys in sorted order (the canonical form
-/// the graph hashes), so the bytes do not depend on how the caller built the value.
-fn serialize_sorted<S: Serializer>(value: &serde_json::Value, s: S) -> Result<S::Ok, S::Error> {
-    crate::graph::Sorted(value).serialize(s)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,7 +266,7 @@ mod tests {
             kind: Kind::Worker,
             hash: "ab".repeat(32),
             dependencies: vec!["allocation".into(), "ports.node[0]".into()],
-            spec: json!({"argv": ["vllm", "serve"], "env": {"B": "2", "A": "1"}}),
+            spec: Spec::of(&json!({"argv": ["vllm", "serve"], "env": {"B": "2", "A": "1"}})),
             status: Status::Running,
             runtime: Some(Runtime::Local {
                 pid: 4242,
@@ -387,7 +382,7 @@ mod tests {
     fn spec_keys_are_written_sorted_whatever_the_insertion_order() {
         let mut r1 = sample_resource();
         let mut r2 = sample_resource();
-        r1.spec = json!({"z": 1, "a": {"y": 2, "b": [{"d": 1, "c": 2}]}});
+        r1.spec = Spec::of(&json!({"z": 1, "a": {"y": 2, "b": [{"d": 1, "c": 2}]}}));
         // serde_json keeps insertion order (preserve_order), so build the reverse.
         let mut inner = serde_json::Map::new();
         inner.insert("b".into(), json!([{"c": 2, "d": 1}]));
@@ -395,11 +390,34 @@ mod tests {
         let mut outer = serde_json::Map::new();
         outer.insert("a".into(), serde_json::Value::Object(inner));
         outer.insert("z".into(), json!(1));
-        r2.spec = serde_json::Value::Object(outer);
+        r2.spec = Spec::of(&serde_json::Value::Object(outer));
         let t1 = serde_json::to_string(&r1).unwrap();
         let t2 = serde_json::to_string(&r2).unwrap();
         assert_eq!(t1, t2);
         assert!(t1.contains(r#""spec":{"a":{"b":[{"c":2,"d":1}],"y":2},"z":1}"#));
+    }
+
+    /// A spec is one line in a pretty state file, and a pretty one (as an older srt
+    /// wrote it) or one with unsorted keys reads back in its canonical form.
+    #[test]
+    fn specs_are_written_compact_and_read_back_canonical() {
+        let r = sample_resource();
+        let pretty = serde_json::to_string_pretty(&r).unwrap();
+        assert!(pretty.contains(r#""spec": {"argv":["vllm","serve"],"env":{"A":"1","B":"2"}},"#));
+        let back: ResourceState = serde_json::from_str(&pretty).unwrap();
+        assert_eq!(back.spec.as_str(), r.spec.as_str());
+        let older = pretty.replace(
+            r#"{"argv":["vllm","serve"],"env":{"A":"1","B":"2"}}"#,
+            "{\n      \"env\": {\"B\": \"2\",\n \"A\": \"1\"},\n      \"argv\": [\n \"vllm\", \"serve\"]\n    }",
+        );
+        assert_ne!(older, pretty);
+        let back: ResourceState = serde_json::from_str(&older).unwrap();
+        assert_eq!(back.spec.as_str(), r.spec.as_str());
+        // Whitespace inside strings is content, not layout.
+        let spaced = Spec::of(&json!({"argv": ["a b", "c\nd\t"]}));
+        let text = serde_json::to_string(&spaced).unwrap();
+        let back: Spec = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.as_str(), spaced.as_str());
     }
 
     #[test]

@@ -594,7 +594,7 @@ mod tests {
                 dependencies: vec![],
                 // Keys named "serial" deeper in the file must not be taken for the
                 // top-level one.
-                spec: json!({"serial": 999, "note": "\n  \"serial\": 5"}),
+                spec: crate::graph::Spec::of(&json!({"serial": 999, "note": "\n  \"serial\": 5"})),
                 status: Status::Running,
                 runtime: None,
                 node: None,
@@ -626,7 +626,8 @@ mod tests {
         b.serial = 1_000_000;
         assert!(same_ignoring_serial(&pretty(&a), &pretty(&b)));
         let mut c = a.clone();
-        c.resources.get_mut("worker[0]").unwrap().spec["serial"] = json!(998);
+        c.resources.get_mut("worker[0]").unwrap().spec =
+            crate::graph::Spec::of(&json!({"serial": 998, "note": "\n  \"serial\": 5"}));
         assert!(!same_ignoring_serial(&pretty(&a), &pretty(&c)));
         let mut d = a.clone();
         d.recipe_hash = Some("ff".into());

@@ -596,9 +596,10 @@ pub async fn refresh_async(
         if r.kind != crate::graph::Kind::Membership || r.status != crate::state::Status::Running {
             continue;
         }
-        let router_alive = r.spec["router"]
-            .as_str()
-            .and_then(|router| observed.get(router))
+        let router_alive = r
+            .spec
+            .get_str("router")
+            .and_then(|router| observed.get(&router))
             .is_some_and(|o| *o == Observation::Alive);
         if !router_alive {
             continue;
@@ -653,9 +654,9 @@ async fn membership_drift(
     record: &crate::state::ResourceState,
     bindings: &crate::launch::Bindings,
 ) -> Option<String> {
-    let frontend = record.spec["frontend"].as_str()?;
-    let admin = crate::frontend::lookup(frontend)?.admin()?;
-    let router = bindings.resolve(record.spec["admin_url"].as_str()?);
+    let frontend = record.spec.get_str("frontend")?;
+    let admin = crate::frontend::lookup(&frontend)?.admin()?;
+    let router = bindings.resolve(&record.spec.get_str("admin_url")?);
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(5))
         .no_proxy()
