@@ -246,14 +246,14 @@ fn observe_local(runtime: &Runtime) -> Observation {
     let Some(id) = super::local_identity(runtime) else {
         return Observation::Gone("recorded on another executor".into());
     };
-    match process::liveness(&id) {
-        Liveness::Alive if process::is_stopped(&id) => Observation::Gone(format!(
+    match process::observe(&id) {
+        (Liveness::Alive, true) => Observation::Gone(format!(
             "process {} is stopped (SIGSTOP or a debugger) and serves nothing",
             id.pid
         )),
-        Liveness::Alive => Observation::Alive,
-        Liveness::Exited => Observation::Gone(super::exited(&id)),
-        Liveness::Reused => Observation::Gone(format!(
+        (Liveness::Alive, false) => Observation::Alive,
+        (Liveness::Exited, _) => Observation::Gone(super::exited(&id)),
+        (Liveness::Reused, _) => Observation::Gone(format!(
             "process {} is gone (its pid now belongs to another program)",
             id.pid
         )),
@@ -350,6 +350,15 @@ impl Executor for LocalExecutor {
 
     fn observe<'a>(&'a self, runtime: &'a Runtime) -> BoxFuture<'a, Observation> {
         Box::pin(std::future::ready(observe_local(runtime)))
+    }
+
+    /// Each process's `/proc` entry read once, on several threads when there are many.
+    fn observe_all<'a>(&'a self, runtimes: &'a [&'a Runtime]) -> BoxFuture<'a, Vec<Observation>> {
+        let work = vec![1; runtimes.len()];
+        let seen = crate::parallel::map_slices(&work, |range| {
+            runtimes[range].iter().map(|rt| observe_local(rt)).collect()
+        });
+        Box::pin(std::future::ready(seen))
     }
 
     fn stop<'a>(&'a self, runtime: &'a Runtime) -> BoxFuture<'a, Result<(), ExecError>> {

@@ -242,6 +242,17 @@ pub trait Executor: Send + Sync {
     /// Is a recorded process still the one we started? (SLURM asks the scheduler, at
     /// most once a second per job.)
     fn observe<'a>(&'a self, runtime: &'a Runtime) -> BoxFuture<'a, Observation>;
+    /// [`observe`](Self::observe) of each of `runtimes`, in order: refresh asks it of
+    /// every recorded process at once.
+    fn observe_all<'a>(&'a self, runtimes: &'a [&'a Runtime]) -> BoxFuture<'a, Vec<Observation>> {
+        Box::pin(async move {
+            let mut seen = Vec::with_capacity(runtimes.len());
+            for runtime in runtimes {
+                seen.push(self.observe(runtime).await);
+            }
+            seen
+        })
+    }
     /// Stop a recorded process (TERM, grace, KILL). Never signals a process that is not ours.
     fn stop<'a>(&'a self, runtime: &'a Runtime) -> BoxFuture<'a, Result<(), ExecError>>;
     /// Refuse before launch when one of the process's ports is taken (SLURM looks on

@@ -388,11 +388,22 @@ pub fn spawn_detached(spec: &ProcessSpec) -> Result<ProcessIdentity, ProcessErro
 /// whose lease names another process, is [`Liveness::Reused`] (the local pid is not
 /// that process).
 pub fn liveness(id: &ProcessIdentity) -> Liveness {
-    match probe(id) {
-        Probe::Running if mark(id) == Mark::Mismatch => Liveness::Reused,
-        Probe::Running => Liveness::Alive,
-        Probe::Zombie | Probe::Missing => Liveness::Exited,
-        Probe::Foreign => Liveness::Reused,
+    observe(id).0
+}
+
+/// [`liveness`], and whether a live process is stopped (SIGSTOP, a debugger: alive, but
+/// serving nothing until continued), from one read of `/proc`: what refresh asks of
+/// every recorded process.
+pub fn observe(id: &ProcessIdentity) -> (Liveness, bool) {
+    if !valid_ids(id) || !same_host(id) {
+        return (Liveness::Reused, false);
+    }
+    match read_stat(id.pid) {
+        None => (Liveness::Exited, false),
+        Some(stat) if stat.start_time != id.start_time => (Liveness::Reused, false),
+        Some(stat) if stat.is_dead() => (Liveness::Exited, false),
+        Some(_) if mark(id) == Mark::Mismatch => (Liveness::Reused, false),
+        Some(stat) => (Liveness::Alive, matches!(stat.state, b'T' | b't')),
     }
 }
 
@@ -418,12 +429,6 @@ pub fn signal_leader(
             error,
         }),
     }
-}
-
-/// Whether the process of `id` is stopped (SIGSTOP, a debugger): alive, but serving
-/// nothing until continued.
-pub fn is_stopped(id: &ProcessIdentity) -> bool {
-    probe(id) == Probe::Running && read_stat(id.pid).is_some_and(|s| matches!(s.state, b'T' | b't'))
 }
 
 /// The live processes that belong to `id`: every member of its process group or session

@@ -2,6 +2,7 @@
 //! the launch plan for the executor, lower it to the graph, open the deployment's state,
 //! refresh it, and diff. The CLI only parses arguments and prints.
 
+pub mod health;
 pub mod status;
 
 use crate::assemble::{assemble, BuildOptions};
@@ -568,7 +569,7 @@ pub fn clean_leases(dir: &Path) {
 }
 
 /// Probe every recorded process through the executor. With `unhealthy_grace`, the
-/// live workers' `/health` too (see [`unhealthy`]): a worker that accepts connections
+/// live workers' `/health` too (see [`health::unhealthy`]): a worker that accepts connections
 /// but does not answer for that long is drift, so the plan replaces it instead of
 /// apply waiting on it.
 pub fn refresh(
@@ -585,12 +586,14 @@ pub async fn refresh_async(
     exec: &dyn Executor,
     unhealthy_grace: Option<Duration>,
 ) -> BTreeMap<String, Observation> {
-    let mut observed: BTreeMap<String, Observation> = BTreeMap::new();
-    for (a, r) in &state.resources {
-        if let Some(rt) = &r.runtime {
-            observed.insert(a.clone(), exec.observe(rt).await);
-        }
-    }
+    let (addresses, runtimes): (Vec<&String>, Vec<&crate::state::Runtime>) = state
+        .resources
+        .iter()
+        .filter_map(|(a, r)| Some((a, r.runtime.as_ref()?)))
+        .unzip();
+    let seen = exec.observe_all(&runtimes).await;
+    let mut observed: BTreeMap<String, Observation> =
+        addresses.into_iter().cloned().zip(seen).collect();
     // What each Router routes to, against its membership record.
     for (a, r) in &state.resources {
         if r.kind != crate::graph::Kind::Membership || r.status != crate::state::Status::Running {
@@ -625,14 +628,9 @@ pub async fn refresh_async(
     if probes.is_empty() {
         return observed;
     }
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .expect("http client");
-    let checks = probes.iter().map(|(a, url)| {
-        let client = &client;
-        async move { (a.clone(), unhealthy(client, url, grace).await) }
-    });
+    let checks = probes
+        .iter()
+        .map(|(a, url)| async move { (a.clone(), health::unhealthy(url, grace).await) });
     // Bounded: one connection per worker at once would take one file descriptor and one
     // local port each (32,768 workers ran out of both, and the probes that could not
     // connect were judged unhealthy).
@@ -688,28 +686,6 @@ async fn membership_drift(
 
 /// Health probes refresh keeps in flight at once.
 const PROBES_IN_FLIGHT: usize = 256;
-
-/// Whether a process at `url` is unhealthy: it accepts connections but `/health` does
-/// not answer 2xx at any probe within `grace` (probed every 0.5 s, each probe bounded by
-/// a second). A refused connection is not judged: a starting engine binds its port
-/// only once it is up, and a dead one is liveness's business.
-pub async fn unhealthy(client: &reqwest::Client, url: &str, grace: Duration) -> Option<String> {
-    let start = std::time::Instant::now();
-    let per_probe = grace.min(Duration::from_secs(1));
-    loop {
-        let last = match client.get(url).timeout(per_probe).send().await {
-            Ok(r) if r.status().is_success() => return None,
-            Err(e) if e.is_connect() => return None,
-            Ok(r) => format!("{url} answered {}", r.status()),
-            Err(e) if e.is_timeout() => format!("{url} did not answer"),
-            Err(e) => format!("{url} failed: {e}"),
-        };
-        if start.elapsed() >= grace {
-            return Some(format!("unhealthy: {last} for {}s", grace.as_secs()));
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
 
 /// Recover what launches left ([`recover`]), refresh and diff. `state` gains the
 /// identities recovered from leases (in memory; apply saves them with its first step).
