@@ -131,17 +131,23 @@ pub struct DestroyArgs {
 
 /// Run `srt plan`.
 pub(crate) fn plan(args: PlanArgs) -> CmdResult {
-    let p = workflow::prepare_file(&args.file, &args.common.prepare_options())?;
+    let setup = workflow::setup_file(&args.file, &args.common.prepare_options())?;
+    // The state is read and refreshed while the graph is built: neither needs the other.
+    let (p, read) = setup.lower_while(|s| -> Result<_, workflow::OpError> {
+        let lock = s.store.lock("plan", args.common.lock_wait())?;
+        let mut state = workflow::load_or_create(&s.store, &s.recipe.name.value, &lock)?;
+        drop(lock);
+        workflow::restore(&*s.exec, &state)?;
+        let observed = workflow::observe(&mut state, &*s.exec, s.unhealthy_grace());
+        Ok((state, observed))
+    })?;
     crate::report_warnings(&p.source, &p.launch.warnings);
-    let lock = p.store.lock("plan", args.common.lock_wait())?;
-    let mut state = workflow::load_or_create(&p.store, &p.recipe.name.value, &lock)?;
-    drop(lock);
-    workflow::restore(&*p.exec, &state)?;
+    let (state, observed) = read?;
     let options = PlanOptions {
         replace: args.replace.iter().cloned().collect(),
         destroy: false,
     };
-    let plan = workflow::make_plan(&p, &mut state, &options);
+    let plan = workflow::plan_observed(&p, &state, observed, &options);
     if args.json {
         say_exact!("{}", plan::render::json(&plan));
     } else {
@@ -289,7 +295,7 @@ pub(crate) fn apply(args: ApplyArgs) -> CmdResult {
         None => None,
     };
     let mut options = args.common.prepare_options();
-    let prepared = match (&saved, &args.file) {
+    let setup = match (&saved, &args.file) {
         (Some(f), _) => {
             options.nodes = f.nodes;
             options.simulate = f.simulate;
@@ -297,7 +303,7 @@ pub(crate) fn apply(args: ApplyArgs) -> CmdResult {
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            workflow::prepare(
+            workflow::setup(
                 Source {
                     name: f.recipe_name.clone(),
                     text: f.recipe_text.clone(),
@@ -306,12 +312,21 @@ pub(crate) fn apply(args: ApplyArgs) -> CmdResult {
                 &options,
             )
         }
-        (None, Some(file)) => workflow::prepare_file(file, &options),
+        (None, Some(file)) => workflow::setup_file(file, &options),
         (None, None) => unreachable!("clap requires one"),
-    };
-    let p = prepared?;
+    }?;
+    // The state is read (and, for a new plan, refreshed) while the graph is built.
+    let (p, read) = setup.lower_while(|s| -> Result<_, workflow::OpError> {
+        let lock = s.store.lock("apply", args.common.lock_wait())?;
+        let mut state = workflow::load_or_create(&s.store, &s.recipe.name.value, &lock)?;
+        workflow::restore(&*s.exec, &state)?;
+        let observed = saved
+            .is_none()
+            .then(|| workflow::observe(&mut state, &*s.exec, s.unhealthy_grace()));
+        Ok((lock, state, observed))
+    })?;
     crate::report_warnings(&p.source, &p.launch.warnings);
-    let lock = p.store.lock("apply", args.common.lock_wait())?;
+    let (lock, mut state, observed) = read?;
     if let Some(prev) = lock.previous_holder_died() {
         shout!(
             "note: taking over the lock left by pid {} ({}@{}, `{}`), which is no longer running",
@@ -321,8 +336,6 @@ pub(crate) fn apply(args: ApplyArgs) -> CmdResult {
             prev.operation
         );
     }
-    let mut state = workflow::load_or_create(&p.store, &p.recipe.name.value, &lock)?;
-    workflow::restore(&*p.exec, &state)?;
     let plan = match &saved {
         Some(f) => {
             f.check_fresh(&state.lineage, state.serial, &p.recipe_hash)?;
@@ -342,7 +355,8 @@ pub(crate) fn apply(args: ApplyArgs) -> CmdResult {
                 replace: args.replace.iter().cloned().collect(),
                 destroy: false,
             };
-            let plan = workflow::make_plan(&p, &mut state, &options);
+            let observed = observed.expect("observed for a new plan");
+            let plan = workflow::plan_observed(&p, &state, observed, &options);
             if args.json {
                 progress::plan_events(&plan);
             } else if args.quiet {

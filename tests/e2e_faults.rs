@@ -34,6 +34,42 @@ fn concurrent_apply_is_refused_with_the_holder() {
     drop(held);
 }
 
+/// `srt plan` reads the state while it builds the graph: the lock is still checked,
+/// and a recipe the graph refuses is still the error (not the lock), located.
+#[test]
+fn a_plan_under_a_held_lock_names_the_holder_unless_the_recipe_is_refused() {
+    let _g = serial();
+    let env = Env::new();
+    let r = recipe(env.dir.path());
+    let store = srt::state::StateStore::new(env.dir.path().join(".srt/local-agg"));
+    let held = store.lock("apply", None).unwrap();
+    let out = env.srt(&["plan", "-f", &r, "--simulate"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(srt::exit::LOCKED), "{err}");
+    assert!(
+        err.contains(&format!("pid {}", std::process::id())),
+        "{err}"
+    );
+    // 1,000 TP8 replicas on this one host run out of ports while the launch plan is built.
+    let text = std::fs::read_to_string(&r)
+        .unwrap()
+        .replace("nodes: 1\n    workers: 2", "nodes: 1000\n    workers: 1000")
+        .replace("gpus_per_node: 2", "gpus_per_node: 8")
+        .replace(
+            "max-model-len: 2048",
+            "max-model-len: 2048\n      tensor-parallel-size: 8",
+        );
+    std::fs::write(&r, text).unwrap();
+    let out = env.srt(&["plan", "-f", &r, "--simulate"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(srt::exit::INVALID_RECIPE), "{err}");
+    assert!(
+        err.contains("port range exhausted") && err.contains("agg.yaml:"),
+        "{err}"
+    );
+    drop(held);
+}
+
 #[test]
 fn interrupted_apply_saves_state_and_converges() {
     let _g = serial();
