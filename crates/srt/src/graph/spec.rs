@@ -50,16 +50,17 @@ impl Spec {
         serde_json::from_str(&self.0).expect("a spec is valid JSON")
     }
 
-    /// Each top-level field's canonical text, by key (none when the spec is not an
-    /// object). Two specs' fields are equal exactly when their texts are: this compares
-    /// them without building either value.
-    pub fn fields(&self) -> BTreeMap<Cow<'_, str>, &str> {
+    /// Each top-level field's canonical text, sorted by key (none when the spec is not
+    /// an object). Two specs' fields are equal exactly when their texts are: this
+    /// compares them without building either value.
+    pub fn fields(&self) -> Vec<(Cow<'_, str>, &str)> {
         object_fields(&self.0)
     }
 
     /// The top-level field `key`, parsed (only that field's text is).
     pub fn get(&self, key: &str) -> Option<Value> {
-        let raw = self.fields().get(key).copied()?;
+        let fields = self.fields();
+        let (_, raw) = fields.iter().find(|(k, _)| k == key)?;
         serde_json::from_str(raw).ok()
     }
 
@@ -130,38 +131,103 @@ fn each_string(text: &str, f: &mut impl FnMut(&str)) -> Option<()> {
     }
 }
 
-/// The fields of the JSON object `text` as text, by key (empty when it is not one).
-pub fn object_fields(text: &str) -> BTreeMap<Cow<'_, str>, &str> {
+/// The fields of the JSON object `text` as text, sorted by key (empty when it is not
+/// one). Canonical text (no whitespace, keys sorted, none escaped) is cut at its
+/// top-level commas directly; any other is read by serde_json.
+pub fn object_fields(text: &str) -> Vec<(Cow<'_, str>, &str)> {
+    if let Some(fields) = canonical_fields(text) {
+        return fields;
+    }
     #[derive(Deserialize)]
     struct Fields<'a>(#[serde(borrow)] BTreeMap<Cow<'a, str>, &'a RawValue>);
     match serde_json::from_str::<Fields>(text) {
         Ok(Fields(map)) => map.into_iter().map(|(k, v)| (k, v.get())).collect(),
-        Err(_) => BTreeMap::new(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The fields of a canonical JSON object's text, or `None` when the text is not in that
+/// form (whitespace, an escaped key, keys out of order, not an object).
+fn canonical_fields(text: &str) -> Option<Vec<(Cow<'_, str>, &str)>> {
+    let bytes = text.as_bytes();
+    if bytes.first() != Some(&b'{') || bytes.last() != Some(&b'}') {
+        return None;
+    }
+    let mut fields: Vec<(Cow<'_, str>, &str)> = Vec::new();
+    let mut at = 1;
+    if bytes.get(at) == Some(&b'}') {
+        return (at + 1 == bytes.len()).then_some(fields);
+    }
+    loop {
+        // The key: a string without escapes.
+        if bytes.get(at) != Some(&b'"') {
+            return None;
+        }
+        let key_start = at + 1;
+        let key_end = string_end(bytes, key_start)?;
+        let key = &text[key_start..key_end];
+        if key.contains('\\') || fields.last().is_some_and(|(last, _)| **last >= *key) {
+            return None;
+        }
+        at = key_end + 1;
+        if bytes.get(at) != Some(&b':') {
+            return None;
+        }
+        at += 1;
+        // The value: up to the comma or brace that closes it at depth 0.
+        let value_start = at;
+        let mut depth = 0usize;
+        loop {
+            match *bytes.get(at)? {
+                b'"' => at = string_end(bytes, at + 1)?,
+                b'{' | b'[' => depth += 1,
+                b'}' | b']' if depth > 0 => depth -= 1,
+                b',' | b'}' if depth == 0 => break,
+                b' ' | b'\n' | b'\r' | b'\t' => return None,
+                _ => {}
+            }
+            at += 1;
+        }
+        if at == value_start {
+            return None;
+        }
+        fields.push((Cow::Borrowed(key), &text[value_start..at]));
+        if bytes[at] == b'}' {
+            return (at + 1 == bytes.len()).then_some(fields);
+        }
+        at += 1;
     }
 }
 
 /// Whether `text` has no whitespace outside its strings: what a spec written by srt
 /// looks like (a spec recorded by an older srt was pretty-printed).
 fn compact(text: &str) -> bool {
-    let mut in_string = false;
-    let mut escaped = false;
-    for b in text.bytes() {
-        if in_string {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-        } else {
-            match b {
-                b'"' => in_string = true,
-                b' ' | b'\n' | b'\r' | b'\t' => return false,
-                _ => {}
-            }
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'"' => match string_end(bytes, at + 1) {
+                Some(end) => at = end + 1,
+                None => return false,
+            },
+            b' ' | b'\n' | b'\r' | b'\t' => return false,
+            _ => at += 1,
         }
     }
     true
+}
+
+/// Where the JSON string whose contents start at `from` ends: the position of its
+/// closing quote (found a chunk at a time: most of a spec's bytes are in strings).
+fn string_end(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    loop {
+        at += memchr::memchr2(b'"', b'\\', bytes.get(at..)?)?;
+        if bytes[at] == b'"' {
+            return Some(at);
+        }
+        at += 2;
+    }
 }
 
 /// Written as the JSON it is (in a state file).
@@ -378,6 +444,54 @@ mod tests {
                 scalar => scalar.serialize(s),
             }
         }
+    }
+
+    /// Canonical text is cut into its fields as serde_json reads them; text in another
+    /// form goes to serde_json.
+    #[test]
+    fn fields_are_what_serde_json_reads() {
+        let values = [
+            json!({}),
+            json!({"a": 1}),
+            json!({"argv": ["x", "a,b}", "q\"}{,"], "env": {"A": "1,2", "B": {"c": [1, {"d": "}"}]}}, "z": null}),
+            json!({"k": [[], {}, [{}], ""], "l": -1.5e300, "m": true}),
+        ];
+        for v in &values {
+            let spec = Spec::of(v);
+            let cut = canonical_fields(spec.as_str()).expect("canonical text is cut");
+            let read: Vec<(String, Value)> = v
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect::<BTreeMap<_, _>>()
+                .into_iter()
+                .collect();
+            let cut: Vec<(String, Value)> = cut
+                .into_iter()
+                .map(|(k, t)| (k.into_owned(), serde_json::from_str(t).unwrap()))
+                .collect();
+            assert_eq!(cut, read, "{spec:?}");
+            assert_eq!(object_fields(spec.as_str()).len(), read.len());
+        }
+        // Not canonical: whitespace, an escaped key, keys out of order, not an object.
+        for text in [
+            r#"{"a": 1}"#,
+            r#"{"a\u0062":1}"#,
+            r#"{"b":1,"a":2}"#,
+            r#"[1,2]"#,
+            r#"{"a":[1, 2]}"#,
+        ] {
+            assert!(canonical_fields(text).is_none(), "{text}");
+        }
+        let escaped = object_fields(r#"{"a\u0062":1,"c": [1, 2]}"#);
+        assert_eq!(escaped.len(), 2);
+        assert_eq!((&*escaped[0].0, escaped[0].1), ("ab", "1"));
+        assert_eq!((&*escaped[1].0, escaped[1].1), ("c", "[1, 2]"));
+        assert_eq!(object_fields(r#"{"b":1,"a":2}"#)[0].0, "a");
+        assert!(object_fields("[1]").is_empty());
+        assert_eq!(Spec::of(&values[2]).get_str("z"), None);
+        assert_eq!(Spec::of(&values[2]).get("env").unwrap()["A"], "1,2");
     }
 
     /// The direct writer writes what serde_json writes for the sorted view.

@@ -311,31 +311,59 @@ fn changed_fields(before: &Spec, after: &Spec) -> Vec<String> {
             vec!["spec".into()]
         };
     }
-    let keys: BTreeSet<&Cow<'_, str>> = b.keys().chain(a.keys()).collect();
     let mut out = Vec::new();
-    for k in keys {
-        let (bv, av) = (b.get(k), a.get(k));
+    for (key, bv, av) in merge_fields(&b, &a) {
         if bv == av {
             continue;
         }
-        if k == "env" {
+        if key == "env" {
             let be = bv
-                .map(|t| crate::graph::spec::object_fields(t))
+                .map(crate::graph::spec::object_fields)
                 .unwrap_or_default();
             let ae = av
-                .map(|t| crate::graph::spec::object_fields(t))
+                .map(crate::graph::spec::object_fields)
                 .unwrap_or_default();
-            let names: BTreeSet<&Cow<'_, str>> = be.keys().chain(ae.keys()).collect();
-            for n in names {
-                if be.get(n) != ae.get(n) {
-                    out.push(format!("env.{n}"));
+            for (name, bv, av) in merge_fields(&be, &ae) {
+                if bv != av {
+                    out.push(format!("env.{name}"));
                 }
             }
         } else {
-            out.push(k.to_string());
+            out.push(key.to_string());
         }
     }
     out
+}
+
+/// Two key-sorted field lists joined by key: each key once, with its text on each side.
+fn merge_fields<'a>(
+    before: &'a [(Cow<'a, str>, &'a str)],
+    after: &'a [(Cow<'a, str>, &'a str)],
+) -> Vec<(&'a str, Option<&'a str>, Option<&'a str>)> {
+    let (mut b, mut a) = (before.iter().peekable(), after.iter().peekable());
+    let mut out = Vec::with_capacity(before.len().max(after.len()));
+    loop {
+        let next = match (b.peek(), a.peek()) {
+            (None, None) => return out,
+            (Some((kb, _)), Some((ka, _))) => kb.cmp(ka),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+        };
+        out.push(match next {
+            std::cmp::Ordering::Less => {
+                let (k, v) = b.next().expect("peeked");
+                (&**k, Some(*v), None)
+            }
+            std::cmp::Ordering::Greater => {
+                let (k, v) = a.next().expect("peeked");
+                (&**k, None, Some(*v))
+            }
+            std::cmp::Ordering::Equal => {
+                let ((k, vb), (_, va)) = (b.next().expect("peeked"), a.next().expect("peeked"));
+                (&**k, Some(*vb), Some(*va))
+            }
+        });
+    }
 }
 
 /// Diff the desired graph against state and refresh observations.
@@ -378,6 +406,27 @@ pub fn diff(
         let hash_changed = |at: usize| {
             priors[at].map(|p| p.hash.as_str()) != Some(graph.resources[at].hash.as_str())
         };
+        // The fields that changed in each recorded resource whose hash changed (with its
+        // position), compared on threads when there are many: a role's workers at once.
+        let respecified: Vec<usize> = (0..graph.resources.len())
+            .filter(|&at| {
+                priors[at].is_some() && !graph.resources[at].kind.is_check() && hash_changed(at)
+            })
+            .collect();
+        let work: Vec<usize> = respecified
+            .iter()
+            .map(|&at| graph.resources[at].spec.as_str().len())
+            .collect();
+        let fields = crate::parallel::map_slices(&work, |range| {
+            respecified[range]
+                .iter()
+                .map(|&at| {
+                    let prior = priors[at].expect("recorded");
+                    (at, changed_fields(&prior.spec, &graph.resources[at].spec))
+                })
+                .collect()
+        });
+        let mut fields = fields.into_iter().peekable();
         for (at, r) in graph.resources.iter().enumerate() {
             let prior = priors[at];
             // Command lines are rendered only for what is created or replaced (a plan
@@ -431,7 +480,10 @@ pub fn diff(
             }
             let mut reasons = Vec::new();
             if prior.hash != r.hash {
-                let fields = changed_fields(&prior.spec, &r.spec);
+                let fields = match fields.next_if(|(f, _)| *f == at) {
+                    Some((_, fields)) => fields,
+                    None => changed_fields(&prior.spec, &r.spec),
+                };
                 let deps: Vec<String> = r
                     .deps
                     .iter()
@@ -790,6 +842,70 @@ mod tests {
             shown += 1;
         }
         assert_eq!(shown, launch.processes.len());
+
+        // Recorded, then every other process changes one argument, and every third one
+        // the env (the changed fields are compared on threads too).
+        let mut state = State::new("t");
+        for r in &graph.resources {
+            state.resources.insert(
+                r.address.clone(),
+                ResourceState {
+                    kind: r.kind,
+                    hash: r.hash.clone(),
+                    dependencies: r.deps.clone(),
+                    spec: r.spec.clone(),
+                    status: Status::Running,
+                    runtime: None,
+                    node: None,
+                    ports: BTreeMap::new(),
+                    log_path: None,
+                    error: None,
+                },
+            );
+        }
+        for (i, p) in launch.processes.iter_mut().enumerate() {
+            if i.is_multiple_of(2) {
+                p.argv = ["vllm", "serve", "--port", &i.to_string(), "--x", "c"].into();
+            }
+            if i.is_multiple_of(3) {
+                p.env.insert("A".into(), "1".into());
+            }
+        }
+        let graph = crate::graph::lower(&launch, &serde_json::Value::Null).unwrap();
+        let plan = diff(
+            &graph,
+            &state,
+            &BTreeMap::new(),
+            "h",
+            &PlanOptions::default(),
+        );
+        for c in plan.changes.iter().filter(|c| c.kind == Kind::Worker) {
+            let i: usize = c.address["worker.agg[".len()..]
+                .split(']')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let mut fields: Vec<String> = Vec::new();
+            if i.is_multiple_of(2) {
+                fields.push("argv".into());
+            }
+            if i.is_multiple_of(3) {
+                fields.push("env.A".into());
+            }
+            let reasons = if fields.is_empty() {
+                Vec::new()
+            } else {
+                vec![Reason::SpecChanged { fields }]
+            };
+            assert_eq!(c.reasons, reasons, "{}", c.address);
+            if i.is_multiple_of(2) {
+                let before = format!("vllm serve --port {i} --x 'a b'");
+                let after = format!("vllm serve --port {i} --x c");
+                assert_eq!(c.before_command.as_deref(), Some(before.as_str()));
+                assert_eq!(c.after_command.as_deref(), Some(after.as_str()));
+            }
+        }
     }
 
     #[test]
