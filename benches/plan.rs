@@ -185,6 +185,20 @@ impl Phases {
     fn total(&self) -> Duration {
         self.1
     }
+
+    /// `T ms (phase T, ...)`, in ms.
+    fn shown(&self) -> String {
+        let each: Vec<String> = PHASES
+            .iter()
+            .zip(self.0)
+            .map(|(name, t)| format!("{name} {:.1}", t.as_secs_f64() * 1e3))
+            .collect();
+        format!(
+            "{:.1} ms ({})",
+            self.total().as_secs_f64() * 1e3,
+            each.join(", ")
+        )
+    }
 }
 
 /// Recipe text -> launch plan -> graph, as `workflow::prepare` does, with one host per node
@@ -624,8 +638,8 @@ fn measured<T>(f: impl FnOnce() -> T) -> T {
 
 /// One operation once, for an instruction count: `--count NODES WHAT` with WHAT one of
 /// `plan`, `replan`, `role`, `save`, `load`, `destroy`, `resolve` (or `hash`: print digests of the outputs).
-/// The setup (state on disk) is not counted. `plan` also prints its phases' times and
-/// the process's peak memory (VmHWM) to stderr.
+/// The setup (state on disk) is not counted. `plan`, `replan` and `role` also print
+/// their phases' times to stderr, `plan` with the process's peak memory (VmHWM).
 fn count_one(shape: &str, nodes: usize, what: &str) {
     let text = recipe_text(shape, nodes, 32768);
     let dir = tempfile::tempdir().expect("temp dir");
@@ -635,17 +649,7 @@ fn count_one(shape: &str, nodes: usize, what: &str) {
         // From scratch: no state to set up (and nothing else in this process's heap, for
         // a heap profiler).
         let (phases, prepared, plan) = measured(|| plan_once(&text, None, &deployment, &exec));
-        let each: Vec<String> = PHASES
-            .iter()
-            .zip(phases.0)
-            .map(|(name, t)| format!("{name} {:.1}", t.as_secs_f64() * 1e3))
-            .collect();
-        eprintln!(
-            "plan {:.1} ms ({}), peak {} KiB",
-            phases.total().as_secs_f64() * 1e3,
-            each.join(", "),
-            peak_kib()
-        );
+        eprintln!("plan {}, peak {} KiB", phases.shown(), peak_kib());
         drop((prepared, plan));
         return;
     }
@@ -658,14 +662,14 @@ fn count_one(shape: &str, nodes: usize, what: &str) {
     };
     store.save(&lock, &mut state).expect("first save");
     match what {
-        "replan" => drop(measured(|| {
-            plan_once(&text, Some(&store), &deployment, &exec)
-        })),
+        "replan" => {
+            let (phases, ..) = measured(|| plan_once(&text, Some(&store), &deployment, &exec));
+            eprintln!("re-plan {}", phases.shown());
+        }
         "role" => {
             let changed = recipe_text(shape, nodes, 16384);
-            drop(measured(|| {
-                plan_once(&changed, Some(&store), &deployment, &exec)
-            }));
+            let (phases, ..) = measured(|| plan_once(&changed, Some(&store), &deployment, &exec));
+            eprintln!("one role {}", phases.shown());
         }
         "save" => {
             state.recipe_hash = Some("changed".into());
