@@ -8,9 +8,39 @@ use std::fmt::Write;
 /// A word-level diff: removed words as `[-old-]`, added as `{+new+}`. Consecutive
 /// words of one kind share one marker (`{+--max-model-len 1024+}`), with the spaces
 /// around the run left outside it.
+///
+/// The words the two lines start with in common are not diffed: a replaced process's
+/// command line differs from the recorded one in a flag or two, and a plan shows one per
+/// replaced process (12,288 for one role at 24,576 nodes). (Their common end is diffed:
+/// where a word could match more than one place, the diff of the whole lines picks one
+/// that a cut there would not.)
 pub fn word_diff(before: &str, after: &str) -> String {
+    let head = common_head(before, after);
+    let mut out = String::with_capacity(after.len() + 16);
+    out.push_str(&before[..head]);
+    word_diff_into(&mut out, &before[head..], &after[head..]);
+    out
+}
+
+/// The byte length of the head two lines have in common, ending at a word boundary in
+/// both (after a space, before a printable ASCII byte; other whitespace may continue a
+/// run, so the cut is a boundary but not always the last one), so that the rest
+/// tokenizes as it does within the whole lines.
+fn common_head(before: &str, after: &str) -> usize {
+    let (b, a) = (before.as_bytes(), after.as_bytes());
+    let boundary = |at: usize, s: &[u8]| {
+        at == s.len() || (at > 0 && s[at - 1] == b' ' && s[at].is_ascii_graphic())
+    };
+    let mut head = b.iter().zip(a).take_while(|(x, y)| x == y).count();
+    while head > 0 && !(boundary(head, b) && boundary(head, a)) {
+        head -= 1;
+    }
+    head
+}
+
+/// [`word_diff`] of `before` and `after` in full, appended to `out`.
+fn word_diff_into(out: &mut String, before: &str, after: &str) {
     let diff = TextDiff::from_words(before, after);
-    let mut out = String::new();
     let mut run: Option<(ChangeTag, String)> = None;
     let flush = |out: &mut String, run: Option<(ChangeTag, String)>| {
         let Some((tag, text)) = run else { return };
@@ -33,13 +63,20 @@ pub fn word_diff(before: &str, after: &str) -> String {
         match &mut run {
             Some((t, text)) if *t == tag => text.push_str(change.value()),
             _ => {
-                flush(&mut out, run.take());
+                flush(out, run.take());
                 run = Some((tag, change.value().to_string()));
             }
         }
     }
-    flush(&mut out, run);
-    out
+    flush(out, run);
+}
+
+/// The command lines of a replaced process whose line changes, before and after.
+fn replaced_lines(c: &super::Change) -> Option<(&str, &str)> {
+    match (c.action, &c.before_command, &c.after_command) {
+        (Action::Replace, Some(b), Some(a)) if b != a => Some((b, a)),
+        _ => None,
+    }
 }
 
 fn verb(action: Action) -> &'static str {
@@ -110,6 +147,14 @@ pub fn render_to<W: Write>(plan: &Plan, out: &mut W) -> std::fmt::Result {
         writeln!(out, "  {:>3} {legend}", a.symbol())?;
     }
     out.write_char('\n')?;
+    // The command-line diffs of replaced processes, worked out first: on threads when
+    // there are many (a role's workers).
+    let lines: Vec<(&str, &str)> = plan.changes.iter().filter_map(replaced_lines).collect();
+    let work: Vec<usize> = lines.iter().map(|(b, a)| b.len() + a.len()).collect();
+    let mut diffs = crate::parallel::map_slices(&work, |range| {
+        lines[range].iter().map(|(b, a)| word_diff(b, a)).collect()
+    })
+    .into_iter();
     for c in plan.changes.iter().filter(|c| c.action != Action::NoOp) {
         writeln!(out, "  # {} {}", c.address, verb(c.action))?;
         for r in &c.reasons {
@@ -119,14 +164,11 @@ pub fn render_to<W: Write>(plan: &Plan, out: &mut W) -> std::fmt::Result {
             writeln!(out, "  #   note: {note}")?;
         }
         writeln!(out, "  {:>3} {} ({})", c.action.symbol(), c.address, c.kind)?;
-        match (c.action, &c.before_command, &c.after_command) {
-            (Action::Replace, Some(b), Some(a)) if b != a => {
-                writeln!(out, "      command: {}", word_diff(b, a))?;
-            }
-            (Action::Create, _, Some(a)) => {
-                writeln!(out, "      command: {a}")?;
-            }
-            _ => {}
+        if replaced_lines(c).is_some() {
+            let diff = diffs.next().expect("one diff per replaced command line");
+            writeln!(out, "      command: {diff}")?;
+        } else if let (Action::Create, Some(a)) = (c.action, &c.after_command) {
+            writeln!(out, "      command: {a}")?;
         }
         if let Some(m) = &c.members {
             for (url, worker) in m.added.iter() {
@@ -360,6 +402,56 @@ pub fn explain(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What [`word_diff`] writes is what the diff of the whole lines writes, whatever
+    /// the lines share at either end.
+    #[test]
+    fn word_diff_is_the_diff_of_the_whole_lines() {
+        let words = [
+            "a", "b", "--x", "1", "a", " ", "  ", "\t", "\u{a0}", "é", "'q r'", "a\tb",
+        ];
+        let seed = std::cell::Cell::new(0x2545_f491_4f6c_dd1du64);
+        let next = |n: usize| {
+            let mut x = seed.get();
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            seed.set(x);
+            (x % n as u64) as usize
+        };
+        let line = |len: usize| {
+            let mut s = String::new();
+            for i in 0..len {
+                if i > 0 {
+                    s.push(' ');
+                }
+                s.push_str(words[next(words.len())]);
+            }
+            s
+        };
+        for _ in 0..20_000 {
+            let before = line(next(8));
+            let after = if next(2) == 0 {
+                // An edit of `before`: a word changed, added or removed.
+                let mut w: Vec<&str> = before.split(' ').collect();
+                let at = next(w.len() + 1);
+                match next(3) {
+                    0 if at < w.len() => w[at] = words[next(words.len())],
+                    1 => w.insert(at.min(w.len()), words[next(words.len())]),
+                    _ if at < w.len() => {
+                        w.remove(at);
+                    }
+                    _ => {}
+                }
+                w.join(" ")
+            } else {
+                line(next(8))
+            };
+            let mut whole = String::new();
+            word_diff_into(&mut whole, &before, &after);
+            assert_eq!(word_diff(&before, &after), whole, "{before:?} -> {after:?}");
+        }
+    }
 
     #[test]
     fn word_diff_marks_changed_words() {
