@@ -136,6 +136,45 @@ fn a_killed_router_is_drift_and_apply_restarts_only_it() {
     env.destroy("hard-router");
 }
 
+/// A worker taken out through the Router's own admin API (by someone else) is drift of
+/// its membership: the plan says which, and apply adds it back without restarting
+/// anything.
+#[test]
+fn a_worker_removed_behind_srts_back_is_membership_drift() {
+    let _g = serial();
+    let env = Env::new();
+    let recipe = env.recipe("agg.yaml", &example_named("local-agg.yaml", "hard-members"));
+    env.apply(&recipe);
+    let pids = |env: &Env| {
+        [
+            "router[0]",
+            "worker.agg[0].node[0]",
+            "worker.agg[1].node[0]",
+        ]
+        .map(|a| env.pid("hard-members", a))
+    };
+    let before = pids(&env);
+    let listed = env.get("http://127.0.0.1:8000/workers");
+    let url = listed["workers"][1]["url"].as_str().unwrap().to_string();
+    let status = env.post(&format!("http://127.0.0.1:8000/remove_worker?url={url}"));
+    assert_eq!(status, 200);
+    let plan = env.srt(&["plan", "-f", &recipe, "--simulate", "--detailed-exitcode"]);
+    let shown = text(&plan);
+    assert_eq!(plan.status.code(), Some(srt::exit::CHANGES), "{shown}");
+    assert!(
+        shown.contains("objects changed outside srt")
+            && shown.contains(&format!("its Router lost {url}")),
+        "{shown}"
+    );
+    env.apply(&recipe);
+    let listed = env.get("http://127.0.0.1:8000/workers");
+    assert_eq!(listed["workers"].as_array().unwrap().len(), 2, "{listed}");
+    assert_eq!(pids(&env), before);
+    let plan = env.srt(&["plan", "-f", &recipe, "--simulate", "--detailed-exitcode"]);
+    assert_eq!(plan.status.code(), Some(0), "{}", text(&plan));
+    env.destroy("hard-members");
+}
+
 #[test]
 fn a_port_held_by_another_program_is_refused_before_launch() {
     let _g = serial();

@@ -272,6 +272,24 @@ impl Env {
         self.in_netns(|| get(url))
     }
 
+    /// `POST url` (no body), from inside the scenario's namespace: its status.
+    pub(crate) fn post(&self, url: &str) -> u16 {
+        self.in_netns(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let c = reqwest::Client::builder()
+                    .timeout(Duration::from_secs(20))
+                    .no_proxy()
+                    .build()
+                    .unwrap();
+                c.post(url).send().await.unwrap().status().as_u16()
+            })
+        })
+    }
+
     pub(crate) fn srt(&self, args: &[&str]) -> Output {
         self.command(args).output().unwrap()
     }

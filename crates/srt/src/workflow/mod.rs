@@ -16,7 +16,7 @@ use crate::recipe::{self, Recipe, RecipeError, Source};
 use crate::state::{State, StateError, StateLock, StateStore};
 use crate::term::plural;
 use futures::StreamExt;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -691,7 +691,16 @@ pub async fn refresh_async(
     let seen = exec.observe_all(&runtimes).await;
     let mut observed: BTreeMap<String, Observation> =
         addresses.into_iter().cloned().zip(seen).collect();
-    // What each Router routes to, against its membership record.
+    let bindings = exec.bindings();
+    // What each live Router routes to, against its membership record. Every Router's
+    // record lists every worker: each distinct list is resolved once.
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .no_proxy()
+        .build()
+        .expect("http client");
+    let mut lists: BTreeMap<&str, std::sync::Arc<[String]>> = BTreeMap::new();
+    let mut routers = Vec::new();
     for (a, r) in &state.resources {
         if r.kind != crate::graph::Kind::Membership || r.status != crate::state::Status::Running {
             continue;
@@ -704,37 +713,55 @@ pub async fn refresh_async(
         if !router_alive {
             continue;
         }
-        if let Some(detail) = membership_drift(r, &exec.bindings()).await {
-            observed.insert(a.clone(), Observation::Gone(detail));
-        }
+        let text = r
+            .spec
+            .fields()
+            .into_iter()
+            .find(|(k, _)| k == "members")
+            .map_or("", |(_, t)| t);
+        let recorded = lists
+            .entry(text)
+            .or_insert_with(|| {
+                let urls = plan::members_of(&r.spec).into_iter();
+                let urls: BTreeSet<String> = urls.map(|(u, _)| bindings.resolve(&u)).collect();
+                urls.into_iter().collect()
+            })
+            .clone();
+        let (http, bindings) = (&http, &bindings);
+        routers.push(async move { (a, membership_drift(r, bindings, http, &recorded).await) });
     }
-    let Some(grace) = unhealthy_grace else {
-        return observed;
+    // The live workers' `/health`, at the same time.
+    let probes: Vec<(String, String)> = match unhealthy_grace {
+        None => Vec::new(),
+        Some(_) => observed
+            .iter()
+            .filter(|(_, o)| **o == Observation::Alive)
+            .filter_map(|(a, _)| {
+                let r = &state.resources[a];
+                let worker = r.kind == crate::graph::Kind::Worker;
+                let url = status::health_url(r, &bindings).filter(|_| worker)?;
+                Some((a.clone(), url))
+            })
+            .collect(),
     };
-    let bindings = exec.bindings();
-    let probes: Vec<(String, String)> = observed
-        .iter()
-        .filter(|(_, o)| **o == Observation::Alive)
-        .filter_map(|(a, _)| {
-            let r = &state.resources[a];
-            let worker = r.kind == crate::graph::Kind::Worker;
-            let url = status::health_url(r, &bindings).filter(|_| worker)?;
-            Some((a.clone(), url))
-        })
-        .collect();
-    if probes.is_empty() {
-        return observed;
-    }
+    let grace = unhealthy_grace.unwrap_or_default();
     let checks = probes
         .iter()
         .map(|(a, url)| async move { (a.clone(), health::unhealthy(url, grace).await) });
     // Bounded: one connection per worker at once would take one file descriptor and one
     // local port each (32,768 workers ran out of both, and the probes that could not
     // connect were judged unhealthy).
-    let found: Vec<(String, Option<String>)> = futures::stream::iter(checks)
-        .buffer_unordered(PROBES_IN_FLIGHT)
-        .collect()
-        .await;
+    let (drifted, found): (Vec<_>, Vec<(String, Option<String>)>) = futures::join!(
+        futures::future::join_all(routers),
+        futures::stream::iter(checks)
+            .buffer_unordered(PROBES_IN_FLIGHT)
+            .collect()
+    );
+    for (address, detail) in drifted {
+        if let Some(detail) = detail {
+            observed.insert(address.clone(), Observation::Gone(detail));
+        }
+    }
     for (address, detail) in found {
         if let Some(detail) = detail {
             observed.insert(address, Observation::Gone(detail));
@@ -745,28 +772,36 @@ pub async fn refresh_async(
 
 /// How a Router's worker list differs from its membership record, if it does: a Router
 /// that restarted behind srt's back, or an edit through its admin API by someone else.
+/// `recorded`: the record's member URLs, resolved, sorted and each once.
 async fn membership_drift(
     record: &crate::state::ResourceState,
     bindings: &crate::launch::Bindings,
+    http: &reqwest::Client,
+    recorded: &[String],
 ) -> Option<String> {
     let frontend = record.spec.get_str("frontend")?;
     let admin = crate::frontend::lookup(&frontend)?.admin()?;
     let router = bindings.resolve(&record.spec.get_str("admin_url")?);
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(5))
-        .no_proxy()
-        .build()
-        .ok()?;
-    let live: std::collections::BTreeSet<String> = match admin.list(&http, &router).await {
-        Ok(urls) => urls.into_iter().collect(),
+    let mut live = match admin.list(http, &router).await {
+        Ok(urls) => urls,
         Err(e) => return Some(format!("cannot list its Router's workers: {e}")),
     };
-    let recorded: std::collections::BTreeSet<String> = plan::members_of(&record.spec)
-        .into_iter()
-        .map(|(u, _)| bindings.resolve(&u))
-        .collect();
-    let missing: Vec<&String> = recorded.difference(&live).collect();
-    let extra: Vec<&String> = live.difference(&recorded).collect();
+    live.sort_unstable();
+    live.dedup();
+    let (mut missing, mut extra): (Vec<&String>, Vec<&String>) = (Vec::new(), Vec::new());
+    let (mut r, mut l) = (recorded.iter().peekable(), live.iter().peekable());
+    loop {
+        match (r.peek(), l.peek()) {
+            (None, None) => break,
+            (Some(a), Some(b)) if a == b => {
+                r.next();
+                l.next();
+            }
+            (Some(a), Some(b)) if a < b => missing.extend(r.next()),
+            (Some(_), None) => missing.extend(r.next()),
+            _ => extra.extend(l.next()),
+        }
+    }
     if missing.is_empty() && extra.is_empty() {
         return None;
     }

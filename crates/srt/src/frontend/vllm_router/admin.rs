@@ -46,13 +46,24 @@ impl Admin for VllmRouterAdmin {
             if status != 200 {
                 return Err(format!("GET {router}/workers: {status} {}", body.trim()));
             }
-            let v: serde_json::Value = serde_json::from_str(&body)
+            // Only each worker's `url` is read (a Router of every worker lists thousands,
+            // each with its whole configuration), borrowed from the body.
+            #[derive(serde::Deserialize)]
+            struct Listed<'a> {
+                #[serde(borrow, default)]
+                workers: Vec<Worker<'a>>,
+            }
+            #[derive(serde::Deserialize)]
+            struct Worker<'a> {
+                #[serde(borrow, default)]
+                url: Option<std::borrow::Cow<'a, str>>,
+            }
+            let listed: Listed = serde_json::from_str(&body)
                 .map_err(|e| format!("GET {router}/workers: {e}: {}", body.trim()))?;
-            let mut urls: Vec<String> = v["workers"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|w| w["url"].as_str())
+            let mut urls: Vec<String> = listed
+                .workers
+                .iter()
+                .filter_map(|w| w.url.as_deref())
                 .map(|u| base_url(u).to_string())
                 .collect();
             urls.sort();
