@@ -239,8 +239,11 @@ impl Serialize for Spec {
     }
 }
 
-/// Read as the JSON text it is, without building a value; a spec that is not compact
-/// (recorded by an older srt, or edited by hand) is brought to its canonical form.
+/// Read as the JSON text it is, without building a value; a spec with whitespace between
+/// its tokens (an older srt pretty-printed them) is brought to its canonical form. A
+/// compact spec is taken as srt wrote it: one edited by hand into compact text with
+/// unsorted keys keeps them, which only changes how its fields read as changed (never
+/// its hash, which the record holds apart).
 impl<'de> Deserialize<'de> for Spec {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw: Box<RawValue> = Deserialize::deserialize(d)?;

@@ -398,7 +398,7 @@ mod tests {
     }
 
     /// A spec is one line in a pretty state file, and a pretty one (as an older srt
-    /// wrote it) or one with unsorted keys reads back in its canonical form.
+    /// wrote it, here also with its keys out of order) reads back in canonical form.
     #[test]
     fn specs_are_written_compact_and_read_back_canonical() {
         let r = sample_resource();
