@@ -646,5 +646,22 @@ fn a_stopped_or_unhealthy_worker_is_drift_and_replaced_alone() {
         shown.contains("worker.agg[0].node[0]: unhealthy:") && shown.contains("503"),
         "{shown}"
     );
+    // `srt status` probes the same way: the 503 worker is unhealthy, its Router healthy.
+    let status: serde_json::Value =
+        serde_json::from_str(&env.stdout(&["status", "hard-hung", "--json"])).unwrap();
+    let state_of = |address: &str| {
+        status["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["address"] == address)
+            .map(|r| r["state"].clone())
+    };
+    assert_eq!(
+        state_of("worker.agg[0].node[0]").unwrap(),
+        "unhealthy",
+        "{status}"
+    );
+    assert_eq!(state_of("router[0]").unwrap(), "healthy", "{status}");
     env.destroy("hard-hung");
 }

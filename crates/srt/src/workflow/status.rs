@@ -3,7 +3,9 @@
 use crate::exec::Executor;
 use crate::plan::Observation;
 use crate::state::{Runtime, State, StateStore, Status};
+use futures::StreamExt;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -70,39 +72,58 @@ pub(crate) fn health_url(
     Some(format!("http://{ip}:{port}/health"))
 }
 
-/// Probe every recorded resource: liveness through the executor, then `/health` of
-/// live HTTP processes (at the executor's address for the node).
+/// Probe every recorded resource: liveness through the executor (every process at
+/// once), then `/health` of live HTTP processes (at the executor's address for the
+/// node; a 2xx answer within 2 s is healthy), as many at once as refresh probes.
 pub async fn status(state: &State, exec: &dyn Executor) -> Vec<ResourceStatus> {
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(2))
-        .no_proxy()
-        .build()
-        .expect("http client");
     let bindings = exec.bindings();
-    let mut out = Vec::with_capacity(state.resources.len());
-    for (address, r) in &state.resources {
-        let mut live = match (&r.runtime, r.status) {
+    let running: Vec<(&String, &Runtime)> = state
+        .resources
+        .iter()
+        .filter(|(_, r)| r.status == Status::Running)
+        .filter_map(|(a, r)| Some((a, r.runtime.as_ref()?)))
+        .collect();
+    let runtimes: Vec<&Runtime> = running.iter().map(|(_, rt)| *rt).collect();
+    let seen: BTreeMap<&String, Observation> = running
+        .iter()
+        .map(|(a, _)| *a)
+        .zip(exec.observe_all(&runtimes).await)
+        .collect();
+    let mut lives: Vec<String> = state
+        .resources
+        .iter()
+        .map(|(address, r)| match (&r.runtime, r.status) {
             (_, Status::Failed) => "failed".to_string(),
             (_, Status::Pending) => "pending".to_string(),
             (_, Status::Tainted) => "tainted".to_string(),
-            (Some(rt), Status::Running) => match exec.observe(rt).await {
-                Observation::Alive => "running".to_string(),
-                Observation::Gone(_) => "drifted".to_string(),
+            (Some(_), Status::Running) => match seen.get(address) {
+                Some(Observation::Alive) => "running".to_string(),
+                _ => "drifted".to_string(),
             },
             (None, Status::Running) if r.kind.is_check() => "passed".to_string(),
             (None, Status::Running) => "ok".to_string(),
-        };
-        if live == "running" {
-            if let Some(url) = health_url(r, &bindings) {
-                let healthy = client
-                    .get(url)
-                    .send()
-                    .await
-                    .map(|resp| resp.status().is_success())
-                    .unwrap_or(false);
-                live = if healthy { "healthy" } else { "unhealthy" }.to_string();
-            }
-        }
+        })
+        .collect();
+    let probes: Vec<(usize, String)> = state
+        .resources
+        .values()
+        .enumerate()
+        .filter(|(i, _)| lives[*i] == "running")
+        .filter_map(|(i, r)| Some((i, health_url(r, &bindings)?)))
+        .collect();
+    let checks = probes.iter().map(|(i, url)| async move {
+        let probe = super::health::probe(url, Duration::from_secs(2)).await;
+        (*i, probe == super::health::Probe::Healthy)
+    });
+    let healthy: Vec<(usize, bool)> = futures::stream::iter(checks)
+        .buffer_unordered(super::PROBES_IN_FLIGHT)
+        .collect()
+        .await;
+    for (i, healthy) in healthy {
+        lives[i] = if healthy { "healthy" } else { "unhealthy" }.to_string();
+    }
+    let mut out = Vec::with_capacity(state.resources.len());
+    for ((address, r), live) in state.resources.iter().zip(lives) {
         out.push(ResourceStatus {
             address: address.clone(),
             kind: r.kind,
