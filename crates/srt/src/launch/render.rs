@@ -17,8 +17,22 @@ pub fn quote(token: &str) -> String {
 
 /// Bytes `shlex` leaves unquoted: `+-./:@]_`, digits and ASCII letters.
 fn unquoted_ok(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.' | b'/' | b':' | b'@' | b']' | b'_')
+    UNQUOTED[b as usize]
 }
+
+/// [`unquoted_ok`] of every byte, looked up: a plan tests every byte of every command
+/// line it shows.
+const UNQUOTED: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric()
+            || matches!(c, b'+' | b'-' | b'.' | b'/' | b':' | b'@' | b']' | b'_');
+        b += 1;
+    }
+    table
+};
 
 /// Append `token` quoted for a POSIX shell (what [`quote`] returns) to `out`: what
 /// `shlex::try_quote` writes, byte for byte. The two common cases are decided here in one
@@ -299,5 +313,18 @@ mod tests {
             r#"vllm serve /model --port 6100 --kv-transfer-config '{"a":"b"}' --x"#
         );
         assert_eq!(command_line(["a\0b", "", "x"]), "'ab' '' x");
+    }
+
+    /// Every ASCII character (and a few others), alone and inside a word, is quoted as
+    /// shlex quotes it.
+    #[test]
+    fn tokens_are_quoted_as_shlex_quotes_them() {
+        let others = ['é', '\u{a0}', '✓'];
+        for c in (1..128u8).map(char::from).chain(others) {
+            for token in [c.to_string(), format!("a{c}b"), format!("{c}{c}")] {
+                let shlex = shlex::try_quote(&token).unwrap();
+                assert_eq!(quote(&token), shlex, "{token:?}");
+            }
+        }
     }
 }
