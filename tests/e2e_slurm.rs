@@ -10,7 +10,7 @@
 
 mod e2e_support;
 
-use e2e_support::{repo, tools_path};
+use e2e_support::{repo, tools_path, with_client};
 use std::process::{Command, Output};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -222,16 +222,7 @@ fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
 }
 
 fn http(method: &str, url: &str, body: Option<serde_json::Value>) -> (u16, String) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let c = reqwest::Client::builder()
-            .timeout(Duration::from_secs(20))
-            .no_proxy()
-            .build()
-            .unwrap();
+    with_client(|c| async move {
         let req = match method {
             "POST" => c.post(url).json(&body.unwrap()),
             _ => c.get(url),

@@ -275,18 +275,7 @@ impl Env {
     /// `POST url` (no body), from inside the scenario's namespace: its status.
     pub(crate) fn post(&self, url: &str) -> u16 {
         self.in_netns(|| {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                let c = reqwest::Client::builder()
-                    .timeout(Duration::from_secs(20))
-                    .no_proxy()
-                    .build()
-                    .unwrap();
-                c.post(url).send().await.unwrap().status().as_u16()
-            })
+            with_client(|c| async move { c.post(url).send().await.unwrap().status().as_u16() })
         })
     }
 
@@ -435,16 +424,7 @@ impl Drop for Cleanup<'_> {
 /// A 4-token completion through `url` (a Router, nginx or worker), which must succeed.
 pub(crate) fn completion(url: &str) -> serde_json::Value {
     let body = serde_json::json!({"model": "tiny", "prompt": "hello", "max_tokens": 4});
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let c = reqwest::Client::builder()
-            .timeout(Duration::from_secs(20))
-            .no_proxy()
-            .build()
-            .unwrap();
+    with_client(|c| async move {
         let r = c
             .post(format!("{url}/v1/completions"))
             .json(&body)
@@ -458,18 +438,24 @@ pub(crate) fn completion(url: &str) -> serde_json::Value {
 
 /// `GET url` as JSON (any status).
 pub(crate) fn get(url: &str) -> serde_json::Value {
+    with_client(|c| async move { c.get(url).send().await.unwrap().json().await.unwrap() })
+}
+
+/// `f` with an HTTP client (20 s timeout, no proxy), run to its end on a runtime of its
+/// own: what the tests' requests share.
+pub(crate) fn with_client<T, F: std::future::Future<Output = T>>(
+    f: impl FnOnce(reqwest::Client) -> F,
+) -> T {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    rt.block_on(async {
-        let c = reqwest::Client::builder()
-            .timeout(Duration::from_secs(20))
-            .no_proxy()
-            .build()
-            .unwrap();
-        c.get(url).send().await.unwrap().json().await.unwrap()
-    })
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .no_proxy()
+        .build()
+        .unwrap();
+    rt.block_on(f(client))
 }
 
 /// stdout then stderr, lossily.
