@@ -364,17 +364,12 @@ fn full_state(p: &Prepared, deployment: &str) -> State {
         state.resources.insert(
             r.address.clone(),
             ResourceState {
-                kind: r.kind,
-                hash: r.hash.clone(),
-                dependencies: r.deps.clone(),
-                spec: r.spec.clone(),
-                status: Status::Running,
                 runtime: process.then(|| runtime.clone()),
                 node,
                 ports,
                 log_path: process
                     .then(|| format!(".srt/{deployment}/logs/{}.log", r.address).into()),
-                error: None,
+                ..ResourceState::of(r, Status::Running)
             },
         );
     }

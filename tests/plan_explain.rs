@@ -34,21 +34,8 @@ fn lower(text: &str) -> ResourceGraph {
 fn applied(g: &ResourceGraph) -> State {
     let mut s = State::new("local-disagg");
     for r in &g.resources {
-        s.resources.insert(
-            r.address.clone(),
-            ResourceState {
-                kind: r.kind,
-                hash: r.hash.clone(),
-                dependencies: r.deps.clone(),
-                spec: r.spec.clone(),
-                status: Status::Running,
-                runtime: None,
-                node: None,
-                ports: BTreeMap::new(),
-                log_path: None,
-                error: None,
-            },
-        );
+        s.resources
+            .insert(r.address.clone(), ResourceState::of(r, Status::Running));
     }
     s
 }

@@ -88,21 +88,8 @@ fn agg_graph(workers: u32, len: u32) -> graph::ResourceGraph {
 fn applied(g: &graph::ResourceGraph) -> State {
     let mut s = State::new("local-agg");
     for r in &g.resources {
-        s.resources.insert(
-            r.address.clone(),
-            srt::state::ResourceState {
-                kind: r.kind,
-                hash: r.hash.clone(),
-                dependencies: r.deps.clone(),
-                spec: r.spec.clone(),
-                status: srt::state::Status::Running,
-                runtime: None,
-                node: None,
-                ports: BTreeMap::new(),
-                log_path: None,
-                error: None,
-            },
-        );
+        let record = srt::state::ResourceState::of(r, srt::state::Status::Running);
+        s.resources.insert(r.address.clone(), record);
     }
     s
 }

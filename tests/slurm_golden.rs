@@ -124,16 +124,8 @@ fn applied(graph: &ResourceGraph) -> State {
         state.resources.insert(
             r.address.clone(),
             ResourceState {
-                kind: r.kind,
-                hash: r.hash.clone(),
-                dependencies: r.deps.clone(),
-                spec: r.spec.clone(),
-                status: Status::Running,
                 runtime,
-                node: None,
-                ports: BTreeMap::new(),
-                log_path: None,
-                error: None,
+                ..ResourceState::of(r, Status::Running)
             },
         );
     }

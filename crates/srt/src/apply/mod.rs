@@ -282,16 +282,9 @@ impl Apply<'_> {
             Target::Gate(_) | Target::Allocation | Target::Membership(_) => (BTreeMap::new(), None),
         };
         ResourceState {
-            kind: r.kind,
-            hash: r.hash.clone(),
-            dependencies: r.deps.clone(),
-            spec: r.spec.clone(),
-            status,
-            runtime: None,
             node,
             ports,
-            log_path: None,
-            error: None,
+            ..ResourceState::of(r, status)
         }
     }
 

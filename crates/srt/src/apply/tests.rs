@@ -404,16 +404,8 @@ fn recorded(d: &Deployment, processes: &[LaunchProcess], exec: &FakeExecutor) {
         state.resources.insert(
             r.address.clone(),
             ResourceState {
-                kind: r.kind,
-                hash: r.hash.clone(),
-                dependencies: r.deps.clone(),
-                spec: r.spec.clone(),
-                status: Status::Running,
                 runtime: r.kind.is_process().then(|| exec.runtime(&r.address)),
-                node: None,
-                ports: BTreeMap::new(),
-                log_path: None,
-                error: None,
+                ..ResourceState::of(r, Status::Running)
             },
         );
     }

@@ -847,21 +847,8 @@ mod tests {
         // the env (the changed fields are compared on threads too).
         let mut state = State::new("t");
         for r in &graph.resources {
-            state.resources.insert(
-                r.address.clone(),
-                ResourceState {
-                    kind: r.kind,
-                    hash: r.hash.clone(),
-                    dependencies: r.deps.clone(),
-                    spec: r.spec.clone(),
-                    status: Status::Running,
-                    runtime: None,
-                    node: None,
-                    ports: BTreeMap::new(),
-                    log_path: None,
-                    error: None,
-                },
-            );
+            let record = ResourceState::of(r, Status::Running);
+            state.resources.insert(r.address.clone(), record);
         }
         for (i, p) in launch.processes.iter_mut().enumerate() {
             if i.is_multiple_of(2) {

@@ -109,6 +109,26 @@ pub struct ResourceState {
     pub error: Option<String>,
 }
 
+impl ResourceState {
+    /// The record of the desired resource `r` with `status`: its kind, hash, direct
+    /// dependencies and spec, and nothing learned from running it yet (no runtime,
+    /// node, ports, log or error).
+    pub fn of(r: &crate::graph::Resource, status: Status) -> ResourceState {
+        ResourceState {
+            kind: r.kind,
+            hash: r.hash.clone(),
+            dependencies: r.deps.clone(),
+            spec: r.spec.clone(),
+            status,
+            runtime: None,
+            node: None,
+            ports: BTreeMap::new(),
+            log_path: None,
+            error: None,
+        }
+    }
+}
+
 /// Where a resource stands, as far as the last apply knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
