@@ -338,19 +338,13 @@ pub fn lower_with(
         Vec::with_capacity(plan.processes.len() * 2 + plan.gates.len() + 1);
     let base_deps: Vec<String> = match allocation {
         Some(spec) => {
-            pending.push(Resource {
-                address: ALLOCATION.to_string(),
-                kind: Kind::Allocation,
-                spec: Spec::of(spec),
-                deps: Vec::new(),
-                watched: Vec::new(),
-                after: Default::default(),
-                restart_note: None,
-                leave_note: None,
-                hash: String::new(),
-                node: None,
-                target: Target::Allocation,
-            });
+            pending.push(Resource::new(
+                ALLOCATION.to_string(),
+                Kind::Allocation,
+                Spec::of(spec),
+                Vec::new(),
+                Target::Allocation,
+            ));
             vec![ALLOCATION.to_string()]
         }
         None => Vec::new(),
@@ -361,23 +355,19 @@ pub fn lower_with(
         let mut deps = g.depends_on.clone();
         deps.sort();
         deps.dedup();
-        pending.push(Resource {
-            address: g.address.clone(),
-            kind: match g.probe {
-                crate::launch::Probe::Completion { .. } => Kind::Smoke,
-                crate::launch::Probe::Benchmark(_) => Kind::Benchmark,
-                _ => Kind::Gate,
-            },
-            spec: Spec::of(&serde_json::to_value(&g.probe).expect("probe serializes")),
+        let kind = match g.probe {
+            crate::launch::Probe::Completion { .. } => Kind::Smoke,
+            crate::launch::Probe::Benchmark(_) => Kind::Benchmark,
+            _ => Kind::Gate,
+        };
+        let spec = Spec::of(&serde_json::to_value(&g.probe).expect("probe serializes"));
+        pending.push(Resource::new(
+            g.address.clone(),
+            kind,
+            spec,
             deps,
-            watched: Vec::new(),
-            after: Default::default(),
-            restart_note: None,
-            leave_note: None,
-            hash: String::new(),
-            node: None,
-            target: Target::Gate(i),
-        });
+            Target::Gate(i),
+        ));
     }
     // Every Router's membership lists the same workers: their order and their JSON are
     // made once.
@@ -412,17 +402,14 @@ pub fn lower_with(
             ..
         } = shared.as_ref().expect("set above");
         pending.push(Resource {
-            address: m.address.clone(),
-            kind: Kind::Membership,
-            spec: membership_spec_with(plan, m, members),
-            deps: vec![m.router.clone()],
-            watched: Vec::new(),
             after: after.clone(),
-            restart_note: None,
-            leave_note: None,
-            hash: String::new(),
-            node: None,
-            target: Target::Membership(i),
+            ..Resource::new(
+                m.address.clone(),
+                Kind::Membership,
+                membership_spec_with(plan, m, members),
+                vec![m.router.clone()],
+                Target::Membership(i),
+            )
         });
     }
     order_and_hash(pending)
@@ -472,17 +459,14 @@ fn process_resources(
         let ports_addr = ports_address(&p.address);
         ports_json(&p.ports, &mut ports);
         out.push(Resource {
-            address: ports_addr.clone(),
-            kind: Kind::Ports,
-            spec: ports_block_spec(p.node, &ports, &mut scratch),
-            deps: base_deps.to_vec(),
-            watched: Vec::new(),
-            after: Default::default(),
-            restart_note: None,
-            leave_note: None,
-            hash: String::new(),
             node: Some(p.node),
-            target: Target::Process(i),
+            ..Resource::new(
+                ports_addr.clone(),
+                Kind::Ports,
+                ports_block_spec(p.node, &ports, &mut scratch),
+                base_deps.to_vec(),
+                Target::Process(i),
+            )
         });
         let kind = match p.kind {
             crate::launch::ProcessKind::Worker => Kind::Worker,
@@ -505,12 +489,7 @@ fn process_resources(
         waits.extend(base_deps.iter().cloned());
         let (deps, watched) = deps_of(waits, watches, &p.depends_on);
         out.push(Resource {
-            address: p.address.clone(),
-            kind,
-            spec: process_spec(plan, p, execution, &ports, &mut scratch),
-            deps,
             watched,
-            after: Default::default(),
             restart_note: plan
                 .memberships
                 .iter()
@@ -522,9 +501,14 @@ fn process_resources(
                 .filter(|m| m.mode == crate::launch::MembershipMode::Discovery)
                 .find(|m| m.members.iter().any(|w| w.worker == p.address))
                 .and_then(|m| m.note.clone()),
-            hash: String::new(),
             node: Some(p.node),
-            target: Target::Process(i),
+            ..Resource::new(
+                p.address.clone(),
+                kind,
+                process_spec(plan, p, execution, &ports, &mut scratch),
+                deps,
+                Target::Process(i),
+            )
         });
     }
     out
@@ -729,6 +713,24 @@ fn merkle_hashes(
 }
 
 impl Resource {
+    /// A resource waiting for all of `deps`, with no notes, no node and no hash yet
+    /// (lowering hashes every resource once the graph is ordered).
+    fn new(address: String, kind: Kind, spec: Spec, deps: Vec<String>, target: Target) -> Self {
+        Resource {
+            address,
+            kind,
+            spec,
+            deps,
+            watched: Vec::new(),
+            after: Default::default(),
+            restart_note: None,
+            leave_note: None,
+            hash: String::new(),
+            node: None,
+            target,
+        }
+    }
+
     /// Whether this resource watches `dep` (starts alongside it) rather than waiting
     /// for it.
     pub fn is_watched(&self, dep: &str) -> bool {
@@ -1064,17 +1066,15 @@ mod tests {
         let (none, watched_none) = deps_of(strings(&["b", "a"]), &[], &[]);
         assert_eq!((none, watched_none), (strings(&["a", "b"]), Vec::new()));
         let r = Resource {
-            address: "router".into(),
-            kind: Kind::Router,
-            spec: Spec::of(&json!({})),
-            deps,
             watched,
             after: vec!["f".into()].into(),
-            restart_note: None,
-            leave_note: None,
-            hash: String::new(),
-            node: None,
-            target: Target::Allocation,
+            ..Resource::new(
+                "router".into(),
+                Kind::Router,
+                Spec::of(&json!({})),
+                deps,
+                Target::Allocation,
+            )
         };
         assert_eq!(r.watches().collect::<Vec<_>>(), ["b", "e"]);
         assert_eq!(r.waits_for().collect::<Vec<_>>(), ["a", "c", "d", "f"]);
