@@ -829,14 +829,14 @@ mod tests {
             "h",
             &PlanOptions::default(),
         );
+        // `worker.agg[i].node[0]` -> i
+        let index_of = |address: &str| -> usize {
+            let rest = &address["worker.agg[".len()..];
+            rest[..rest.find(']').unwrap()].parse().unwrap()
+        };
         let mut shown = 0;
         for c in plan.changes.iter().filter(|c| c.kind == Kind::Worker) {
-            let i: usize = c.address["worker.agg[".len()..]
-                .split(']')
-                .next()
-                .unwrap()
-                .parse()
-                .unwrap();
+            let i = index_of(&c.address);
             let expected = format!("vllm serve --port {i} --x 'a b'");
             assert_eq!(c.after_command.as_deref(), Some(expected.as_str()));
             shown += 1;
@@ -867,12 +867,7 @@ mod tests {
             &PlanOptions::default(),
         );
         for c in plan.changes.iter().filter(|c| c.kind == Kind::Worker) {
-            let i: usize = c.address["worker.agg[".len()..]
-                .split(']')
-                .next()
-                .unwrap()
-                .parse()
-                .unwrap();
+            let i = index_of(&c.address);
             let mut fields: Vec<String> = Vec::new();
             if i.is_multiple_of(2) {
                 fields.push("argv".into());
