@@ -122,8 +122,10 @@ impl Apply<'_> {
                 }
                 for (url, w) in members_of(&r.spec) {
                     if w == worker {
-                        let frontend = r.spec.get_str("frontend").unwrap_or_default();
-                        let admin_url = r.spec.get_str("admin_url").unwrap_or_default();
+                        let [frontend, admin_url] = r
+                            .spec
+                            .get_strs(["frontend", "admin_url"])
+                            .map(Option::unwrap_or_default);
                         targets.push((Some(address.clone()), frontend, admin_url, url));
                     }
                 }
@@ -242,15 +244,14 @@ impl Apply<'_> {
             if !desired.iter().any(|(u, x)| u == &w.url && x == &w.worker) {
                 continue;
             }
-            let (frontend, admin_url) = {
+            let [frontend, admin_url] = {
                 let s = state.lock().expect("state mutex");
                 let Some(r) = s.resources.get(address) else {
                     continue;
                 };
-                (
-                    r.spec.get_str("frontend").unwrap_or_default(),
-                    r.spec.get_str("admin_url").unwrap_or_default(),
-                )
+                r.spec
+                    .get_strs(["frontend", "admin_url"])
+                    .map(Option::unwrap_or_default)
             };
             let Some(api) = self.router_api(&frontend, &admin_url) else {
                 continue;

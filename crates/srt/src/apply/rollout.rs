@@ -303,15 +303,14 @@ impl Apply<'_> {
         membership: &str,
         members: &[(String, String)],
     ) -> Result<(), StepError> {
-        let (frontend, admin_url) = {
+        let [frontend, admin_url] = {
             let s = state.lock().expect("state mutex");
             let Some(r) = s.resources.get(membership) else {
                 return Ok(());
             };
-            (
-                r.spec.get_str("frontend").unwrap_or_default(),
-                r.spec.get_str("admin_url").unwrap_or_default(),
-            )
+            r.spec
+                .get_strs(["frontend", "admin_url"])
+                .map(Option::unwrap_or_default)
         };
         let Some(admin) =
             crate::frontend::lookup(&frontend).and_then(super::super::frontend::Frontend::admin)

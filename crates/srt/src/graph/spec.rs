@@ -10,7 +10,7 @@
 //! State records hold the same text ([`crate::state::ResourceState::spec`]): reading a
 //! state file copies each spec's bytes without building a tree, a plan compares a
 //! replaced resource's recorded and desired fields as text ([`Spec::fields`]), and a
-//! reader that wants one field parses only that one ([`Spec::get`]).
+//! reader that wants a few string fields parses only those ([`Spec::get_strs`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -57,19 +57,20 @@ impl Spec {
         object_fields(&self.0)
     }
 
-    /// The top-level field `key`, parsed (only that field's text is).
-    pub fn get(&self, key: &str) -> Option<Value> {
-        let fields = self.fields();
-        let (_, raw) = fields.iter().find(|(k, _)| k == key)?;
-        serde_json::from_str(raw).ok()
-    }
-
     /// The top-level field `key` when it is a string.
     pub fn get_str(&self, key: &str) -> Option<String> {
-        match self.get(key)? {
-            Value::String(s) => Some(s),
-            _ => None,
-        }
+        let [value] = self.get_strs([key]);
+        value
+    }
+
+    /// The top-level fields `keys` that are strings, read in one pass over the spec (a
+    /// membership spec lists every worker, and its readers want two or three fields).
+    pub fn get_strs<const N: usize>(&self, keys: [&str; N]) -> [Option<String>; N] {
+        let fields = self.fields();
+        keys.map(|key| {
+            let (_, raw) = fields.iter().find(|(k, _)| k == key)?;
+            serde_json::from_str(raw).ok()
+        })
     }
 
     /// Call `f` with each token of the spec's `argv` (a process spec's), in order; `None`
@@ -253,12 +254,6 @@ impl<'de> Deserialize<'de> for Spec {
         }
         let value: Value = serde_json::from_str(&text).map_err(serde::de::Error::custom)?;
         Ok(Spec::of(&value))
-    }
-}
-
-impl From<&Value> for Spec {
-    fn from(v: &Value) -> Spec {
-        Spec::of(v)
     }
 }
 
@@ -494,7 +489,17 @@ mod tests {
         assert_eq!(object_fields(r#"{"b":1,"a":2}"#)[0].0, "a");
         assert!(object_fields("[1]").is_empty());
         assert_eq!(Spec::of(&values[2]).get_str("z"), None);
-        assert_eq!(Spec::of(&values[2]).get("env").unwrap()["A"], "1,2");
+        let spec = Spec::of(&values[2]);
+        let (_, env) = spec.fields().into_iter().find(|(k, _)| k == "env").unwrap();
+        assert_eq!(serde_json::from_str::<Value>(env).unwrap()["A"], "1,2");
+        let [argv, z, missing] = spec.get_strs(["argv", "z", "missing"]);
+        assert_eq!((argv, z, missing), (None, None, None));
+        let spec = Spec::of(&json!({"admin_url": "http://r", "frontend": "vllm-router"}));
+        let [frontend, admin] = spec.get_strs(["frontend", "admin_url"]);
+        assert_eq!(
+            (frontend.as_deref(), admin.as_deref()),
+            (Some("vllm-router"), Some("http://r"))
+        );
     }
 
     /// The direct writer writes what serde_json writes for the sorted view.

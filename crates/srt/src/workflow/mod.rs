@@ -705,9 +705,8 @@ pub async fn refresh_async(
         if r.kind != crate::graph::Kind::Membership || r.status != crate::state::Status::Running {
             continue;
         }
-        let router_alive = r
-            .spec
-            .get_str("router")
+        let [router, frontend, admin_url] = r.spec.get_strs(["router", "frontend", "admin_url"]);
+        let router_alive = router
             .and_then(|router| observed.get(&router))
             .is_some_and(|o| *o == Observation::Alive);
         if !router_alive {
@@ -728,7 +727,13 @@ pub async fn refresh_async(
             })
             .clone();
         let (http, bindings) = (&http, &bindings);
-        routers.push(async move { (a, membership_drift(r, bindings, http, &recorded).await) });
+        routers.push(async move {
+            let drift = match (frontend, admin_url) {
+                (Some(f), Some(u)) => membership_drift(&f, &u, bindings, http, &recorded).await,
+                _ => None,
+            };
+            (a, drift)
+        });
     }
     // The live workers' `/health`, at the same time.
     let probes: Vec<(String, String)> = match unhealthy_grace {
@@ -772,16 +777,17 @@ pub async fn refresh_async(
 
 /// How a Router's worker list differs from its membership record, if it does: a Router
 /// that restarted behind srt's back, or an edit through its admin API by someone else.
-/// `recorded`: the record's member URLs, resolved, sorted and each once.
+/// `frontend` and `admin_url` are the record's; `recorded` its member URLs, resolved,
+/// sorted and each once.
 async fn membership_drift(
-    record: &crate::state::ResourceState,
+    frontend: &str,
+    admin_url: &str,
     bindings: &crate::launch::Bindings,
     http: &reqwest::Client,
     recorded: &[String],
 ) -> Option<String> {
-    let frontend = record.spec.get_str("frontend")?;
-    let admin = crate::frontend::lookup(&frontend)?.admin()?;
-    let router = bindings.resolve(&record.spec.get_str("admin_url")?);
+    let admin = crate::frontend::lookup(frontend)?.admin()?;
+    let router = bindings.resolve(admin_url);
     let mut live = match admin.list(http, &router).await {
         Ok(urls) => urls,
         Err(e) => return Some(format!("cannot list its Router's workers: {e}")),
