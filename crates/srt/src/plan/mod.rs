@@ -406,8 +406,9 @@ pub fn diff(
         let hash_changed = |at: usize| {
             priors[at].map(|p| p.hash.as_str()) != Some(graph.resources[at].hash.as_str())
         };
-        // The fields that changed in each recorded resource whose hash changed (with its
-        // position), compared on threads when there are many: a role's workers at once.
+        // The fields that changed in each recorded, non-check resource whose hash changed
+        // (what the walk below asks), by position: compared first, on threads when there
+        // are many (a role's workers at once).
         let respecified: Vec<usize> = (0..graph.resources.len())
             .filter(|&at| {
                 priors[at].is_some() && !graph.resources[at].kind.is_check() && hash_changed(at)
@@ -417,16 +418,19 @@ pub fn diff(
             .iter()
             .map(|&at| graph.resources[at].spec.as_str().len())
             .collect();
-        let fields = crate::parallel::map_slices(&work, |range| {
+        let compared = crate::parallel::map_slices(&work, |range| {
             respecified[range]
                 .iter()
                 .map(|&at| {
                     let prior = priors[at].expect("recorded");
-                    (at, changed_fields(&prior.spec, &graph.resources[at].spec))
+                    changed_fields(&prior.spec, &graph.resources[at].spec)
                 })
                 .collect()
         });
-        let mut fields = fields.into_iter().peekable();
+        let mut fields: Vec<Option<Vec<String>>> = vec![None; graph.resources.len()];
+        for (at, changed) in respecified.into_iter().zip(compared) {
+            fields[at] = Some(changed);
+        }
         for (at, r) in graph.resources.iter().enumerate() {
             let prior = priors[at];
             // Command lines are rendered only for what is created or replaced (a plan
@@ -480,10 +484,7 @@ pub fn diff(
             }
             let mut reasons = Vec::new();
             if prior.hash != r.hash {
-                let fields = match fields.next_if(|(f, _)| *f == at) {
-                    Some((_, fields)) => fields,
-                    None => changed_fields(&prior.spec, &r.spec),
-                };
+                let fields = fields[at].take().expect("compared above");
                 let deps: Vec<String> = r
                     .deps
                     .iter()
