@@ -395,15 +395,14 @@ pub fn liveness(id: &ProcessIdentity) -> Liveness {
 /// serving nothing until continued), from one read of `/proc`: what refresh asks of
 /// every recorded process.
 pub fn observe(id: &ProcessIdentity) -> (Liveness, bool) {
-    if !valid_ids(id) || !same_host(id) {
-        return (Liveness::Reused, false);
-    }
-    match read_stat(id.pid) {
-        None => (Liveness::Exited, false),
-        Some(stat) if stat.start_time != id.start_time => (Liveness::Reused, false),
-        Some(stat) if stat.is_dead() => (Liveness::Exited, false),
-        Some(_) if mark(id) == Mark::Mismatch => (Liveness::Reused, false),
-        Some(stat) => (Liveness::Alive, matches!(stat.state, b'T' | b't')),
+    match probe_stat(id) {
+        (Probe::Running, _) if mark(id) == Mark::Mismatch => (Liveness::Reused, false),
+        (Probe::Running, stat) => (
+            Liveness::Alive,
+            stat.is_some_and(|s| matches!(s.state, b'T' | b't')),
+        ),
+        (Probe::Zombie | Probe::Missing, _) => (Liveness::Exited, false),
+        (Probe::Foreign, _) => (Liveness::Reused, false),
     }
 }
 
@@ -1077,15 +1076,22 @@ fn same_host(id: &ProcessIdentity) -> bool {
 }
 
 fn probe(id: &ProcessIdentity) -> Probe {
+    probe_stat(id).0
+}
+
+/// [`probe`], with the stat it read (when it read one).
+fn probe_stat(id: &ProcessIdentity) -> (Probe, Option<ProcStat>) {
     if !valid_ids(id) || !same_host(id) {
-        return Probe::Foreign;
+        return (Probe::Foreign, None);
     }
-    match read_stat(id.pid) {
+    let stat = read_stat(id.pid);
+    let probe = match &stat {
         None => Probe::Missing,
-        Some(stat) if stat.start_time != id.start_time => Probe::Foreign,
-        Some(stat) if stat.is_dead() => Probe::Zombie,
+        Some(s) if s.start_time != id.start_time => Probe::Foreign,
+        Some(s) if s.is_dead() => Probe::Zombie,
         Some(_) => Probe::Running,
-    }
+    };
+    (probe, stat)
 }
 
 /// Sends `signal` to the group; `Ok(false)` if the group no longer exists.
