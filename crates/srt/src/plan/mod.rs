@@ -808,6 +808,19 @@ mod tests {
         assert_ne!(members_text(&a), members_text(&Spec::of(&spec)));
     }
 
+    /// The graph of `launch` and its plan against an empty state.
+    fn from_scratch(launch: &crate::launch::LaunchPlan) -> (ResourceGraph, Plan) {
+        let graph = crate::graph::lower(launch, &serde_json::Value::Null).unwrap();
+        let plan = diff(
+            &graph,
+            &State::new("t"),
+            &BTreeMap::new(),
+            "h",
+            &PlanOptions::default(),
+        );
+        (graph, plan)
+    }
+
     #[test]
     fn a_large_plan_shows_each_created_process_its_own_command() {
         use crate::launch::{LaunchProcess, ProcessKind};
@@ -822,14 +835,7 @@ mod tests {
                 )
             })
             .collect();
-        let graph = crate::graph::lower(&launch, &serde_json::Value::Null).unwrap();
-        let plan = diff(
-            &graph,
-            &State::new("t"),
-            &BTreeMap::new(),
-            "h",
-            &PlanOptions::default(),
-        );
+        let (graph, plan) = from_scratch(&launch);
         // `worker.agg[i].node[0]` -> i
         let index_of = |address: &str| -> usize {
             let rest = &address["worker.agg[".len()..];
@@ -922,14 +928,7 @@ mod tests {
                 members,
             });
         }
-        let graph = crate::graph::lower(&launch, &serde_json::Value::Null).unwrap();
-        let plan = diff(
-            &graph,
-            &State::new("t"),
-            &BTreeMap::new(),
-            "h",
-            &PlanOptions::default(),
-        );
+        let (_, plan) = from_scratch(&launch);
         let added: Vec<&MemberList> = plan
             .changes
             .iter()
