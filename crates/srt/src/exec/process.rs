@@ -782,7 +782,8 @@ fn report_and_exit(report_fd: RawFd, child: libc::pid_t) -> ! {
 }
 
 /// Reads `/proc/<pid>/stat` into `buf` without allocating; returns the byte count
-/// (0 on failure).
+/// (0 on failure). The file is one line: a read that ends with its newline has all of
+/// it (no second read to see the end), so a probe costs three system calls.
 fn read_stat_raw(pid: libc::pid_t, buf: &mut [u8]) -> usize {
     let mut path = [0u8; 32];
     let mut len = 0;
@@ -821,6 +822,9 @@ fn read_stat_raw(pid: libc::pid_t, buf: &mut [u8]) -> usize {
             let r = libc::read(fd, buf[got..].as_mut_ptr().cast(), buf.len() - got);
             if r > 0 {
                 got += r as usize;
+                if buf[got - 1] == b'\n' {
+                    break;
+                }
             } else if r == -1 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
                 continue;
             } else {
@@ -1039,10 +1043,10 @@ fn parse_stat(raw: &[u8]) -> Option<ProcStat> {
 }
 
 fn read_stat(pid: u32) -> Option<ProcStat> {
-    if pid == 0 {
-        return None;
-    }
-    parse_stat(&fs::read(format!("/proc/{pid}/stat")).ok()?)
+    let pid = libc::pid_t::try_from(pid).ok().filter(|&p| p > 0)?;
+    let mut buf = [0u8; STAT_MAX];
+    let n = read_stat_raw(pid, &mut buf);
+    parse_stat(&buf[..n])
 }
 
 fn proc_pids() -> impl Iterator<Item = u32> {
@@ -1071,8 +1075,13 @@ fn valid_ids(id: &ProcessIdentity) -> bool {
     id.pid > 1 && id.pid <= i32::MAX as u32 && id.pgid > 1 && id.pgid <= i32::MAX as u32
 }
 
+/// Whether `id` was recorded on this host. The host name is read once per run: refresh
+/// asks this of every recorded process.
 fn same_host(id: &ProcessIdentity) -> bool {
-    hostname().is_ok_and(|h| h == id.host)
+    static HOST: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| hostname().ok())
+        .as_deref()
+        .is_some_and(|h| h == id.host)
 }
 
 fn probe(id: &ProcessIdentity) -> Probe {
