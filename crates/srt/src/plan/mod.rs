@@ -384,6 +384,10 @@ pub fn diff(
     // The members of the last membership created (the text of its list), and what its
     // change adds: the next one with the same list shares it.
     let mut created: Option<(Option<&str>, MemberList)> = None;
+    // The member lists (recorded, or none for a restarted Router; desired) of the last
+    // membership updated, and its change.
+    type Lists<'a> = (Option<Option<&'a str>>, Option<&'a str>);
+    let mut updated: Option<(Lists<'_>, MemberDiff)> = None;
     let mut drift = Vec::new();
     for (address, obs) in observed {
         if let Observation::Gone(detail) = obs {
@@ -562,7 +566,21 @@ pub fn diff(
                         matches!(x, Reason::DependencyChanged { dependencies } if dependencies.iter().any(|d| graph.get(d).is_some_and(|g| g.kind == Kind::Router)))
                     });
                     let before = (!restarted).then_some(&prior.spec);
-                    change.members = Some(member_diff(before, &r.spec));
+                    // Every Router lists every worker: the same two lists give the same
+                    // change, worked out once.
+                    let lists = (before.map(members_text), members_text(&r.spec));
+                    let shared = lists.1.is_some() && lists.0.is_none_or(|t| t.is_some());
+                    let members = match &updated {
+                        Some((was, diff)) if shared && *was == lists => diff.clone(),
+                        _ => {
+                            let diff = member_diff(before, &r.spec);
+                            if shared {
+                                updated = Some((lists, diff.clone()));
+                            }
+                            diff
+                        }
+                    };
+                    change.members = Some(members);
                 }
             }
             changes.push(change);
@@ -703,17 +721,29 @@ fn member_refs(spec: &Spec) -> Vec<MemberRef<'_>> {
 }
 
 /// What changes from the members of `before` (none: a Router with no member) to those
-/// of `after`.
+/// of `after`. Both lists are read borrowed, sorted, and merged: only what differs is
+/// copied.
 fn member_diff(before: Option<&Spec>, after: &Spec) -> MemberDiff {
-    let was: BTreeSet<(String, String)> = before
-        .map(members_of)
-        .unwrap_or_default()
-        .into_iter()
-        .collect();
-    let now: BTreeSet<(String, String)> = members_of(after).into_iter().collect();
+    let was = before.map(desired_members).unwrap_or_default();
+    let now = desired_members(after);
+    let owned = |m: &MemberRef<'_>| (m.url.to_string(), m.worker.to_string());
+    let (mut added, mut removed) = (Vec::new(), Vec::new());
+    let (mut w, mut n) = (was.iter().peekable(), now.iter().peekable());
+    loop {
+        match (w.peek(), n.peek()) {
+            (None, None) => break,
+            (Some(a), Some(b)) if a == b => {
+                w.next();
+                n.next();
+            }
+            (Some(a), Some(b)) if a < b => removed.extend(w.next().map(owned)),
+            (Some(_), None) => removed.extend(w.next().map(owned)),
+            _ => added.extend(n.next().map(owned)),
+        }
+    }
     MemberDiff {
-        added: now.difference(&was).cloned().collect(),
-        removed: was.difference(&now).cloned().collect(),
+        added: added.into(),
+        removed,
     }
 }
 
