@@ -838,6 +838,27 @@ mod tests {
         assert_ne!(members_text(&a), members_text(&Spec::of(&spec)));
     }
 
+    #[test]
+    fn a_member_change_is_what_each_list_has_that_the_other_lacks() {
+        let m = |i: usize| (format!("http://h:{}", i % 7), format!("worker.agg[{i}]"));
+        let spec = |ids: &[usize]| {
+            let pairs: Vec<(String, String)> = ids.iter().map(|&i| m(i)).collect();
+            let refs: Vec<(&str, &str)> = pairs.iter().map(|(u, w)| (&**u, &**w)).collect();
+            Spec::of(&membership("router[0]", &refs))
+        };
+        let (was, now) = (spec(&[9, 1, 2, 3, 5, 5, 8]), spec(&[4, 2, 3, 8, 0, 11, 4]));
+        let set = |s: &Spec| members_of(s).into_iter().collect::<BTreeSet<_>>();
+        let (a, b) = (set(&was), set(&now));
+        let diff = member_diff(Some(&was), &now);
+        assert_eq!(*diff.added, b.difference(&a).cloned().collect::<Vec<_>>());
+        assert_eq!(diff.removed, a.difference(&b).cloned().collect::<Vec<_>>());
+        assert_eq!((diff.added.len(), diff.removed.len()), (3, 3));
+        // A restarted Router (no recorded list) gets every member.
+        let fresh = member_diff(None, &now);
+        assert_eq!(*fresh.added, b.into_iter().collect::<Vec<_>>());
+        assert!(fresh.removed.is_empty());
+    }
+
     /// The graph of `launch` and its plan against an empty state.
     fn from_scratch(launch: &crate::launch::LaunchPlan) -> (ResourceGraph, Plan) {
         let graph = crate::graph::lower(launch, &serde_json::Value::Null).unwrap();
