@@ -171,13 +171,24 @@ struct Prepared {
     recipe_hash: String,
 }
 
+impl srt::workflow::live::Desired for Prepared {
+    fn graph(&self) -> &ResourceGraph {
+        &self.graph
+    }
+
+    fn recipe_hash(&self) -> &str {
+        &self.recipe_hash
+    }
+}
+
 /// Phases of one plan, timed.
 const PHASES: &[&str] = &[
     "recipe", "launch", "graph", "state", "refresh", "diff", "render",
 ];
 
 /// Times of the phases of one plan, and its wall-clock time (the state is read and
-/// refreshed while the launch plan and graph are built, as `srt plan` does).
+/// refreshed while the launch plan and graph are built, and diffed while it is
+/// refreshed, as `srt plan` does: the phases overlap).
 #[derive(Default)]
 struct Phases([Duration; 7], Duration);
 
@@ -243,36 +254,26 @@ fn plan_once(
 ) -> (Phases, Prepared, Plan) {
     let start = Instant::now();
     let mut phases = Phases::default();
-    // As `workflow::Setup::lower_while`: the state on a thread of its own, the graph here.
-    let (p, state, observed) = std::thread::scope(|s| {
-        let reading = s.spawn(|| {
-            let mut phases = Phases::default();
-            let t = Instant::now();
+    // As `srt plan` does (`workflow::Setup::plan_live`): the state read and refreshed on
+    // a thread of its own, the graph here, the diff as soon as both exist.
+    let live = srt::workflow::live::plan_live(
+        || Ok(prepare(text, &mut phases)),
+        || {
             let state = match store {
                 Some(store) => store.load().expect("load").expect("state exists"),
                 None => State::new(deployment),
             };
-            phases.0[3] = t.elapsed();
-            let t = Instant::now();
-            let observed =
-                srt::workflow::refresh(&state, exec, Some(std::time::Duration::from_secs(10)));
-            phases.0[4] = t.elapsed();
-            (state, observed, phases)
-        });
-        let p = prepare(text, &mut phases);
-        let (state, observed, read) = reading.join().expect("state read");
-        phases.0[3..5].copy_from_slice(&read.0[3..5]);
-        (p, state, observed)
-    });
-    let t = Instant::now();
-    let plan = plan::diff(
-        &p.graph,
-        &state,
-        &observed,
-        &p.recipe_hash,
+            Ok(((), state))
+        },
+        exec,
+        Some(Duration::from_secs(10)),
         &PlanOptions::default(),
-    );
-    phases.0[5] = t.elapsed();
+    )
+    .expect("bench plan");
+    phases.0[3] = live.times.read;
+    phases.0[4] = live.times.refresh;
+    phases.0[5] = live.times.diff;
+    let (p, plan) = (live.lowered, live.plan);
     let t = Instant::now();
     // Streamed as `srt plan` writes it (to its output, line by line), not held whole.
     let mut text = Written(0);

@@ -132,22 +132,22 @@ pub struct DestroyArgs {
 /// Run `srt plan`.
 pub(crate) fn plan(args: PlanArgs) -> CmdResult {
     let setup = workflow::setup_file(&args.file, &args.common.prepare_options())?;
-    // The state is read and refreshed while the graph is built: neither needs the other.
-    let (p, read) = setup.lower_while(|s| -> Result<_, workflow::OpError> {
-        let lock = s.store.lock("plan", args.common.lock_wait())?;
-        let mut state = workflow::load_or_create(&s.store, &s.recipe.name.value, &lock)?;
-        drop(lock);
-        workflow::restore(&*s.exec, &state)?;
-        let observed = workflow::observe(&mut state, &*s.exec, s.unhealthy_grace());
-        Ok((state, observed))
-    })?;
-    crate::report_warnings(&p.source, &p.launch.warnings);
-    let (state, observed) = read?;
     let options = PlanOptions {
         replace: args.replace.iter().cloned().collect(),
         destroy: false,
     };
-    let plan = workflow::plan_observed(&p, &state, observed, &options);
+    // The state is read and refreshed while the graph is built: neither needs the other.
+    let (p, (), state, plan) = setup.plan_live(
+        |s| {
+            let lock = s.store.lock("plan", args.common.lock_wait())?;
+            let state = workflow::load_or_create(&s.store, &s.recipe.name.value, &lock)?;
+            drop(lock);
+            workflow::restore(&*s.exec, &state)?;
+            Ok(((), state))
+        },
+        &options,
+    )?;
+    crate::report_warnings(&p.source, &p.launch.warnings);
     if args.json {
         say_exact!("{}", plan::render::json(&plan));
     } else {
@@ -316,17 +316,28 @@ pub(crate) fn apply(args: ApplyArgs) -> CmdResult {
         (None, None) => unreachable!("clap requires one"),
     }?;
     // The state is read (and, for a new plan, refreshed) while the graph is built.
-    let (p, read) = setup.lower_while(|s| -> Result<_, workflow::OpError> {
+    let read = |s: &workflow::Setup| -> Result<_, workflow::OpError> {
         let lock = s.store.lock("apply", args.common.lock_wait())?;
-        let mut state = workflow::load_or_create(&s.store, &s.recipe.name.value, &lock)?;
+        let state = workflow::load_or_create(&s.store, &s.recipe.name.value, &lock)?;
         workflow::restore(&*s.exec, &state)?;
-        let observed = saved
-            .is_none()
-            .then(|| workflow::observe(&mut state, &*s.exec, s.unhealthy_grace()));
-        Ok((lock, state, observed))
-    })?;
+        Ok((lock, state))
+    };
+    let (p, lock, mut state, fresh) = match &saved {
+        Some(_) => {
+            let (p, read) = setup.lower_while(read)?;
+            let (lock, state) = read?;
+            (p, lock, state, None)
+        }
+        None => {
+            let options = PlanOptions {
+                replace: args.replace.iter().cloned().collect(),
+                destroy: false,
+            };
+            let (p, lock, state, plan) = setup.plan_live(read, &options)?;
+            (p, lock, state, Some(plan))
+        }
+    };
     crate::report_warnings(&p.source, &p.launch.warnings);
-    let (lock, mut state, observed) = read?;
     if let Some(prev) = lock.previous_holder_died() {
         shout!(
             "note: taking over the lock left by pid {} ({}@{}, `{}`), which is no longer running",
@@ -336,8 +347,8 @@ pub(crate) fn apply(args: ApplyArgs) -> CmdResult {
             prev.operation
         );
     }
-    let plan = match &saved {
-        Some(f) => {
+    let plan = match (&saved, fresh) {
+        (Some(f), _) => {
             f.check_fresh(&state.lineage, state.serial, &p.recipe_hash)?;
             // What launches left since the plan was saved is found again now.
             let mut plan = f.plan.clone();
@@ -350,13 +361,8 @@ pub(crate) fn apply(args: ApplyArgs) -> CmdResult {
             refuse_taken_ports(&p, &plan, &state)?;
             plan
         }
-        None => {
-            let options = PlanOptions {
-                replace: args.replace.iter().cloned().collect(),
-                destroy: false,
-            };
-            let observed = observed.expect("observed for a new plan");
-            let plan = workflow::plan_observed(&p, &state, observed, &options);
+        (None, fresh) => {
+            let plan = fresh.expect("planned when no plan file was given");
             if args.json {
                 progress::plan_events(&plan);
             } else if args.quiet {

@@ -45,6 +45,8 @@ pub(crate) struct Behaviour {
     pub ports_delay: Duration,
     /// The process's log, as `log_tail` returns it.
     pub log: Option<String>,
+    /// Refresh finds the process gone, for this reason (else alive).
+    pub gone: Option<String>,
 }
 
 #[derive(Default)]
@@ -226,8 +228,11 @@ impl Executor for FakeExecutor {
         })
     }
 
-    fn observe<'a>(&'a self, _runtime: &'a Runtime) -> BoxFuture<'a, Observation> {
-        Box::pin(async { Observation::Alive })
+    fn observe<'a>(&'a self, runtime: &'a Runtime) -> BoxFuture<'a, Observation> {
+        let gone = self
+            .address_of(pid_of(runtime))
+            .and_then(|a| self.behaviour.get(&a)?.gone.clone());
+        Box::pin(async move { gone.map_or(Observation::Alive, Observation::Gone) })
     }
 
     fn stop<'a>(&'a self, runtime: &'a Runtime) -> BoxFuture<'a, Result<(), ExecError>> {

@@ -3,6 +3,7 @@
 //! refresh it, and diff. The CLI only parses arguments and prints.
 
 pub mod health;
+pub mod live;
 pub mod status;
 
 use crate::assemble::{assemble, BuildOptions};
@@ -396,6 +397,16 @@ struct Lowered {
     recipe_hash: String,
 }
 
+impl live::Desired for Lowered {
+    fn graph(&self) -> &ResourceGraph {
+        &self.graph
+    }
+
+    fn recipe_hash(&self) -> &str {
+        &self.recipe_hash
+    }
+}
+
 /// Read a recipe from text and make its executor.
 pub fn setup(
     source: Source,
@@ -483,6 +494,26 @@ impl Setup {
             (lowered, other)
         });
         Ok((self.with(lowered?), other))
+    }
+
+    /// Lower while `read` (lock, load, restore) runs on another thread, then recover,
+    /// refresh and plan with `options`, the diff overlapping refresh: see [`live`].
+    /// Gives the prepared recipe, what `read` returned besides the state, the state (with
+    /// the identities recovered from leases) and the plan (with the orphans found).
+    pub fn plan_live<R: Send>(
+        self,
+        read: impl FnOnce(&Setup) -> Result<(R, State), OpError> + Send,
+        options: &PlanOptions,
+    ) -> Result<(Prepared, R, State, Plan), OpError> {
+        let grace = Some(self.unhealthy_grace());
+        let live = live::plan_live(
+            || self.lowered(),
+            || read(&self),
+            &*self.exec,
+            grace,
+            options,
+        )?;
+        Ok((self.with(live.lowered), live.read, live.state, live.plan))
     }
 
     /// How long a live worker may fail `/health` before refresh calls it drift.
@@ -824,35 +855,6 @@ async fn membership_drift(
 
 /// Health probes refresh keeps in flight at once.
 const PROBES_IN_FLIGHT: usize = 256;
-
-/// What a plan knows of the world beyond the state: see [`observe`].
-pub struct Observed {
-    /// What launches left running that no record tracks.
-    pub orphans: Vec<plan::Orphan>,
-    /// What refresh saw of each recorded process.
-    pub seen: BTreeMap<String, Observation>,
-}
-
-/// Recover what launches left ([`recover`]) and refresh ([`refresh`], with the workers'
-/// health for `unhealthy_grace`). `state` gains the identities recovered from leases (in
-/// memory; apply saves them with its first step).
-pub fn observe(state: &mut State, exec: &dyn Executor, unhealthy_grace: Duration) -> Observed {
-    let orphans = recover(state, exec);
-    let seen = refresh(state, exec, Some(unhealthy_grace));
-    Observed { orphans, seen }
-}
-
-/// The plan of `p` against `state` as [`observe`] saw the world.
-pub fn plan_observed(
-    p: &Prepared,
-    state: &State,
-    observed: Observed,
-    options: &PlanOptions,
-) -> Plan {
-    let mut plan = plan::diff(&p.graph, state, &observed.seen, &p.recipe_hash, options);
-    plan.orphans = observed.orphans;
-    plan
-}
 
 /// An empty launch plan and graph for `deployment` (what `destroy` converges to).
 pub fn empty(deployment: &str) -> (LaunchPlan, ResourceGraph) {
