@@ -31,6 +31,10 @@
 //! render), and `--before BIN` (another build of this benchmark, run alternately with
 //! this one on every shape and size: before/after figures from one run).
 
+/// srt's allocator (`srt_cli::alloc`), so that the figures are srt's.
+#[global_allocator]
+static ALLOC: srt_cli::alloc::Allocator = mimalloc::MiMalloc;
+
 use srt::assemble::BuildOptions;
 use srt::exec::local::LocalExecutor;
 use srt::graph::{self, ResourceGraph};
@@ -836,6 +840,7 @@ fn run_child(
 }
 
 fn main() {
+    srt_cli::alloc::configure();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |name: &str| {
         args.iter()

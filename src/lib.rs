@@ -50,6 +50,7 @@ macro_rules! shout {
     }};
 }
 
+pub mod alloc;
 mod bench;
 mod deploy;
 mod error;

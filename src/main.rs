@@ -2,7 +2,12 @@
 
 use clap::Parser;
 
+/// See `srt_cli::alloc`.
+#[global_allocator]
+static ALLOC: srt_cli::alloc::Allocator = mimalloc::MiMalloc;
+
 fn main() {
+    srt_cli::alloc::configure();
     let cli = match srt_cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
