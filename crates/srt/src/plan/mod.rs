@@ -388,6 +388,8 @@ pub fn diff(
     // membership updated, and its change.
     type Lists<'a> = (Option<Option<&'a str>>, Option<&'a str>);
     let mut updated: Option<(Lists<'_>, MemberDiff)> = None;
+    // How many records are of desired resources.
+    let mut recorded_desired = 0;
     let mut drift = Vec::new();
     for (address, obs) in observed {
         if let Observation::Gone(detail) = obs {
@@ -407,6 +409,7 @@ pub fn diff(
             .iter()
             .map(|r| state.resources.get(&r.address))
             .collect();
+        recorded_desired = priors.iter().flatten().count();
         let hash_changed = |at: usize| {
             priors[at].map(|p| p.hash.as_str()) != Some(graph.resources[at].hash.as_str())
         };
@@ -586,12 +589,17 @@ pub fn diff(
             changes.push(change);
         }
     }
-    // Destroys: recorded resources not desired, dependents first.
-    let gone: Vec<&String> = state
-        .resources
-        .keys()
-        .filter(|a| options.destroy || graph.get(a).is_none())
-        .collect();
+    // Destroys: recorded resources not desired, dependents first. None when every record
+    // is of a desired resource (the walk found them all; addresses are unique).
+    let gone: Vec<&String> = if !options.destroy && recorded_desired == state.resources.len() {
+        Vec::new()
+    } else {
+        state
+            .resources
+            .keys()
+            .filter(|a| options.destroy || graph.get(a).is_none())
+            .collect()
+    };
     // Workers that registered themselves leave their Router only when the registration
     // expires: said of a removed one too.
     let discovery_note = graph.resources.iter().find_map(|r| r.leave_note.clone());
