@@ -637,11 +637,16 @@ fn measured<T>(f: impl FnOnce() -> T) -> T {
 }
 
 /// One operation once, for an instruction count: `--count NODES WHAT` with WHAT one of
-/// `plan`, `replan`, `role`, `save`, `load`, `destroy`, `resolve` (or `hash`: print digests of the outputs).
+/// `plan`, `replan`, `role`, `save`, `load`, `destroy`, `resolve` (or `hash`: print digests
+/// of the outputs; `recipe`: print the recipe, to run `srt plan` on it).
 /// The setup (state on disk) is not counted. `plan`, `replan` and `role` also print
 /// their phases' times to stderr, `plan` with the process's peak memory (VmHWM).
 fn count_one(shape: &str, nodes: usize, what: &str) {
     let text = recipe_text(shape, nodes, 32768);
+    if what == "recipe" {
+        print!("{text}");
+        return;
+    }
     let dir = tempfile::tempdir().expect("temp dir");
     let deployment = deployment_name(shape, nodes);
     let exec = executor(&text, &deployment, dir.path());
