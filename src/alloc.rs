@@ -1,10 +1,13 @@
-//! srt's memory allocator: mimalloc, purging what it frees after [`PURGE_DELAY_MS`].
+//! srt's memory allocator: mimalloc, without transparent huge pages, purging what it
+//! frees after [`PURGE_DELAY_MS`].
 //!
 //! A plan of ~50,000 resources makes and frees a few million small strings and vectors
-//! on several threads; glibc's malloc took about half of its time (docs/performance.md,
-//! change 43). mimalloc with its defaults halves that time but keeps freed pages for a
-//! second before returning them, which raised the plan's peak by 40% (over 300 MB for
-//! some shapes); returning them after 10 ms keeps most of the speed at glibc's peak.
+//! on several threads; glibc's malloc took a third of its time (docs/performance.md,
+//! change 44). mimalloc with its defaults is faster still but keeps freed pages for a
+//! second, and its arenas fault in 2 MiB huge pages, each cleared by the kernel: the
+//! plan's peak rose by 40% (over 300 MB for some shapes) and a state load spent half
+//! its time clearing pages. Built without huge pages (the `no_thp` feature) and
+//! purging after 100 ms, it peaks below glibc's and keeps most of the speed.
 //!
 //! The binary declares the allocator (`#[global_allocator] static ALLOC: Allocator`) and
 //! calls [`configure`] first thing; so does the plan benchmark, whose figures are srt's.
@@ -13,7 +16,7 @@
 pub type Allocator = mimalloc::MiMalloc;
 
 /// How long freed memory is kept before it is returned to the system, in ms.
-pub const PURGE_DELAY_MS: std::ffi::c_long = 10;
+pub const PURGE_DELAY_MS: std::ffi::c_long = 100;
 
 /// `mi_option_purge_delay` in mimalloc 3's `mi_option_e` (`mimalloc.h`): the sys crate
 /// names the options around it, not this one.
