@@ -260,7 +260,7 @@ fn plan_once(
     let mut phases = Phases::default();
     // As `srt plan` does (`workflow::Setup::plan_live`): the state read and refreshed on
     // a thread of its own, the graph here, the diff as soon as both exist.
-    let live = srt::workflow::live::plan_live(
+    let (p, live) = srt::workflow::live::plan_live(
         || Ok(prepare(text, &mut phases)),
         || {
             let state = match store {
@@ -274,10 +274,11 @@ fn plan_once(
         &PlanOptions::default(),
     )
     .expect("bench plan");
+    let live = live.expect("bench state read");
     phases.0[3] = live.times.read;
     phases.0[4] = live.times.refresh;
     phases.0[5] = live.times.diff;
-    let (p, plan) = (live.lowered, live.plan);
+    let plan = live.plan;
     let t = Instant::now();
     // Streamed as `srt plan` writes it (to its output, line by line), not held whole.
     let mut text = Written(0);

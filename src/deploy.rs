@@ -137,7 +137,7 @@ pub(crate) fn plan(args: PlanArgs) -> CmdResult {
         destroy: false,
     };
     // The state is read and refreshed while the graph is built: neither needs the other.
-    let (p, (), state, plan) = setup.plan_live(
+    let (p, read) = setup.plan_live(
         |s| {
             let lock = s.store.lock("plan", args.common.lock_wait())?;
             let state = workflow::load_or_create(&s.store, &s.recipe.name.value, &lock)?;
@@ -148,6 +148,7 @@ pub(crate) fn plan(args: PlanArgs) -> CmdResult {
         &options,
     )?;
     crate::report_warnings(&p.source, &p.launch.warnings);
+    let ((), state, plan) = read?;
     if args.json {
         say_exact!("{}", plan::render::json(&plan));
     } else {
@@ -322,22 +323,22 @@ pub(crate) fn apply(args: ApplyArgs) -> CmdResult {
         workflow::restore(&*s.exec, &state)?;
         Ok((lock, state))
     };
-    let (p, lock, mut state, fresh) = match &saved {
+    let (p, read) = match &saved {
         Some(_) => {
             let (p, read) = setup.lower_while(read)?;
-            let (lock, state) = read?;
-            (p, lock, state, None)
+            (p, read.map(|(lock, state)| (lock, state, None)))
         }
         None => {
             let options = PlanOptions {
                 replace: args.replace.iter().cloned().collect(),
                 destroy: false,
             };
-            let (p, lock, state, plan) = setup.plan_live(read, &options)?;
-            (p, lock, state, Some(plan))
+            let (p, read) = setup.plan_live(read, &options)?;
+            (p, read.map(|(lock, state, plan)| (lock, state, Some(plan))))
         }
     };
     crate::report_warnings(&p.source, &p.launch.warnings);
+    let (lock, mut state, fresh) = read?;
     if let Some(prev) = lock.previous_holder_died() {
         shout!(
             "note: taking over the lock left by pid {} ({}@{}, `{}`), which is no longer running",

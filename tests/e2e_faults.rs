@@ -34,8 +34,9 @@ fn concurrent_apply_is_refused_with_the_holder() {
     drop(held);
 }
 
-/// `srt plan` reads the state while it builds the graph: the lock is still checked,
-/// and a recipe the graph refuses is still the error (not the lock), located.
+/// `srt plan` reads the state while it builds the graph: the lock is still checked
+/// (with the recipe's warnings shown), and a recipe the graph refuses is still the
+/// error (not the lock), located.
 #[test]
 fn a_plan_under_a_held_lock_names_the_holder_unless_the_recipe_is_refused() {
     let _g = serial();
@@ -43,13 +44,24 @@ fn a_plan_under_a_held_lock_names_the_holder_unless_the_recipe_is_refused() {
     let r = recipe(env.dir.path());
     let store = srt::state::StateStore::new(env.dir.path().join(".srt/local-agg"));
     let held = store.lock("apply", None).unwrap();
-    let out = env.srt(&["plan", "-f", &r, "--simulate"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(srt::exit::LOCKED), "{err}");
-    assert!(
-        err.contains(&format!("pid {}", std::process::id())),
-        "{err}"
+    // nginx settings on a layout without nginx: a warning, not an error.
+    let text = std::fs::read_to_string(&r).unwrap().replace(
+        "    policy: round_robin\n",
+        "    policy: round_robin\n  nginx:\n    worker_connections: 4096\n",
     );
+    std::fs::write(&r, text).unwrap();
+    let plan = ["plan", "-f", r.as_str(), "--simulate"];
+    let apply = ["apply", "-f", r.as_str(), "--simulate", "--auto-approve"];
+    for args in [&plan[..], &apply[..]] {
+        let out = env.srt(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(srt::exit::LOCKED), "{err}");
+        assert!(
+            err.contains(&format!("pid {}", std::process::id())),
+            "{err}"
+        );
+        assert!(err.contains("this layout runs no nginx"), "{args:?}: {err}");
+    }
     // 1,000 TP8 replicas on this one host run out of ports while the launch plan is built.
     let text = std::fs::read_to_string(&r)
         .unwrap()

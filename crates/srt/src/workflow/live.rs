@@ -43,11 +43,14 @@ pub struct Times {
     pub rediffed: bool,
 }
 
-/// What [`plan_live`] gives back.
+/// What [`Setup::plan_live`](super::Setup::plan_live) gives back besides the prepared
+/// recipe: what `read` returned besides the state, the state and the plan, or why the
+/// state could not be read.
+pub type Planned<R> = Result<(R, State, Plan), OpError>;
+
+/// What [`plan_live`] gives back once the state is read.
 #[derive(Debug)]
-pub struct Live<L, R> {
-    /// What `lower` made.
-    pub lowered: L,
+pub struct Live<R> {
     /// What `read` returned besides the state (a lock, say).
     pub read: R,
     /// The state, with the identities recovered from leases (in memory).
@@ -61,7 +64,8 @@ pub struct Live<L, R> {
 /// Lower (`lower`, on this thread) while the state is read (`read`: lock, load,
 /// restore), recovered and refreshed (on another thread, health probes allowed
 /// `unhealthy_grace`), and plan with `options` as described in the module docs. A
-/// lowering error comes first, then a read error, as with
+/// lowering error comes first; a read error comes with what was lowered (whose
+/// warnings the caller still shows), as with
 /// [`Setup::lower_while`](super::Setup::lower_while).
 pub fn plan_live<L: Desired, R: Send>(
     lower: impl FnOnce() -> Result<L, OpError>,
@@ -69,7 +73,7 @@ pub fn plan_live<L: Desired, R: Send>(
     exec: &dyn Executor,
     unhealthy_grace: Option<Duration>,
     options: &PlanOptions,
-) -> Result<Live<L, R>, OpError> {
+) -> Result<(L, Result<Live<R>, OpError>), OpError> {
     // The state once read and recovered: shared by refresh (there) and the diff (here).
     let slot: OnceLock<State> = OnceLock::new();
     let (ready, wait) = std::sync::mpsc::channel::<()>();
@@ -104,7 +108,10 @@ pub fn plan_live<L: Desired, R: Send>(
         (lowered, side, first)
     });
     let lowered = lowered?;
-    let (read, orphans, seen, read_time, refresh_time) = side?;
+    let (read, orphans, seen, read_time, refresh_time) = match side {
+        Ok(side) => side,
+        Err(e) => return Ok((lowered, Err(e))),
+    };
     let state = slot.into_inner().expect("read succeeded");
     let (mut plan, mut diff_time) = first.expect("lowered and read");
     let rediffed = seen.values().any(|o| matches!(o, Observation::Gone(_)));
@@ -115,8 +122,7 @@ pub fn plan_live<L: Desired, R: Send>(
         diff_time += t.elapsed();
     }
     plan.orphans = orphans;
-    Ok(Live {
-        lowered,
+    let live = Live {
         read,
         state,
         plan,
@@ -126,7 +132,8 @@ pub fn plan_live<L: Desired, R: Send>(
             diff: diff_time,
             rediffed,
         },
-    })
+    };
+    Ok((lowered, Ok(live)))
 }
 
 #[cfg(test)]
@@ -184,21 +191,22 @@ mod tests {
         state
     }
 
-    fn planned(port: &str, exec: &FakeExecutor, state: State) -> Live<Lowered, ()> {
+    fn planned(port: &str, exec: &FakeExecutor, state: State) -> (Lowered, Live<()>) {
         let options = PlanOptions::default();
         let lower = || Ok(Lowered(graph(port)));
-        plan_live(lower, || Ok(((), state)), exec, None, &options).unwrap()
+        let (lowered, live) = plan_live(lower, || Ok(((), state)), exec, None, &options).unwrap();
+        (lowered, live.unwrap())
     }
 
     #[test]
     fn without_drift_the_diff_made_beside_refresh_is_the_plan() {
         let exec = FakeExecutor::new();
         let state = applied(&exec);
-        let live = planned("7", &exec, state.clone());
+        let (lowered, live) = planned("7", &exec, state.clone());
         assert!(!live.times.rediffed);
         assert_eq!(live.state, state);
         let seen = refresh(&state, &exec, None);
-        let expected = plan::diff(&live.lowered.0, &state, &seen, "h", &PlanOptions::default());
+        let expected = plan::diff(&lowered.0, &state, &seen, "h", &PlanOptions::default());
         assert_eq!(live.plan, expected);
         let replaced: Vec<&str> = live
             .plan
@@ -218,7 +226,7 @@ mod tests {
         };
         let exec = FakeExecutor::new().with("worker.agg[2].node[0]", gone);
         let state = applied(&exec);
-        let live = planned("0", &exec, state.clone());
+        let (lowered, live) = planned("0", &exec, state.clone());
         assert!(live.times.rediffed);
         let change = live.plan.change("worker.agg[2].node[0]").unwrap();
         assert_eq!(change.action, Action::Replace);
@@ -230,21 +238,23 @@ mod tests {
         );
         assert_eq!(live.plan.drift.len(), 1);
         let seen = refresh(&state, &exec, None);
-        let expected = plan::diff(&live.lowered.0, &state, &seen, "h", &PlanOptions::default());
+        let expected = plan::diff(&lowered.0, &state, &seen, "h", &PlanOptions::default());
         assert_eq!(live.plan, expected);
     }
 
     #[test]
-    fn a_lowering_error_comes_before_a_read_error() {
+    fn a_lowering_error_comes_first_and_a_read_error_with_the_lowered() {
         let exec = FakeExecutor::new();
         let options = PlanOptions::default();
         let lower = || Err::<Lowered, _>(OpError::Other("lower".into()));
         let read = || Err::<((), State), _>(OpError::Other("read".into()));
         let err = plan_live(lower, read, &exec, None, &options).unwrap_err();
         assert_eq!(err.to_string(), "lower");
+        // A read error comes with what was lowered.
         let lower = || Ok(Lowered(graph("0")));
         let read = || Err::<((), State), _>(OpError::Other("read".into()));
-        let err = plan_live(lower, read, &exec, None, &options).unwrap_err();
-        assert_eq!(err.to_string(), "read");
+        let (lowered, read) = plan_live(lower, read, &exec, None, &options).unwrap();
+        assert_eq!(lowered.0.resources.len(), graph("0").resources.len());
+        assert_eq!(read.unwrap_err().to_string(), "read");
     }
 }

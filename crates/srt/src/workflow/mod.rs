@@ -498,22 +498,25 @@ impl Setup {
 
     /// Lower while `read` (lock, load, restore) runs on another thread, then recover,
     /// refresh and plan with `options`, the diff overlapping refresh: see [`live`].
-    /// Gives the prepared recipe, what `read` returned besides the state, the state (with
-    /// the identities recovered from leases) and the plan (with the orphans found).
+    /// Gives the prepared recipe and, unless reading failed, what `read` returned besides
+    /// the state, the state (with the identities recovered from leases) and the plan
+    /// (with the orphans found). A lowering error comes first, as with
+    /// [`Setup::lower_while`].
     pub fn plan_live<R: Send>(
         self,
         read: impl FnOnce(&Setup) -> Result<(R, State), OpError> + Send,
         options: &PlanOptions,
-    ) -> Result<(Prepared, R, State, Plan), OpError> {
+    ) -> Result<(Prepared, live::Planned<R>), OpError> {
         let grace = Some(self.unhealthy_grace());
-        let live = live::plan_live(
+        let (lowered, live) = live::plan_live(
             || self.lowered(),
             || read(&self),
             &*self.exec,
             grace,
             options,
         )?;
-        Ok((self.with(live.lowered), live.read, live.state, live.plan))
+        let read = live.map(|l| (l.read, l.state, l.plan));
+        Ok((self.with(lowered), read))
     }
 
     /// How long a live worker may fail `/health` before refresh calls it drift.
