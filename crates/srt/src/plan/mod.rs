@@ -734,24 +734,31 @@ fn member_refs(spec: &Spec) -> Vec<MemberRef<'_>> {
 fn member_diff(before: Option<&Spec>, after: &Spec) -> MemberDiff {
     let was = before.map(desired_members).unwrap_or_default();
     let now = desired_members(after);
-    let owned = |m: &MemberRef<'_>| (m.url.to_string(), m.worker.to_string());
-    let (mut added, mut removed) = (Vec::new(), Vec::new());
-    let (mut w, mut n) = (was.iter().peekable(), now.iter().peekable());
-    loop {
-        match (w.peek(), n.peek()) {
-            (None, None) => break,
-            (Some(a), Some(b)) if a == b => {
-                w.next();
-                n.next();
-            }
-            (Some(a), Some(b)) if a < b => removed.extend(w.next().map(owned)),
-            (Some(_), None) => removed.extend(w.next().map(owned)),
-            _ => added.extend(n.next().map(owned)),
-        }
-    }
+    let owned = |m: &&MemberRef<'_>| (m.url.to_string(), m.worker.to_string());
+    let (removed, added) = sorted_differences(&was, &now);
     MemberDiff {
-        added: added.into(),
-        removed,
+        added: added.iter().map(owned).collect(),
+        removed: removed.iter().map(owned).collect(),
+    }
+}
+
+/// What only `a` holds and what only `b` holds, each in order, for two sorted lists
+/// without repeats (merged in one pass): a membership's members against its record, or
+/// against what its Router lists.
+pub(crate) fn sorted_differences<'a, T: Ord>(a: &'a [T], b: &'a [T]) -> (Vec<&'a T>, Vec<&'a T>) {
+    let (mut only_a, mut only_b) = (Vec::new(), Vec::new());
+    let (mut x, mut y) = (a.iter().peekable(), b.iter().peekable());
+    loop {
+        match (x.peek(), y.peek()) {
+            (None, None) => return (only_a, only_b),
+            (Some(p), Some(q)) if p == q => {
+                x.next();
+                y.next();
+            }
+            (Some(p), Some(q)) if p < q => only_a.extend(x.next()),
+            (Some(_), None) => only_a.extend(x.next()),
+            _ => only_b.extend(y.next()),
+        }
     }
 }
 

@@ -828,20 +828,7 @@ async fn membership_drift(
     };
     live.sort_unstable();
     live.dedup();
-    let (mut missing, mut extra): (Vec<&String>, Vec<&String>) = (Vec::new(), Vec::new());
-    let (mut r, mut l) = (recorded.iter().peekable(), live.iter().peekable());
-    loop {
-        match (r.peek(), l.peek()) {
-            (None, None) => break,
-            (Some(a), Some(b)) if a == b => {
-                r.next();
-                l.next();
-            }
-            (Some(a), Some(b)) if a < b => missing.extend(r.next()),
-            (Some(_), None) => missing.extend(r.next()),
-            _ => extra.extend(l.next()),
-        }
-    }
+    let (missing, extra) = plan::sorted_differences(recorded, &live);
     if missing.is_empty() && extra.is_empty() {
         return None;
     }
