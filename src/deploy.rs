@@ -51,6 +51,29 @@ impl Common {
     }
 }
 
+/// How `plan` and `apply` plan.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct Planning {
+    /// Replace this resource even if unchanged (repeatable).
+    #[arg(long, value_name = "ADDRESS")]
+    replace: Vec<String>,
+    /// Probe the live deployment before planning; `--refresh=false` plans against the
+    /// recorded state alone: faster at scale, but a process that died or a Router that
+    /// lost a worker does not show.
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    refresh: bool,
+}
+
+impl Planning {
+    fn options(&self) -> PlanOptions {
+        PlanOptions {
+            replace: self.replace.iter().cloned().collect(),
+            destroy: false,
+            skip_refresh: !self.refresh,
+        }
+    }
+}
+
 /// Arguments of `srt plan`.
 #[derive(Debug, clap::Args)]
 pub struct PlanArgs {
@@ -68,9 +91,8 @@ pub struct PlanArgs {
     /// Save the plan for `srt apply FILE`.
     #[arg(short = 'o', long = "out", value_name = "FILE")]
     out: Option<PathBuf>,
-    /// Replace this resource even if unchanged (repeatable).
-    #[arg(long, value_name = "ADDRESS")]
-    replace: Vec<String>,
+    #[command(flatten)]
+    planning: Planning,
     /// After the plan, show for every replaced resource which hash inputs changed.
     #[arg(long)]
     explain: bool,
@@ -79,8 +101,9 @@ pub struct PlanArgs {
 /// Arguments of `srt apply`.
 #[derive(Debug, clap::Args)]
 pub struct ApplyArgs {
-    /// A plan saved with `srt plan -o FILE` (instead of `-f RECIPE`).
-    #[arg(value_name = "PLAN_FILE", conflicts_with = "file")]
+    /// A plan saved with `srt plan -o FILE` (instead of `-f RECIPE`; it already fixes
+    /// what is replaced and whether the deployment was refreshed).
+    #[arg(value_name = "PLAN_FILE", conflicts_with_all = ["file", "replace", "refresh"])]
     plan_file: Option<PathBuf>,
     /// Recipe file.
     #[arg(
@@ -98,9 +121,8 @@ pub struct ApplyArgs {
     /// Resources worked on at once.
     #[arg(long, default_value_t = 10)]
     parallelism: usize,
-    /// Replace this resource even if unchanged (repeatable).
-    #[arg(long, value_name = "ADDRESS")]
-    replace: Vec<String>,
+    #[command(flatten)]
+    planning: Planning,
     /// Print only errors and the final summary.
     #[arg(long, short)]
     quiet: bool,
@@ -132,10 +154,7 @@ pub struct DestroyArgs {
 /// Run `srt plan`.
 pub(crate) fn plan(args: PlanArgs) -> CmdResult {
     let setup = workflow::setup_file(&args.file, &args.common.prepare_options())?;
-    let options = PlanOptions {
-        replace: args.replace.iter().cloned().collect(),
-        destroy: false,
-    };
+    let options = args.planning.options();
     // The state is read and refreshed while the graph is built: neither needs the other.
     let (p, read) = setup.plan_live(
         |s| {
@@ -329,11 +348,7 @@ pub(crate) fn apply(args: ApplyArgs) -> CmdResult {
             (p, read.map(|(lock, state)| (lock, state, None)))
         }
         None => {
-            let options = PlanOptions {
-                replace: args.replace.iter().cloned().collect(),
-                destroy: false,
-            };
-            let (p, read) = setup.plan_live(read, &options)?;
+            let (p, read) = setup.plan_live(read, &args.planning.options())?;
             (p, read.map(|(lock, state, plan)| (lock, state, Some(plan))))
         }
     };
@@ -532,8 +547,8 @@ pub(crate) fn destroy(args: DestroyArgs) -> CmdResult {
         &observed,
         "",
         &PlanOptions {
-            replace: Default::default(),
             destroy: true,
+            ..Default::default()
         },
     );
     plan.orphans = orphans;

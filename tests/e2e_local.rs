@@ -91,6 +91,22 @@ fn aggregate_two_workers_with_drift_heal() {
     )
     .unwrap();
     std::thread::sleep(Duration::from_millis(300));
+    // Against the records alone, the dead worker does not show, and the plan says why.
+    let blind = env.srt(&[
+        "plan",
+        "-f",
+        &recipe,
+        "--simulate",
+        "--detailed-exitcode",
+        "--refresh=false",
+    ]);
+    let text = String::from_utf8_lossy(&blind.stdout);
+    assert_eq!(blind.status.code(), Some(0), "{text}");
+    assert!(
+        text.starts_with("Note: the live deployment was not refreshed")
+            && text.contains("No changes."),
+        "{text}"
+    );
     let plan = env.srt(&["plan", "-f", &recipe, "--simulate", "--detailed-exitcode"]);
     let text = String::from_utf8_lossy(&plan.stdout);
     assert_eq!(plan.status.code(), Some(2), "{text}");

@@ -61,6 +61,8 @@ struct Inner {
     next_pid: u32,
     /// Address of each pid handed out.
     pids: HashMap<u32, String>,
+    /// Processes observed (refresh's probes).
+    observed: usize,
 }
 
 /// Called with the address on every `start`, before the runtime is handed out.
@@ -119,6 +121,11 @@ impl FakeExecutor {
     /// Every call so far, in order.
     pub(crate) fn calls(&self) -> Vec<Call> {
         self.inner.lock().unwrap().calls.clone()
+    }
+
+    /// How many times a process was observed (refresh probes each recorded one).
+    pub(crate) fn observed(&self) -> usize {
+        self.inner.lock().unwrap().observed
     }
 
     /// The most resources that were in flight at once (port checks and launches).
@@ -229,6 +236,7 @@ impl Executor for FakeExecutor {
     }
 
     fn observe<'a>(&'a self, runtime: &'a Runtime) -> BoxFuture<'a, Observation> {
+        self.inner.lock().unwrap().observed += 1;
         let gone = self
             .address_of(pid_of(runtime))
             .and_then(|a| self.behaviour.get(&a)?.gone.clone());

@@ -212,6 +212,16 @@ pub struct Plan {
     /// Processes no record tracks, to stop (absent from the JSON when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub orphans: Vec<Orphan>,
+    /// Whether the live deployment was refreshed before the diff: false for a plan
+    /// against the records alone ([`PlanOptions::skip_refresh`]), which cannot show drift
+    /// (absent from the JSON when true).
+    #[serde(default = "refreshed", skip_serializing_if = "Clone::clone")]
+    pub refreshed: bool,
+}
+
+/// [`Plan::refreshed`] of a plan file written before the field existed.
+fn refreshed() -> bool {
+    true
 }
 
 /// Counts for the summary line.
@@ -276,6 +286,11 @@ pub struct PlanOptions {
     pub replace: BTreeSet<String>,
     /// Plan to destroy everything.
     pub destroy: bool,
+    /// Plan against the records alone (`--refresh=false`): no process, Router or
+    /// `/health` is probed, so nothing that died or changed behind srt's back shows,
+    /// and the plan says so ([`Plan::refreshed`]). Leases are still read: what an
+    /// interrupted srt started is never left untracked.
+    pub skip_refresh: bool,
 }
 
 /// The command line of each process spec (on several threads when there are many).
@@ -644,6 +659,7 @@ pub fn diff(
         drift,
         changes,
         orphans: Vec::new(),
+        refreshed: !options.skip_refresh,
     }
 }
 

@@ -90,6 +90,11 @@ fn verb(action: Action) -> &'static str {
     }
 }
 
+/// What a plan made without refresh says first.
+pub const NOT_REFRESHED: &str =
+    "Note: the live deployment was not refreshed (--refresh=false): this plan trusts the \
+     recorded state, and does not show a process that died or a Router that lost a worker.\n\n";
+
 /// The plan as text.
 pub fn render(plan: &Plan) -> String {
     let mut out = String::new();
@@ -100,6 +105,9 @@ pub fn render(plan: &Plan) -> String {
 /// The plan as text, written to `out` piece by piece: a plan of 50,000 resources is
 /// 22 MB of text, which a caller can write out as it comes instead of holding it.
 pub fn render_to<W: Write>(plan: &Plan, out: &mut W) -> std::fmt::Result {
+    if !plan.refreshed {
+        out.write_str(NOT_REFRESHED)?;
+    }
     if !plan.drift.is_empty() {
         out.write_str("Note: objects changed outside srt:\n\n")?;
         for d in &plan.drift {
@@ -259,6 +267,8 @@ pub fn json(plan: &Plan) -> String {
         resource_changes: Vec<JsonChange<'a>>,
         #[serde(skip_serializing_if = "<[_]>::is_empty")]
         untracked_processes: &'a [super::Orphan],
+        #[serde(skip_serializing_if = "Clone::clone")]
+        refreshed: bool,
     }
     let doc = JsonPlan {
         format_version: plan.format_version,
@@ -271,6 +281,7 @@ pub fn json(plan: &Plan) -> String {
         summary: plan.summary(),
         resource_drift: &plan.drift,
         untracked_processes: &plan.orphans,
+        refreshed: plan.refreshed,
         resource_changes: plan
             .changes
             .iter()

@@ -11,6 +11,10 @@
 //! exist, while refresh still runs. When refresh finds nothing gone, that diff is the
 //! plan; when it finds drift, the diff is worked out again with what it saw. The plan
 //! is the same either way ([`plan::diff`] reads nothing else of an observation).
+//!
+//! A plan with [`PlanOptions::skip_refresh`] (`--refresh=false`) only reads and recovers
+//! there. A recipe that does not lower is the plan's error; a refresh not begun by then
+//! is skipped.
 
 use super::{recover, refresh, OpError};
 use crate::exec::Executor;
@@ -18,6 +22,7 @@ use crate::graph::ResourceGraph;
 use crate::plan::{self, Observation, Plan, PlanOptions};
 use crate::state::State;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -63,9 +68,9 @@ pub struct Live<R> {
 
 /// Lower (`lower`, on this thread) while the state is read (`read`: lock, load,
 /// restore), recovered and refreshed (on another thread, health probes allowed
-/// `unhealthy_grace`), and plan with `options` as described in the module docs. A
-/// lowering error comes first; a read error comes with what was lowered (whose
-/// warnings the caller still shows), as with
+/// `unhealthy_grace`; only recovered with [`PlanOptions::skip_refresh`]), and plan with
+/// `options` as described in the module docs. A lowering error comes first; a read
+/// error comes with what was lowered (whose warnings the caller still shows), as with
 /// [`Setup::lower_while`](super::Setup::lower_while).
 pub fn plan_live<L: Desired, R: Send>(
     lower: impl FnOnce() -> Result<L, OpError>,
@@ -77,8 +82,11 @@ pub fn plan_live<L: Desired, R: Send>(
     // The state once read and recovered: shared by refresh (there) and the diff (here).
     let slot: OnceLock<State> = OnceLock::new();
     let (ready, wait) = std::sync::mpsc::channel::<()>();
+    // Set when the recipe does not lower: the plan is that error, and a refresh not yet
+    // begun is not begun (at scale it takes longer than the read).
+    let refused = AtomicBool::new(false);
     let (lowered, side, first) = std::thread::scope(|s| {
-        let slot = &slot;
+        let (slot, refused) = (&slot, &refused);
         let side = s.spawn(move || {
             let t = Instant::now();
             let (r, mut state) = read()?;
@@ -88,10 +96,15 @@ pub fn plan_live<L: Desired, R: Send>(
             let state = slot.get_or_init(|| state);
             // Dropped unsent when the read fails: the diff is not waited for then.
             let _ = ready.send(());
-            let seen = refresh(state, exec, unhealthy_grace);
+            let seen = if options.skip_refresh || refused.load(Ordering::Acquire) {
+                BTreeMap::new()
+            } else {
+                refresh(state, exec, unhealthy_grace)
+            };
             Ok::<_, OpError>((r, orphans, seen, read_time, t.elapsed()))
         });
         let lowered = lower();
+        refused.store(lowered.is_err(), Ordering::Release);
         let first = match &lowered {
             Ok(l) if wait.recv().is_ok() => {
                 let t = Instant::now();
@@ -203,6 +216,7 @@ mod tests {
         let exec = FakeExecutor::new();
         let state = applied(&exec);
         let (lowered, live) = planned("7", &exec, state.clone());
+        assert_eq!(exec.observed(), 3, "each recorded process probed once");
         assert!(!live.times.rediffed);
         assert_eq!(live.state, state);
         let seen = refresh(&state, &exec, None);
@@ -243,6 +257,54 @@ mod tests {
     }
 
     #[test]
+    fn without_refresh_nothing_is_probed_and_the_plan_says_so() {
+        let gone = Behaviour {
+            gone: Some("exited".into()),
+            ..Default::default()
+        };
+        let exec = FakeExecutor::new().with("worker.agg[2].node[0]", gone);
+        let state = applied(&exec);
+        let options = PlanOptions {
+            skip_refresh: true,
+            ..Default::default()
+        };
+        let lower = || Ok(Lowered(graph("0")));
+        let read = || Ok(((), state.clone()));
+        let (lowered, live) = plan_live(lower, read, &exec, None, &options).unwrap();
+        let live = live.unwrap();
+        // Nothing is probed, and the dead worker is not seen: the plan is the diff against
+        // the records alone.
+        assert_eq!(exec.observed(), 0);
+        assert!(!live.times.rediffed);
+        assert!(!live.plan.has_changes());
+        assert!(live.plan.drift.is_empty());
+        assert!(!live.plan.refreshed);
+        let none = BTreeMap::new();
+        let expected = plan::diff(&lowered.0, &state, &none, "h", &options);
+        assert_eq!(live.plan, expected);
+        // Said first in the text, and in the JSON; absent from a refreshed plan's JSON.
+        let text = plan::render::render(&live.plan);
+        assert!(text.starts_with(plan::render::NOT_REFRESHED), "{text}");
+        let json: serde_json::Value =
+            serde_json::from_str(&plan::render::json(&live.plan)).unwrap();
+        assert_eq!(json["refreshed"], false);
+        let (_, refreshed) = planned("0", &exec, state.clone());
+        assert!(refreshed.plan.refreshed);
+        assert!(!plan::render::render(&refreshed.plan).contains("not refreshed"));
+        let json: serde_json::Value =
+            serde_json::from_str(&plan::render::json(&refreshed.plan)).unwrap();
+        assert!(json.get("refreshed").is_none(), "{json}");
+        // A saved plan keeps it; one saved before the field existed was refreshed.
+        let saved = serde_json::to_value(&live.plan).unwrap();
+        let back: Plan = serde_json::from_value(saved.clone()).unwrap();
+        assert_eq!(back, live.plan);
+        let mut older = saved;
+        older.as_object_mut().unwrap().remove("refreshed");
+        let back: Plan = serde_json::from_value(older).unwrap();
+        assert!(back.refreshed);
+    }
+
+    #[test]
     fn a_lowering_error_comes_first_and_a_read_error_with_the_lowered() {
         let exec = FakeExecutor::new();
         let options = PlanOptions::default();
@@ -250,6 +312,16 @@ mod tests {
         let read = || Err::<((), State), _>(OpError::Other("read".into()));
         let err = plan_live(lower, read, &exec, None, &options).unwrap_err();
         assert_eq!(err.to_string(), "lower");
+        // A refresh that would begin after the recipe failed to lower does not.
+        let lower = || Err::<Lowered, _>(OpError::Other("lower".into()));
+        let state = applied(&exec);
+        let read = || {
+            std::thread::sleep(Duration::from_millis(200));
+            Ok(((), state))
+        };
+        let err = plan_live(lower, read, &exec, None, &options).unwrap_err();
+        assert_eq!(err.to_string(), "lower");
+        assert_eq!(exec.observed(), 0);
         // A read error comes with what was lowered.
         let lower = || Ok(Lowered(graph("0")));
         let read = || Err::<((), State), _>(OpError::Other("read".into()));
