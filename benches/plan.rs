@@ -15,6 +15,8 @@
 //!   vllm-router does): the path of a no-op `srt plan`;
 //! - **one role**: re-plan after one flag of one role changed (every worker of that
 //!   role, the Routers and nginx are replaced, with word diffs of their command lines);
+//! - **one role, records only**: the same with `--refresh=false`: the state read, no
+//!   process or Router probed;
 //! - **save** / **load**: the state file of the full deployment written (atomically,
 //!   fsynced, with its backup) and read back;
 //! - **peak**: the peak resident memory of the plan phase (VmHWM of one plan: each
@@ -43,7 +45,7 @@ use srt::launch::{self, LaunchPlan};
 use srt::plan::{self, Plan, PlanOptions};
 use srt::recipe::{self, Source};
 use srt::state::{ResourceState, Runtime, State, StateStore, Status};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -250,11 +252,19 @@ fn prepare(text: &str, phases: &mut Phases) -> Prepared {
 }
 
 /// A whole plan: prepare, read the state (`None`: an empty one), refresh, diff, render.
+/// A plan against the records alone (`srt plan --refresh=false`).
+const RECORDS: PlanOptions = PlanOptions {
+    replace: BTreeSet::new(),
+    destroy: false,
+    skip_refresh: true,
+};
+
 fn plan_once(
     text: &str,
     store: Option<&StateStore>,
     deployment: &str,
     exec: &LocalExecutor,
+    options: &PlanOptions,
 ) -> (Phases, Prepared, Plan) {
     let start = Instant::now();
     let mut phases = Phases::default();
@@ -271,7 +281,7 @@ fn plan_once(
         },
         exec,
         Some(Duration::from_secs(10)),
-        &PlanOptions::default(),
+        options,
     )
     .expect("bench plan");
     let live = live.expect("bench state read");
@@ -531,8 +541,9 @@ fn child(shape: &str, nodes: usize, reps: usize, show_phases: bool) {
     // Plan from scratch (peak memory of this phase alone).
     reset_peak();
     let base_kib = peak_kib();
-    let (t_plan, ph_plan, prepared, created) =
-        time_plans(reps, || plan_once(&text, None, &deployment, &exec));
+    let (t_plan, ph_plan, prepared, created) = time_plans(reps, || {
+        plan_once(&text, None, &deployment, &exec, &PlanOptions::default())
+    });
     let plan_kib = peak_kib();
     let summary = created.summary();
     assert_eq!(
@@ -580,8 +591,15 @@ fn child(shape: &str, nodes: usize, reps: usize, show_phases: bool) {
     drop(prepared);
 
     // Re-plan against the full state, read from disk: nothing to change.
-    let (t_replan, ph_replan, _, noop) =
-        time_plans(reps, || plan_once(&text, Some(&store), &deployment, &exec));
+    let (t_replan, ph_replan, _, noop) = time_plans(reps, || {
+        plan_once(
+            &text,
+            Some(&store),
+            &deployment,
+            &exec,
+            &PlanOptions::default(),
+        )
+    });
     assert!(
         !noop.has_changes(),
         "a re-plan of the applied recipe is a no-op, not {:?}",
@@ -594,10 +612,21 @@ fn child(shape: &str, nodes: usize, reps: usize, show_phases: bool) {
 
     // One role changed: every decode worker (and what routes to them) is replaced.
     let (t_role, ph_role, _, role) = time_plans(reps, || {
-        plan_once(&changed, Some(&store), &deployment, &exec)
+        plan_once(
+            &changed,
+            Some(&store),
+            &deployment,
+            &exec,
+            &PlanOptions::default(),
+        )
     });
     let replaced = role.summary().replace;
     assert!(replaced > 0, "the decode change replaces resources");
+    // The same, against the records alone (`--refresh=false`).
+    let (t_records, ph_records, _, records) = time_plans(reps, || {
+        plan_once(&changed, Some(&store), &deployment, &exec, &RECORDS)
+    });
+    assert_eq!(records.changes, role.changes);
     drop(lock);
 
     if show_phases {
@@ -605,6 +634,7 @@ fn child(shape: &str, nodes: usize, reps: usize, show_phases: bool) {
             ("plan", &ph_plan),
             ("re-plan", &ph_replan),
             ("one role", &ph_role),
+            ("one role, records only", &ph_records),
         ] {
             let parts: Vec<String> = PHASES
                 .iter()
@@ -615,12 +645,13 @@ fn child(shape: &str, nodes: usize, reps: usize, show_phases: bool) {
         }
     }
     println!(
-        "result shape={shape} nodes={nodes} resources={} processes={} replaced={replaced} plan_us={} replan_us={} role_us={} save_us={} load_us={} append_us={} replay_load_us={} state_bytes={state_bytes} plan_peak_kib={} base_kib={base_kib} peak_kib={}",
+        "result shape={shape} nodes={nodes} resources={} processes={} replaced={replaced} plan_us={} replan_us={} role_us={} role_records_us={} save_us={} load_us={} append_us={} replay_load_us={} state_bytes={state_bytes} plan_peak_kib={} base_kib={base_kib} peak_kib={}",
         noop.changes.len(),
         noop.changes.iter().filter(|c| c.kind.is_process()).count(),
         t_plan.as_micros(),
         t_replan.as_micros(),
         t_role.as_micros(),
+        t_records.as_micros(),
         t_save.as_micros(),
         t_load.as_micros(),
         t_append.as_micros(),
@@ -654,7 +685,8 @@ fn count_one(shape: &str, nodes: usize, what: &str) {
     if what == "plan" {
         // From scratch: no state to set up (and nothing else in this process's heap, for
         // a heap profiler).
-        let (phases, prepared, plan) = measured(|| plan_once(&text, None, &deployment, &exec));
+        let (phases, prepared, plan) =
+            measured(|| plan_once(&text, None, &deployment, &exec, &PlanOptions::default()));
         eprintln!("plan {}, peak {} KiB", phases.shown(), peak_kib());
         drop((prepared, plan));
         return;
@@ -669,13 +701,35 @@ fn count_one(shape: &str, nodes: usize, what: &str) {
     store.save(&lock, &mut state).expect("first save");
     match what {
         "replan" => {
-            let (phases, ..) = measured(|| plan_once(&text, Some(&store), &deployment, &exec));
+            let (phases, ..) = measured(|| {
+                plan_once(
+                    &text,
+                    Some(&store),
+                    &deployment,
+                    &exec,
+                    &PlanOptions::default(),
+                )
+            });
             eprintln!("re-plan {}", phases.shown());
         }
         "role" => {
             let changed = recipe_text(shape, nodes, 16384);
-            let (phases, ..) = measured(|| plan_once(&changed, Some(&store), &deployment, &exec));
+            let (phases, ..) = measured(|| {
+                plan_once(
+                    &changed,
+                    Some(&store),
+                    &deployment,
+                    &exec,
+                    &PlanOptions::default(),
+                )
+            });
             eprintln!("one role {}", phases.shown());
+        }
+        "role-records" => {
+            let changed = recipe_text(shape, nodes, 16384);
+            let (phases, ..) =
+                measured(|| plan_once(&changed, Some(&store), &deployment, &exec, &RECORDS));
+            eprintln!("one role, records only {}", phases.shown());
         }
         "save" => {
             state.recipe_hash = Some("changed".into());
@@ -721,12 +775,24 @@ fn count_one(shape: &str, nodes: usize, what: &str) {
         // The desired-graph hash and the plan text's digest: equal before and after an
         // optimisation, or the optimisation changed the output.
         "hash" => {
-            let (_, p, plan) = plan_once(&text, None, &deployment, &exec);
+            let (_, p, plan) = plan_once(&text, None, &deployment, &exec, &PlanOptions::default());
             let rendered = plan::render::render(&plan);
             let launch = launch::render::json(&p.launch);
             let changed = recipe_text(shape, nodes, 16384);
-            let (_, _, role) = plan_once(&changed, Some(&store), &deployment, &exec);
-            let (_, _, noop) = plan_once(&text, Some(&store), &deployment, &exec);
+            let (_, _, role) = plan_once(
+                &changed,
+                Some(&store),
+                &deployment,
+                &exec,
+                &PlanOptions::default(),
+            );
+            let (_, _, noop) = plan_once(
+                &text,
+                Some(&store),
+                &deployment,
+                &exec,
+                &PlanOptions::default(),
+            );
             let digest = |text: &str| blake3::hash(text.as_bytes()).to_hex();
             println!(
                 "nodes={nodes} graph={} plan_text={} launch_json={} role_text={} role_json={} noop_text={}",
@@ -740,7 +806,7 @@ fn count_one(shape: &str, nodes: usize, what: &str) {
             );
         }
         other => {
-            panic!("--count NODES plan|replan|role|save|load|destroy|resolve|hash, not {other}")
+            panic!("--count NODES plan|replan|role|role-records|save|load|destroy|resolve|hash, not {other}")
         }
     }
 }
@@ -920,16 +986,16 @@ fn main() {
     for shape in &shapes {
         println!("{shape}:\n");
         println!(
-            "| nodes x 8 GPUs | build | resources | processes | plan | re-plan | one role (replaced) | state save | state load | append 10 records | load with journal | state file MiB | plan peak MiB | run peak MiB |"
+            "| nodes x 8 GPUs | build | resources | processes | plan | re-plan | one role (replaced) | one role, records only | state save | state load | append 10 records | load with journal | state file MiB | plan peak MiB | run peak MiB |"
         );
-        println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for r in rows.iter().filter(|r| &r.shape == shape) {
             if let Some(why) = &r.refused {
-                println!("| {} | {} | refused: {why} |||||||||||", r.nodes, r.build);
+                println!("| {} | {} | refused: {why} ||||||||||||", r.nodes, r.build);
                 continue;
             }
             println!(
-                "| {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} | {} | {} | {:.1} | {:.0} | {:.0} |",
+                "| {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} | {} | {} | {} | {:.1} | {:.0} | {:.0} |",
                 r.nodes,
                 r.build,
                 r.get("resources"),
@@ -938,6 +1004,7 @@ fn main() {
                 ms(r.get("replan_us")),
                 ms(r.get("role_us")),
                 r.get("replaced"),
+                ms(r.get("role_records_us")),
                 ms(r.get("save_us")),
                 ms(r.get("load_us")),
                 ms(r.get("append_us")),
