@@ -226,6 +226,19 @@ fn saved_plan_is_refused_once_stale() {
     let recipe = env.recipe("agg.yaml", &example("local-agg.yaml"));
     env.ok(&["plan", "-f", &recipe, "--simulate", "-o", "first.plan"]);
     env.ok(&["plan", "-f", &recipe, "--simulate", "-o", "second.plan"]);
+    // A saved plan fixes what is replaced and whether the deployment was refreshed: the
+    // flags that would change either are refused with it, not ignored.
+    for flag in [&["--replace", "router[0]"][..], &["--refresh=false"]] {
+        let args: Vec<&str> = ["apply", "first.plan"]
+            .iter()
+            .chain(flag)
+            .copied()
+            .collect();
+        let refused = env.srt(&args);
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(srt::exit::USAGE), "{stderr}");
+        assert!(stderr.contains("cannot be used with"), "{stderr}");
+    }
     env.ok(&["apply", "first.plan"]);
     let stale = env.srt(&["apply", "second.plan"]);
     assert_eq!(
