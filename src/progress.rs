@@ -107,9 +107,12 @@ pub(crate) fn plan_events(plan: &Plan) {
         );
     }
     let s = plan.summary();
-    json_line(
-        serde_json::json!({"type": "change_summary", "operation": "plan", "create": s.create, "update": s.update, "replace": s.replace, "destroy": s.destroy, "check": s.check}),
-    );
+    let mut summary = serde_json::json!({"type": "change_summary", "operation": "plan", "create": s.create, "update": s.update, "replace": s.replace, "destroy": s.destroy, "check": s.check});
+    // As in `srt plan --json`: said only of a plan made without refresh.
+    if !plan.refreshed {
+        summary["refreshed"] = false.into();
+    }
+    json_line(summary);
 }
 
 /// `--json`: the final summary of an apply.

@@ -49,6 +49,25 @@ fn status_list_logs_and_json_events_on_a_live_deployment() {
     assert_eq!(last["created"], 7);
     assert_eq!(last["checked"], 3);
     assert_eq!(last["url"], "http://127.0.0.1:8000");
+    // The plan's summary event says when the plan trusted the records alone.
+    let plan_summary = |args: &[&str]| -> serde_json::Value {
+        let mut all = vec![
+            "apply",
+            "-f",
+            recipe,
+            "--simulate",
+            "--auto-approve",
+            "--json",
+        ];
+        all.extend(args);
+        env.stdout(&all)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|v| v["type"] == "change_summary" && v["operation"] == "plan")
+            .expect("a plan summary event")
+    };
+    assert_eq!(plan_summary(&["--refresh=false"])["refreshed"], false);
+    assert!(plan_summary(&[]).get("refreshed").is_none());
 
     let status: serde_json::Value =
         serde_json::from_str(&env.stdout(&["status", "--json"])).unwrap();
