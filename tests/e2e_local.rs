@@ -123,6 +123,51 @@ fn aggregate_two_workers_with_drift_heal() {
     destroy(&env, "local-agg");
 }
 
+/// A plan against the records alone does not see a worker that died, and the apply that
+/// rolls its role anyway (the args changed) copes with finding it gone: it is replaced
+/// like the others, and the deployment ends healthy and serving.
+#[test]
+fn a_rolling_apply_without_refresh_copes_with_a_worker_that_died_unseen() {
+    let _g = serial();
+    let env = Env::new();
+    let recipe = env.recipe("agg.yaml", &example("local-agg.yaml"));
+    env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
+    let victim = env.pid("local-agg", "worker.agg[1].node[0]");
+    let router = env.pid("local-agg", "router[0]");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(victim as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let changed = env.recipe(
+        "agg.yaml",
+        &example("local-agg.yaml").replace("max-model-len: 2048", "max-model-len: 1024"),
+    );
+    let out = env.ok(&[
+        "apply",
+        "-f",
+        &changed,
+        "--simulate",
+        "--auto-approve",
+        "--refresh=false",
+    ]);
+    assert!(
+        out.starts_with("Note: the live deployment was not refreshed")
+            && out.contains("Plan: 0 to create, 2 to replace, 0 to destroy")
+            && !out.contains("drift"),
+        "{out}"
+    );
+    assert!(out.contains("Apply complete"), "{out}");
+    assert_ne!(env.pid("local-agg", "worker.agg[1].node[0]"), victim);
+    assert_eq!(env.pid("local-agg", "router[0]"), router);
+    env.completion("http://127.0.0.1:8000");
+    // Nothing is left to heal: a refreshed plan finds the deployment as recorded.
+    let plan = env.srt(&["plan", "-f", &changed, "--simulate", "--detailed-exitcode"]);
+    let text = String::from_utf8_lossy(&plan.stdout);
+    assert_eq!(plan.status.code(), Some(0), "{text}");
+    destroy(&env, "local-agg");
+}
+
 #[test]
 fn disaggregated_nixl_goes_through_prefill_and_decode_and_args_change_replaces_one_role() {
     let _g = serial();
