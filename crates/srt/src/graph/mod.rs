@@ -117,6 +117,10 @@ pub struct Resource {
     /// order apply: a resource starts once they are done. Positions, not addresses: a
     /// Router watches every worker it routes to.
     watched: Vec<u32>,
+    /// The position in the graph's `resources` of each of `deps`, in `deps` order (set
+    /// when the graph is built): a plan asks of every worker a Router lists whether it
+    /// changed, and reads a position where it would look an address up.
+    dep_positions: Vec<u32>,
     /// Resources this one is applied after without depending on them: its hash does not
     /// cover theirs (a membership is applied once its workers are started, and a
     /// replaced worker does not change it). Sorted.
@@ -636,6 +640,13 @@ fn order_and_hash(pending: Vec<Resource>) -> Result<ResourceGraph, GraphError> {
         resources.push(r);
         index.insert(&resources, resources.len() - 1);
     }
+    for (orig, &at) in position.iter().enumerate() {
+        let (start, end) = (dep_start[orig] as usize, dep_start[orig + 1] as usize);
+        resources[at].dep_positions = dep_at[start..end]
+            .iter()
+            .map(|&d| position[d as usize] as u32)
+            .collect();
+    }
     for w in dag.node_weights_mut() {
         *w = position[*w];
     }
@@ -722,6 +733,7 @@ impl Resource {
             spec,
             deps,
             watched: Vec::new(),
+            dep_positions: Vec::new(),
             after: Default::default(),
             restart_note: None,
             leave_note: None,
@@ -729,6 +741,20 @@ impl Resource {
             node: None,
             target,
         }
+    }
+
+    /// Each of [`deps`](Self::deps) with its position in the graph's `resources`, in
+    /// `deps` order (none before the graph is built).
+    pub fn dependencies(&self) -> impl Iterator<Item = (&String, usize)> {
+        debug_assert_eq!(
+            self.dep_positions.len(),
+            self.deps.len(),
+            "{}",
+            self.address
+        );
+        self.deps
+            .iter()
+            .zip(self.dep_positions.iter().map(|&at| at as usize))
     }
 
     /// Whether this resource watches `dep` (starts alongside it) rather than waiting
@@ -977,6 +1003,23 @@ mod tests {
                 .collect();
             assert_eq!(many, one, "{threads} threads");
         }
+    }
+
+    #[test]
+    fn each_dependency_comes_with_its_position() {
+        let plan = plan_of(2 * crate::parallel::FROM + 3);
+        let graph = lower(&plan, &json!({"executor": "local"})).unwrap();
+        let mut edges = 0;
+        for r in &graph.resources {
+            let named: Vec<&String> = r.dependencies().map(|(d, _)| d).collect();
+            assert_eq!(named, r.deps.iter().collect::<Vec<_>>(), "{}", r.address);
+            for (d, at) in r.dependencies() {
+                assert_eq!(&graph.resources[at].address, d, "{}", r.address);
+                assert_eq!(graph.position(d), Some(at));
+                edges += 1;
+            }
+        }
+        assert!(edges > graph.resources.len(), "{edges} edges");
     }
 
     /// The hash as the module documents it, one resource at a time: what the hashing by

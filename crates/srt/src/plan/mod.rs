@@ -426,8 +426,7 @@ pub fn diff(
             .collect();
         recorded_desired = priors.iter().flatten().count();
         // Whether each resource's hash differs from its record's (or it has none), by
-        // position: a replaced Router asks it of every worker it lists (looked up in the
-        // records, two reads per worker: 2-4 ms per Router at 24,576 nodes).
+        // position: a replaced Router asks it of every worker it lists.
         let changed: Vec<bool> = graph
             .resources
             .iter()
@@ -515,13 +514,9 @@ pub fn diff(
             if prior.hash != r.hash {
                 let fields = fields[at].take().expect("compared above");
                 let deps: Vec<String> = r
-                    .deps
-                    .iter()
-                    .filter(|d| match graph.position(d) {
-                        Some(at) => hash_changed(at),
-                        None => state.resources.contains_key(*d),
-                    })
-                    .cloned()
+                    .dependencies()
+                    .filter(|&(_, at)| hash_changed(at))
+                    .map(|(d, _)| d.clone())
                     .collect();
                 let dep_set_changed = prior.dependencies != r.deps;
                 if !fields.is_empty() {
