@@ -251,7 +251,13 @@ fn prepare(text: &str, phases: &mut Phases) -> Prepared {
     }
 }
 
-/// A whole plan: prepare, read the state (`None`: an empty one), refresh, diff, render.
+/// A plan as `srt plan` makes it.
+const REFRESHED: PlanOptions = PlanOptions {
+    replace: BTreeSet::new(),
+    destroy: false,
+    skip_refresh: false,
+};
+
 /// A plan against the records alone (`srt plan --refresh=false`).
 const RECORDS: PlanOptions = PlanOptions {
     replace: BTreeSet::new(),
@@ -259,6 +265,7 @@ const RECORDS: PlanOptions = PlanOptions {
     skip_refresh: true,
 };
 
+/// A whole plan: prepare, read the state (`None`: an empty one), refresh, diff, render.
 fn plan_once(
     text: &str,
     store: Option<&StateStore>,
@@ -542,7 +549,7 @@ fn child(shape: &str, nodes: usize, reps: usize, show_phases: bool) {
     reset_peak();
     let base_kib = peak_kib();
     let (t_plan, ph_plan, prepared, created) = time_plans(reps, || {
-        plan_once(&text, None, &deployment, &exec, &PlanOptions::default())
+        plan_once(&text, None, &deployment, &exec, &REFRESHED)
     });
     let plan_kib = peak_kib();
     let summary = created.summary();
@@ -592,13 +599,7 @@ fn child(shape: &str, nodes: usize, reps: usize, show_phases: bool) {
 
     // Re-plan against the full state, read from disk: nothing to change.
     let (t_replan, ph_replan, _, noop) = time_plans(reps, || {
-        plan_once(
-            &text,
-            Some(&store),
-            &deployment,
-            &exec,
-            &PlanOptions::default(),
-        )
+        plan_once(&text, Some(&store), &deployment, &exec, &REFRESHED)
     });
     assert!(
         !noop.has_changes(),
@@ -612,13 +613,7 @@ fn child(shape: &str, nodes: usize, reps: usize, show_phases: bool) {
 
     // One role changed: every decode worker (and what routes to them) is replaced.
     let (t_role, ph_role, _, role) = time_plans(reps, || {
-        plan_once(
-            &changed,
-            Some(&store),
-            &deployment,
-            &exec,
-            &PlanOptions::default(),
-        )
+        plan_once(&changed, Some(&store), &deployment, &exec, &REFRESHED)
     });
     let replaced = role.summary().replace;
     assert!(replaced > 0, "the decode change replaces resources");
@@ -686,7 +681,7 @@ fn count_one(shape: &str, nodes: usize, what: &str) {
         // From scratch: no state to set up (and nothing else in this process's heap, for
         // a heap profiler).
         let (phases, prepared, plan) =
-            measured(|| plan_once(&text, None, &deployment, &exec, &PlanOptions::default()));
+            measured(|| plan_once(&text, None, &deployment, &exec, &REFRESHED));
         eprintln!("plan {}, peak {} KiB", phases.shown(), peak_kib());
         drop((prepared, plan));
         return;
@@ -701,28 +696,14 @@ fn count_one(shape: &str, nodes: usize, what: &str) {
     store.save(&lock, &mut state).expect("first save");
     match what {
         "replan" => {
-            let (phases, ..) = measured(|| {
-                plan_once(
-                    &text,
-                    Some(&store),
-                    &deployment,
-                    &exec,
-                    &PlanOptions::default(),
-                )
-            });
+            let (phases, ..) =
+                measured(|| plan_once(&text, Some(&store), &deployment, &exec, &REFRESHED));
             eprintln!("re-plan {}", phases.shown());
         }
         "role" => {
             let changed = recipe_text(shape, nodes, 16384);
-            let (phases, ..) = measured(|| {
-                plan_once(
-                    &changed,
-                    Some(&store),
-                    &deployment,
-                    &exec,
-                    &PlanOptions::default(),
-                )
-            });
+            let (phases, ..) =
+                measured(|| plan_once(&changed, Some(&store), &deployment, &exec, &REFRESHED));
             eprintln!("one role {}", phases.shown());
         }
         "role-records" => {
@@ -775,24 +756,12 @@ fn count_one(shape: &str, nodes: usize, what: &str) {
         // The desired-graph hash and the plan text's digest: equal before and after an
         // optimisation, or the optimisation changed the output.
         "hash" => {
-            let (_, p, plan) = plan_once(&text, None, &deployment, &exec, &PlanOptions::default());
+            let (_, p, plan) = plan_once(&text, None, &deployment, &exec, &REFRESHED);
             let rendered = plan::render::render(&plan);
             let launch = launch::render::json(&p.launch);
             let changed = recipe_text(shape, nodes, 16384);
-            let (_, _, role) = plan_once(
-                &changed,
-                Some(&store),
-                &deployment,
-                &exec,
-                &PlanOptions::default(),
-            );
-            let (_, _, noop) = plan_once(
-                &text,
-                Some(&store),
-                &deployment,
-                &exec,
-                &PlanOptions::default(),
-            );
+            let (_, _, role) = plan_once(&changed, Some(&store), &deployment, &exec, &REFRESHED);
+            let (_, _, noop) = plan_once(&text, Some(&store), &deployment, &exec, &REFRESHED);
             let digest = |text: &str| blake3::hash(text.as_bytes()).to_hex();
             println!(
                 "nodes={nodes} graph={} plan_text={} launch_json={} role_text={} role_json={} noop_text={}",

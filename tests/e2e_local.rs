@@ -6,7 +6,7 @@
 
 mod e2e_support;
 
-use e2e_support::{live_processes, repo, serial, Env};
+use e2e_support::{live_processes, repo, serial, sigkill, Env};
 use std::time::Duration;
 
 fn example(name: &str) -> String {
@@ -85,11 +85,7 @@ fn aggregate_two_workers_with_drift_heal() {
     let victim = env.pid("local-agg", "worker.agg[1].node[0]");
     let other = env.pid("local-agg", "worker.agg[0].node[0]");
     let router = env.pid("local-agg", "router[0]");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(victim as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    sigkill(victim).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     // Against the records alone, the dead worker does not show, and the plan says why.
     let blind = env.srt(&[
@@ -134,11 +130,7 @@ fn a_rolling_apply_without_refresh_copes_with_a_worker_that_died_unseen() {
     env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
     let victim = env.pid("local-agg", "worker.agg[1].node[0]");
     let router = env.pid("local-agg", "router[0]");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(victim as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    sigkill(victim).unwrap();
     let changed = env.recipe(
         "agg.yaml",
         &example("local-agg.yaml").replace("max-model-len: 2048", "max-model-len: 1024"),

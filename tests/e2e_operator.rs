@@ -9,18 +9,23 @@ fn status_list_logs_and_json_events_on_a_live_deployment() {
     let env = Env::new();
     let recipe = e2e_support::repo().join("examples/local-agg.yaml");
     let recipe = recipe.to_str().unwrap();
-    let events = env.stdout(&[
-        "apply",
-        "-f",
-        recipe,
-        "--simulate",
-        "--auto-approve",
-        "--json",
-    ]);
-    let parsed: Vec<serde_json::Value> = events
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect();
+    // `apply --json` with `extra` flags: its events.
+    let apply_events = |extra: &[&str]| -> Vec<serde_json::Value> {
+        let mut args = vec![
+            "apply",
+            "-f",
+            recipe,
+            "--simulate",
+            "--auto-approve",
+            "--json",
+        ];
+        args.extend(extra);
+        env.stdout(&args)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect()
+    };
+    let parsed = apply_events(&[]);
     let types: Vec<&str> = parsed.iter().map(|v| v["type"].as_str().unwrap()).collect();
     assert!(
         types.contains(&"planned_change")
@@ -40,7 +45,7 @@ fn status_list_logs_and_json_events_on_a_live_deployment() {
     };
     assert!(
         position("apply_start", "router[0]") < position("apply_complete", "worker."),
-        "{events}"
+        "{types:?}"
     );
     let last = parsed.last().unwrap();
     assert_eq!(last["type"], "change_summary");
@@ -50,19 +55,9 @@ fn status_list_logs_and_json_events_on_a_live_deployment() {
     assert_eq!(last["checked"], 3);
     assert_eq!(last["url"], "http://127.0.0.1:8000");
     // The plan's summary event says when the plan trusted the records alone.
-    let plan_summary = |args: &[&str]| -> serde_json::Value {
-        let mut all = vec![
-            "apply",
-            "-f",
-            recipe,
-            "--simulate",
-            "--auto-approve",
-            "--json",
-        ];
-        all.extend(args);
-        env.stdout(&all)
-            .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+    let plan_summary = |extra: &[&str]| -> serde_json::Value {
+        apply_events(extra)
+            .into_iter()
             .find(|v| v["type"] == "change_summary" && v["operation"] == "plan")
             .expect("a plan summary event")
     };

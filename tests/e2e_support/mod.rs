@@ -151,13 +151,18 @@ impl Netns {
     }
 }
 
+/// SIGKILL `pid`, as a crash or the OOM killer would.
+pub(crate) fn sigkill(pid: u32) -> nix::Result<()> {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+}
+
 impl Drop for Netns {
     fn drop(&mut self) {
         for pid in self.pids() {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+            let _ = sigkill(pid);
         }
         let _ = Command::new("ip")
             .args(["netns", "del", &self.0])

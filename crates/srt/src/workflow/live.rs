@@ -204,6 +204,15 @@ mod tests {
         state
     }
 
+    /// An executor whose refresh finds the third worker gone (`exited`).
+    fn third_worker_gone() -> FakeExecutor {
+        let gone = Behaviour {
+            gone: Some("exited".into()),
+            ..Default::default()
+        };
+        FakeExecutor::new().with("worker.agg[2].node[0]", gone)
+    }
+
     fn planned(port: &str, exec: &FakeExecutor, state: State) -> (Lowered, Live<()>) {
         let options = PlanOptions::default();
         let lower = || Ok(Lowered(graph(port)));
@@ -234,11 +243,7 @@ mod tests {
 
     #[test]
     fn drift_refresh_finds_is_planned_again_with_what_it_saw() {
-        let gone = Behaviour {
-            gone: Some("exited".into()),
-            ..Default::default()
-        };
-        let exec = FakeExecutor::new().with("worker.agg[2].node[0]", gone);
+        let exec = third_worker_gone();
         let state = applied(&exec);
         let (lowered, live) = planned("0", &exec, state.clone());
         assert!(live.times.rediffed);
@@ -258,11 +263,7 @@ mod tests {
 
     #[test]
     fn without_refresh_nothing_is_probed_and_the_plan_says_so() {
-        let gone = Behaviour {
-            gone: Some("exited".into()),
-            ..Default::default()
-        };
-        let exec = FakeExecutor::new().with("worker.agg[2].node[0]", gone);
+        let exec = third_worker_gone();
         let state = applied(&exec);
         let options = PlanOptions {
             skip_refresh: true,
