@@ -513,17 +513,29 @@ pub fn diff(
             let mut reasons = Vec::new();
             if prior.hash != r.hash {
                 let fields = fields[at].take().expect("compared above");
+                let mut workers_only = true;
                 let deps: Vec<String> = r
                     .dependencies()
                     .filter(|&(_, at)| hash_changed(at))
-                    .map(|(d, _)| d.clone())
+                    .map(|(d, at)| {
+                        workers_only &= graph.resources[at].kind == Kind::Worker;
+                        d.clone()
+                    })
                     .collect();
                 let dep_set_changed = prior.dependencies != r.deps;
                 if !fields.is_empty() {
                     reasons.push(Reason::SpecChanged { fields });
                 }
                 if !deps.is_empty() {
-                    reasons.push(Reason::DependencyChanged { dependencies: deps });
+                    // A process that cannot take changed workers in while it runs says
+                    // so, rather than "dependencies changed".
+                    reasons.push(match &r.restart_note {
+                        Some(why) if workers_only => Reason::MustRestart {
+                            dependencies: deps,
+                            why: why.clone(),
+                        },
+                        _ => Reason::DependencyChanged { dependencies: deps },
+                    });
                 } else if dep_set_changed || reasons.is_empty() {
                     reasons.push(Reason::SpecChanged {
                         fields: vec!["dependencies".into()],
@@ -564,9 +576,6 @@ pub fn diff(
             }
             if !reasons.is_empty() && r.kind.replaces_dependents() {
                 replaced_hosts.insert(&r.address);
-            }
-            if let Some(why) = &r.restart_note {
-                restart_reason(&mut reasons, why, graph);
             }
             if !reasons.is_empty() {
                 change.action = if in_place(r.kind, &reasons) {
@@ -675,24 +684,6 @@ fn in_place(kind: Kind, reasons: &[Reason]) -> bool {
             |r| matches!(r, Reason::SpecChanged { fields } if fields.iter().all(|f| f == "files")),
         ),
         _ => false,
-    }
-}
-
-/// A process that restarts because its worker dependencies changed, and cannot take
-/// them in while running: say so, rather than "dependencies changed".
-fn restart_reason(reasons: &mut [Reason], why: &str, graph: &ResourceGraph) {
-    for r in reasons.iter_mut() {
-        if let Reason::DependencyChanged { dependencies } = r {
-            let workers = dependencies
-                .iter()
-                .all(|d| graph.get(d).is_some_and(|g| g.kind == Kind::Worker));
-            if workers {
-                *r = Reason::MustRestart {
-                    dependencies: std::mem::take(dependencies),
-                    why: why.to_string(),
-                };
-            }
-        }
     }
 }
 
