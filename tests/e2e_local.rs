@@ -37,6 +37,18 @@ fn counter(metrics: &str, line_prefix: &str) -> u64 {
         .unwrap_or(0.0) as u64
 }
 
+/// `srt plan --detailed-exitcode` of `recipe` (simulated) with `extra` flags: its exit
+/// code and its output.
+fn plan(env: &Env, recipe: &str, extra: &[&str]) -> (Option<i32>, String) {
+    let mut args = vec!["plan", "-f", recipe, "--simulate", "--detailed-exitcode"];
+    args.extend(extra);
+    let out = env.srt(&args);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
 /// Apply, serve, re-apply as a no-op, destroy with nothing left behind.
 fn lifecycle(env: &Env, recipe: &str, deployment: &str) {
     let out = env.ok(&["apply", "-f", recipe, "--simulate", "--auto-approve"]);
@@ -88,24 +100,15 @@ fn aggregate_two_workers_with_drift_heal() {
     sigkill(victim).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     // Against the records alone, the dead worker does not show, and the plan says why.
-    let blind = env.srt(&[
-        "plan",
-        "-f",
-        &recipe,
-        "--simulate",
-        "--detailed-exitcode",
-        "--refresh=false",
-    ]);
-    let text = String::from_utf8_lossy(&blind.stdout);
-    assert_eq!(blind.status.code(), Some(0), "{text}");
+    let (code, text) = plan(&env, &recipe, &["--refresh=false"]);
+    assert_eq!(code, Some(0), "{text}");
     assert!(
         text.starts_with("Note: the live deployment was not refreshed")
             && text.contains("No changes."),
         "{text}"
     );
-    let plan = env.srt(&["plan", "-f", &recipe, "--simulate", "--detailed-exitcode"]);
-    let text = String::from_utf8_lossy(&plan.stdout);
-    assert_eq!(plan.status.code(), Some(2), "{text}");
+    let (code, text) = plan(&env, &recipe, &[]);
+    assert_eq!(code, Some(2), "{text}");
     assert!(
         text.contains("because drift: process")
             && text.contains("Plan: 0 to create, 1 to replace, 0 to destroy"),
@@ -154,9 +157,8 @@ fn a_rolling_apply_without_refresh_copes_with_a_worker_that_died_unseen() {
     assert_eq!(env.pid("local-agg", "router[0]"), router);
     env.completion("http://127.0.0.1:8000");
     // Nothing is left to heal: a refreshed plan finds the deployment as recorded.
-    let plan = env.srt(&["plan", "-f", &changed, "--simulate", "--detailed-exitcode"]);
-    let text = String::from_utf8_lossy(&plan.stdout);
-    assert_eq!(plan.status.code(), Some(0), "{text}");
+    let (code, text) = plan(&env, &changed, &[]);
+    assert_eq!(code, Some(0), "{text}");
     destroy(&env, "local-agg");
 }
 
