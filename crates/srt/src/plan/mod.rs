@@ -215,13 +215,18 @@ pub struct Plan {
     /// Whether the live deployment was refreshed before the diff: false for a plan
     /// against the records alone ([`PlanOptions::skip_refresh`]), which cannot show drift
     /// (absent from the JSON when true).
-    #[serde(default = "refreshed", skip_serializing_if = "Clone::clone")]
+    #[serde(default = "refreshed", skip_serializing_if = "was_refreshed")]
     pub refreshed: bool,
 }
 
 /// [`Plan::refreshed`] of a plan file written before the field existed.
 fn refreshed() -> bool {
     true
+}
+
+/// Whether a plan was refreshed: the usual case, which its JSON does not mention.
+fn was_refreshed(refreshed: &bool) -> bool {
+    *refreshed
 }
 
 /// Counts for the summary line.

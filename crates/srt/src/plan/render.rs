@@ -267,7 +267,7 @@ pub fn json(plan: &Plan) -> String {
         resource_changes: Vec<JsonChange<'a>>,
         #[serde(skip_serializing_if = "<[_]>::is_empty")]
         untracked_processes: &'a [super::Orphan],
-        #[serde(skip_serializing_if = "Clone::clone")]
+        #[serde(skip_serializing_if = "super::was_refreshed")]
         refreshed: bool,
     }
     let doc = JsonPlan {
