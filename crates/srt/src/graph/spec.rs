@@ -53,7 +53,7 @@ impl Spec {
     /// Each top-level field's canonical text, sorted by key (none when the spec is not
     /// an object). Two specs' fields are equal exactly when their texts are: this
     /// compares them without building either value.
-    pub fn fields(&self) -> Vec<(Cow<'_, str>, &str)> {
+    pub fn fields(&self) -> Fields<'_> {
         object_fields(&self.0)
     }
 
@@ -135,7 +135,7 @@ fn each_string(text: &str, f: &mut impl FnMut(&str)) -> Option<()> {
 /// The fields of the JSON object `text` as text, sorted by key (empty when it is not
 /// one). Canonical text (no whitespace, keys sorted, none escaped) is cut at its
 /// top-level commas directly; any other is read by serde_json.
-pub fn object_fields(text: &str) -> Vec<(Cow<'_, str>, &str)> {
+pub fn object_fields(text: &str) -> Fields<'_> {
     if let Some(fields) = canonical_fields(text) {
         return fields;
     }
@@ -149,55 +149,196 @@ pub fn object_fields(text: &str) -> Vec<(Cow<'_, str>, &str)> {
 
 /// The fields of a canonical JSON object's text, or `None` when the text is not in that
 /// form (whitespace, an escaped key, keys out of order, not an object).
-fn canonical_fields(text: &str) -> Option<Vec<(Cow<'_, str>, &str)>> {
+fn canonical_fields(text: &str) -> Option<Fields<'_>> {
     let bytes = text.as_bytes();
     if bytes.first() != Some(&b'{') || bytes.last() != Some(&b'}') {
         return None;
     }
-    let mut fields: Vec<(Cow<'_, str>, &str)> = Vec::new();
+    let mut fields: Fields<'_> = Vec::new();
     let mut at = 1;
     if bytes.get(at) == Some(&b'}') {
         return (at + 1 == bytes.len()).then_some(fields);
     }
+    while at < bytes.len() {
+        let (key, value, next) = field_at(text, at)?;
+        if fields.last().is_some_and(|(last, _)| **last >= *key) {
+            return None;
+        }
+        fields.push((Cow::Borrowed(key), value));
+        at = next;
+    }
+    Some(fields)
+}
+
+/// The field of a canonical JSON object's text whose key's opening quote is at `at`: its
+/// key, its value's text, and where the next key starts (the text's length after the
+/// last field). `None` when the text there is not in canonical form (an escaped key,
+/// whitespace, a missing value, a brace before the end).
+fn field_at(text: &str, at: usize) -> Option<(&str, &str, usize)> {
+    let bytes = text.as_bytes();
+    // The key: a string without escapes.
+    if bytes.get(at) != Some(&b'"') {
+        return None;
+    }
+    let key_start = at + 1;
+    let key_end = string_end(bytes, key_start)?;
+    let key = &text[key_start..key_end];
+    if key.contains('\\') || bytes.get(key_end + 1) != Some(&b':') {
+        return None;
+    }
+    // The value: up to the comma or brace that closes it at depth 0.
+    let value_start = key_end + 2;
+    let mut at = value_start;
+    let mut depth = 0usize;
     loop {
-        // The key: a string without escapes.
-        if bytes.get(at) != Some(&b'"') {
-            return None;
-        }
-        let key_start = at + 1;
-        let key_end = string_end(bytes, key_start)?;
-        let key = &text[key_start..key_end];
-        if key.contains('\\') || fields.last().is_some_and(|(last, _)| **last >= *key) {
-            return None;
-        }
-        at = key_end + 1;
-        if bytes.get(at) != Some(&b':') {
-            return None;
-        }
-        at += 1;
-        // The value: up to the comma or brace that closes it at depth 0.
-        let value_start = at;
-        let mut depth = 0usize;
-        loop {
-            match *bytes.get(at)? {
-                b'"' => at = string_end(bytes, at + 1)?,
-                b'{' | b'[' => depth += 1,
-                b'}' | b']' if depth > 0 => depth -= 1,
-                b',' | b'}' if depth == 0 => break,
-                b' ' | b'\n' | b'\r' | b'\t' => return None,
-                _ => {}
-            }
-            at += 1;
-        }
-        if at == value_start {
-            return None;
-        }
-        fields.push((Cow::Borrowed(key), &text[value_start..at]));
-        if bytes[at] == b'}' {
-            return (at + 1 == bytes.len()).then_some(fields);
+        match *bytes.get(at)? {
+            b'"' => at = string_end(bytes, at + 1)?,
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' if depth > 0 => depth -= 1,
+            b',' | b'}' if depth == 0 => break,
+            b' ' | b'\n' | b'\r' | b'\t' => return None,
+            _ => {}
         }
         at += 1;
     }
+    if at == value_start || (bytes[at] == b'}' && at + 1 != bytes.len()) {
+        return None;
+    }
+    Some((key, &text[value_start..at], at + 1))
+}
+
+/// An object's fields as (key, the value's text), sorted by key.
+pub type Fields<'a> = Vec<(Cow<'a, str>, &'a str)>;
+
+/// A key with its text before and after (`None` on a side without it).
+pub type FieldChange<'a> = (Cow<'a, str>, Option<&'a str>, Option<&'a str>);
+
+/// The top-level fields whose text differs between the JSON objects `before` and
+/// `after`, sorted by key; `None` when either is not an object.
+///
+/// Two canonical texts are read field by field only between their common head and
+/// tail (found a chunk at a time): a replaced worker whose one argument changed is read
+/// through its `argv` alone, where cutting both specs whole reads every byte twice.
+/// The fields that end inside the common head are the same in both (same bytes, read
+/// from the same place). Once both sides reach a field that starts inside the common
+/// tail at the same distance from the end, the rest is the same bytes read from the
+/// same place (at a key, at depth 0): the same fields. Other text is cut whole.
+pub fn differing_fields<'a>(before: &'a str, after: &'a str) -> Option<Vec<FieldChange<'a>>> {
+    if let Some(changes) = canonical_differences(before, after) {
+        return Some(changes);
+    }
+    let is_object = |text: &str| text.trim_start().starts_with('{');
+    if !is_object(before) || !is_object(after) {
+        return None;
+    }
+    let (b, a) = (object_fields(before), object_fields(after));
+    Some(merge_fields(b, a).filter(|(_, b, a)| b != a).collect())
+}
+
+/// [`differing_fields`] of two canonical objects with at least one field each, or
+/// `None` for anything else (and when the two do not meet in their common tail).
+fn canonical_differences<'a>(before: &'a str, after: &'a str) -> Option<Vec<FieldChange<'a>>> {
+    let (b, a) = (before.as_bytes(), after.as_bytes());
+    for text in [b, a] {
+        if text.first() != Some(&b'{') || text.get(1) != Some(&b'"') || text.last() != Some(&b'}') {
+            return None;
+        }
+    }
+    let head = common_head(b, a);
+    if head == b.len() && head == a.len() {
+        return Some(Vec::new());
+    }
+    let tail = common_tail(&b[head..], &a[head..]);
+    // Past the fields both hold whole in the common head (their closing comma too).
+    let mut at = 1;
+    let mut last: Option<&str> = None;
+    loop {
+        let (key, _, next) = field_at(before, at)?;
+        if next > head {
+            break;
+        }
+        if last.is_some_and(|last| last >= key) {
+            return None;
+        }
+        (last, at) = (Some(key), next);
+    }
+    // Each side's fields from there to the first that starts in the common tail, and how
+    // many bytes are left after them.
+    let middle = |text: &'a str| -> Option<(Fields<'a>, usize)> {
+        let shared = text.len() - tail;
+        let (mut at, mut last, mut fields) = (at, last, Vec::new());
+        while at < shared {
+            let (key, value, next) = field_at(text, at)?;
+            if last.is_some_and(|last| last >= key) {
+                return None;
+            }
+            fields.push((Cow::Borrowed(key), value));
+            (last, at) = (Some(key), next);
+        }
+        Some((fields, text.len() - at))
+    };
+    let ((b, b_rest), (a, a_rest)) = (middle(before)?, middle(after)?);
+    if b_rest != a_rest {
+        return None;
+    }
+    Some(merge_fields(b, a).filter(|(_, b, a)| b != a).collect())
+}
+
+/// How many bytes `a` and `b` start with in common (compared 32 at a time).
+fn common_head(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut at = 0;
+    while at + 32 <= n && a[at..at + 32] == b[at..at + 32] {
+        at += 32;
+    }
+    while at < n && a[at] == b[at] {
+        at += 1;
+    }
+    at
+}
+
+/// How many bytes `a` and `b` end with in common (compared 32 at a time).
+fn common_tail(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let (ea, eb) = (a.len(), b.len());
+    let mut len = 0;
+    while len + 32 <= n && a[ea - len - 32..ea - len] == b[eb - len - 32..eb - len] {
+        len += 32;
+    }
+    while len < n && a[ea - len - 1] == b[eb - len - 1] {
+        len += 1;
+    }
+    len
+}
+
+/// Two key-sorted field lists joined by key: each key once, with its text on each side.
+fn merge_fields<'a>(
+    before: Fields<'a>,
+    after: Fields<'a>,
+) -> impl Iterator<Item = FieldChange<'a>> {
+    let (mut b, mut a) = (before.into_iter().peekable(), after.into_iter().peekable());
+    std::iter::from_fn(move || {
+        let next = match (b.peek(), a.peek()) {
+            (None, None) => return None,
+            (Some((kb, _)), Some((ka, _))) => kb.cmp(ka),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+        };
+        Some(match next {
+            std::cmp::Ordering::Less => {
+                let (k, v) = b.next().expect("peeked");
+                (k, Some(v), None)
+            }
+            std::cmp::Ordering::Greater => {
+                let (k, v) = a.next().expect("peeked");
+                (k, None, Some(v))
+            }
+            std::cmp::Ordering::Equal => {
+                let ((k, vb), (_, va)) = (b.next().expect("peeked"), a.next().expect("peeked"));
+                (k, Some(vb), Some(va))
+            }
+        })
+    })
 }
 
 /// Whether `text` has no whitespace outside its strings: what a spec written by srt
@@ -500,6 +641,125 @@ mod tests {
             (frontend.as_deref(), admin.as_deref()),
             (Some("vllm-router"), Some("http://r"))
         );
+    }
+
+    /// The fields that differ between two specs, read between their common head and
+    /// tail, are those that differ between the two values: every pair of a set of
+    /// specs that share heads, tails, keys and look-alike text (commas, braces, quotes
+    /// and keys inside strings), and text with its keys out of order.
+    #[test]
+    fn differing_fields_are_those_of_the_values() {
+        let values = [
+            json!({"argv": ["vllm", "serve", "--port", "8000"], "env": {"A": "1"}, "ports": [8000]}),
+            json!({"argv": ["vllm", "serve", "--port", "8001"], "env": {"A": "1"}, "ports": [8000]}),
+            json!({"argv": ["vllm", "serve", "--port", "8000", "--x"], "env": {"A": "1"}, "ports": [8000]}),
+            json!({"argv": ["vllm", "serve", "--port", "8000"], "env": {"A": "2"}, "ports": [8000]}),
+            json!({"argv": ["vllm", "serve", "--port", "8000"], "env": {"A": "1"}, "ports": [8001]}),
+            json!({"argv": ["vllm", "serve", "--port", "8000"], "ports": [8000]}),
+            json!({"argv": ["vllm", "serve", "--port", "8000"], "env": {"A": "1"}, "ports": [8000], "z": 1}),
+            json!({"argv": ["vllm", "serve", "--port", "8000\",\"env\":{\"A\":\"1\"}"], "ports": [8000]}),
+            json!({"argv": ["vllm"], "b": "\",\"env\":{\"A\":\"1\"},\"ports\":[8000]}"}),
+            json!({"argv": ["vllm", "serve", "--port", "8000"], "env": {"A": "1", "B": "}"}, "ports": [8000]}),
+            json!({"a": 1, "argv": ["vllm", "serve", "--port", "8000"], "env": {"A": "1"}, "ports": [8000]}),
+            json!({"env": {"A": "1"}, "ports": [8000]}),
+            json!({"argv": {"nested": ["serve", "--port"]}, "ports": [8000]}),
+            json!({"x": "8000]}"}),
+            json!({}),
+        ];
+        let texts: Vec<String> = values
+            .iter()
+            .map(|v| Spec::of(v).as_str().to_owned())
+            .collect();
+        // Keys out of order: not canonical, cut by serde_json.
+        let unordered =
+            r#"{"ports":[8000],"env":{"A":"1"},"argv":["vllm","serve","--port","8000"]}"#;
+        let expected = |b: &Value, a: &Value| -> Vec<(String, Option<Value>, Option<Value>)> {
+            let (b, a) = (b.as_object().unwrap(), a.as_object().unwrap());
+            let keys: std::collections::BTreeSet<&String> = b.keys().chain(a.keys()).collect();
+            keys.into_iter()
+                .filter(|k| b.get(*k) != a.get(*k))
+                .map(|k| ((*k).clone(), b.get(k).cloned(), a.get(k).cloned()))
+                .collect()
+        };
+        let read = |changes: Vec<FieldChange<'_>>| -> Vec<(String, Option<Value>, Option<Value>)> {
+            let value = |t: Option<&str>| t.map(|t| serde_json::from_str::<Value>(t).unwrap());
+            changes
+                .into_iter()
+                .map(|(k, b, a)| (k.into_owned(), value(b), value(a)))
+                .collect()
+        };
+        for (i, b) in values.iter().enumerate() {
+            for (j, a) in values.iter().enumerate() {
+                let found = differing_fields(&texts[i], &texts[j]).expect("objects");
+                assert_eq!(read(found), expected(b, a), "{} -> {}", texts[i], texts[j]);
+            }
+            let found = differing_fields(unordered, &texts[i]).expect("objects");
+            assert_eq!(
+                read(found),
+                expected(&values[0], b),
+                "unordered -> {}",
+                texts[i]
+            );
+        }
+        assert_eq!(differing_fields("[1]", "{}"), None);
+        assert_eq!(differing_fields("{}", "null"), None);
+    }
+
+    /// The same over pseudo-random pairs of objects built from keys and values whose
+    /// text looks like the other keys' (a string holding `,"b":"x"}`): one side's field
+    /// in the common tail may lie inside the other side's string.
+    #[test]
+    fn differing_fields_of_look_alike_objects_are_those_of_the_values() {
+        let keys = ["a", "b", "env", "z"];
+        let pool = [
+            json!("x"),
+            json!(",\"b\":\"x\"}"),
+            json!("x\",\"b\":\"x"),
+            json!("\",\"z\":1"),
+            json!({"A": "1", "B": ",\"z\":1}"}),
+            json!(["x", "\"b\":\"x"]),
+            json!(1),
+            json!(12),
+            json!([]),
+            json!("b"),
+            json!("x\",\"b\":\"b"),
+        ];
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut object = || {
+            let mut map = serde_json::Map::new();
+            for key in keys {
+                let roll = next();
+                if roll % 4 != 0 {
+                    map.insert(key.into(), pool[(roll >> 8) as usize % pool.len()].clone());
+                }
+            }
+            Value::Object(map)
+        };
+        for _ in 0..4000 {
+            let (b, a) = (object(), object());
+            let (tb, ta) = (Spec::of(&b), Spec::of(&a));
+            let found: Vec<(String, Option<Value>, Option<Value>)> =
+                differing_fields(tb.as_str(), ta.as_str())
+                    .expect("objects")
+                    .into_iter()
+                    .map(|(k, x, y)| {
+                        let value = |t: Option<&str>| t.map(|t| serde_json::from_str(t).unwrap());
+                        (k.into_owned(), value(x), value(y))
+                    })
+                    .collect();
+            let expected: Vec<(String, Option<Value>, Option<Value>)> = keys
+                .iter()
+                .filter(|k| b.get(**k) != a.get(**k))
+                .map(|k| ((*k).to_string(), b.get(*k).cloned(), a.get(*k).cloned()))
+                .collect();
+            assert_eq!(found, expected, "{tb:?} -> {ta:?}");
+        }
     }
 
     /// The direct writer writes what serde_json writes for the sorted view.

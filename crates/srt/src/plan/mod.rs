@@ -8,7 +8,7 @@
 pub mod file;
 pub mod render;
 
-use crate::graph::{Kind, ResourceGraph, Spec};
+use crate::graph::{spec, Kind, ResourceGraph, Spec};
 use crate::state::{ResourceState, State, Status};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -321,69 +321,28 @@ fn command_of(spec: &Spec, scratch: &mut String) -> Option<String> {
 }
 
 /// Top-level fields that differ; `env` is reported per variable. Compared as canonical
-/// text: equal values have equal text.
+/// text (equal values have equal text), and only where the two texts differ
+/// ([`spec::differing_fields`]).
 fn changed_fields(before: &Spec, after: &Spec) -> Vec<String> {
-    let (b, a) = (before.fields(), after.fields());
-    if b.is_empty() || a.is_empty() {
+    let Some(changes) = spec::differing_fields(before.as_str(), after.as_str()) else {
         return if before == after {
             Vec::new()
         } else {
             vec!["spec".into()]
         };
-    }
+    };
     let mut out = Vec::new();
-    for (key, bv, av) in merge_fields(&b, &a) {
-        if bv == av {
+    for (key, bv, av) in changes {
+        if key != "env" {
+            out.push(key.into_owned());
             continue;
         }
-        if key == "env" {
-            let be = bv
-                .map(crate::graph::spec::object_fields)
-                .unwrap_or_default();
-            let ae = av
-                .map(crate::graph::spec::object_fields)
-                .unwrap_or_default();
-            for (name, bv, av) in merge_fields(&be, &ae) {
-                if bv != av {
-                    out.push(format!("env.{name}"));
-                }
-            }
-        } else {
-            out.push(key.to_string());
+        match spec::differing_fields(bv.unwrap_or("{}"), av.unwrap_or("{}")) {
+            Some(vars) => out.extend(vars.into_iter().map(|(name, ..)| format!("env.{name}"))),
+            None => out.push(key.into_owned()),
         }
     }
     out
-}
-
-/// Two key-sorted field lists joined by key: each key once, with its text on each side.
-fn merge_fields<'a>(
-    before: &'a [(Cow<'a, str>, &'a str)],
-    after: &'a [(Cow<'a, str>, &'a str)],
-) -> Vec<(&'a str, Option<&'a str>, Option<&'a str>)> {
-    let (mut b, mut a) = (before.iter().peekable(), after.iter().peekable());
-    let mut out = Vec::with_capacity(before.len().max(after.len()));
-    loop {
-        let next = match (b.peek(), a.peek()) {
-            (None, None) => return out,
-            (Some((kb, _)), Some((ka, _))) => kb.cmp(ka),
-            (Some(_), None) => std::cmp::Ordering::Less,
-            (None, Some(_)) => std::cmp::Ordering::Greater,
-        };
-        out.push(match next {
-            std::cmp::Ordering::Less => {
-                let (k, v) = b.next().expect("peeked");
-                (&**k, Some(*v), None)
-            }
-            std::cmp::Ordering::Greater => {
-                let (k, v) = a.next().expect("peeked");
-                (&**k, None, Some(*v))
-            }
-            std::cmp::Ordering::Equal => {
-                let ((k, vb), (_, va)) = (b.next().expect("peeked"), a.next().expect("peeked"));
-                (&**k, Some(*vb), Some(*va))
-            }
-        });
-    }
 }
 
 /// Diff the desired graph against state and refresh observations.
