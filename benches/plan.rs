@@ -192,22 +192,25 @@ const PHASES: &[&str] = &[
     "recipe", "launch", "graph", "state", "refresh", "diff", "render",
 ];
 
-/// Times of the phases of one plan, and its wall-clock time (the state is read and
+/// Times of the phases of one plan, its wall-clock time (the state is read and
 /// refreshed while the launch plan and graph are built, and diffed while it is
-/// refreshed, as `srt plan` does: the phases overlap).
+/// refreshed, as `srt plan` does: the phases overlap), and the CPU time of all its
+/// threads (what it costs a machine with no idle core).
 #[derive(Default)]
-struct Phases([Duration; 7], Duration);
+struct Phases([Duration; 7], Duration, Duration);
 
 impl Phases {
     fn total(&self) -> Duration {
         self.1
     }
 
-    /// `T ms (phase T, ...)`, in ms.
+    /// `T ms (phase T, ..., cpu T)`, in ms.
     fn shown(&self) -> String {
         let each: Vec<String> = PHASES
             .iter()
+            .copied()
             .zip(self.0)
+            .chain([("cpu", self.2)])
             .map(|(name, t)| format!("{name} {:.1}", t.as_secs_f64() * 1e3))
             .collect();
         format!(
@@ -216,6 +219,17 @@ impl Phases {
             each.join(", ")
         )
     }
+}
+
+/// The CPU time (user and system) this process's threads have used so far.
+fn cpu_time() -> Duration {
+    use nix::sys::resource::{getrusage, UsageWho};
+    let usage = getrusage(UsageWho::RUSAGE_SELF).expect("getrusage");
+    let of = |t: nix::sys::time::TimeVal| {
+        Duration::from_secs(t.tv_sec().unsigned_abs())
+            + Duration::from_micros(t.tv_usec().unsigned_abs())
+    };
+    of(usage.user_time()) + of(usage.system_time())
 }
 
 /// Recipe text -> launch plan -> graph, as `workflow::prepare` does, with one host per node
@@ -273,7 +287,7 @@ fn plan_once(
     exec: &LocalExecutor,
     options: &PlanOptions,
 ) -> (Phases, Prepared, Plan) {
-    let start = Instant::now();
+    let (start, cpu) = (Instant::now(), cpu_time());
     let mut phases = Phases::default();
     // As `srt plan` does (`workflow::Setup::plan_live`): the state read and refreshed on
     // a thread of its own, the graph here, the diff as soon as both exist.
@@ -303,6 +317,7 @@ fn plan_once(
     std::hint::black_box(text.0);
     phases.0[6] = t.elapsed();
     phases.1 = start.elapsed();
+    phases.2 = cpu_time() - cpu;
     (phases, p, plan)
 }
 
@@ -335,6 +350,7 @@ fn time_plans(
     for (i, slot) in each.0.iter_mut().enumerate() {
         *slot = median(runs.iter().map(|r| r.0[i]).collect());
     }
+    each.2 = median(runs.iter().map(|r| r.2).collect());
     let (p, plan) = last.expect("at least one run");
     (total, each, p, plan)
 }
@@ -633,14 +649,15 @@ fn child(shape: &str, nodes: usize, reps: usize, show_phases: bool) {
         ] {
             let parts: Vec<String> = PHASES
                 .iter()
-                .zip(ph.0.iter())
+                .zip(&ph.0)
+                .chain([(&"cpu", &ph.2)])
                 .map(|(p, d)| format!("{p} {:.1}", d.as_secs_f64() * 1000.0))
                 .collect();
             println!("phases {shape} nodes={nodes} {name}: {}", parts.join(", "));
         }
     }
     println!(
-        "result shape={shape} nodes={nodes} resources={} processes={} replaced={replaced} plan_us={} replan_us={} role_us={} role_records_us={} save_us={} load_us={} append_us={} replay_load_us={} state_bytes={state_bytes} plan_peak_kib={} base_kib={base_kib} peak_kib={}",
+        "result shape={shape} nodes={nodes} resources={} processes={} replaced={replaced} plan_us={} replan_us={} role_us={} role_records_us={} save_us={} load_us={} append_us={} replay_load_us={} state_bytes={state_bytes} plan_peak_kib={} base_kib={base_kib} peak_kib={} plan_cpu_us={} replan_cpu_us={} role_cpu_us={} role_records_cpu_us={}",
         noop.changes.len(),
         noop.changes.iter().filter(|c| c.kind.is_process()).count(),
         t_plan.as_micros(),
@@ -653,6 +670,10 @@ fn child(shape: &str, nodes: usize, reps: usize, show_phases: bool) {
         t_replay.as_micros(),
         plan_kib,
         peak_kib(),
+        ph_plan.2.as_micros(),
+        ph_replan.2.as_micros(),
+        ph_role.2.as_micros(),
+        ph_records.2.as_micros(),
     );
 }
 
@@ -833,7 +854,12 @@ fn parse_row(line: &str, build: &'static str) -> Option<Row> {
     })
 }
 
+/// Microseconds as milliseconds; `-` for a figure the build did not report (an older
+/// `--before` build).
 fn ms(us: f64) -> String {
+    if us.is_nan() {
+        return "-".into();
+    }
     format!("{:.1}", us / 1000.0)
 }
 
@@ -981,6 +1007,26 @@ fn main() {
                 r.get("state_bytes") / 1048576.0,
                 r.get("plan_peak_kib") / 1024.0,
                 r.get("peak_kib") / 1024.0,
+            );
+        }
+        // What each plan's threads used in all: a re-plan reads (and refreshes) the
+        // state beside the graph, on a core a plan from scratch leaves idle, so its
+        // wall-clock time cannot be below half of this on two cores.
+        println!("\nCPU time of {shape}, all threads (ms):\n");
+        println!("| nodes x 8 GPUs | build | plan | re-plan | one role | one role, records only |");
+        println!("|---:|---|---:|---:|---:|---:|");
+        for r in rows
+            .iter()
+            .filter(|r| &r.shape == shape && r.refused.is_none())
+        {
+            println!(
+                "| {} | {} | {} | {} | {} | {} |",
+                r.nodes,
+                r.build,
+                ms(r.get("plan_cpu_us")),
+                ms(r.get("replan_cpu_us")),
+                ms(r.get("role_cpu_us")),
+                ms(r.get("role_records_cpu_us")),
             );
         }
         for build in builds {
