@@ -2,11 +2,13 @@
 //! YAML text -> recipe -> launch plan (both host layouts) -> rendered text and JSON ->
 //! resource graph. Must never panic, hang or blow the stack; every diagnostic must
 //! point inside the text and render; every rendered command must parse back to its
-//! argv.
+//! argv; the spec fields a plan finds changed between the two layouts' graphs are
+//! exactly those whose values differ.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use srt::assemble::{assemble as build, BuildOptions};
+use srt::graph::spec::differing_fields;
 use srt::launch::render;
 use srt::launch::HostLayout;
 use srt::recipe::{load_str, Problem, RecipeError, Source};
@@ -45,6 +47,30 @@ fn check_problems(source: &Source, problems: Vec<Problem>) {
     check_error(&source.error(problems));
 }
 
+/// The fields [`differing_fields`] finds between two specs of one address (as a plan
+/// compares a record with its desired resource) are those whose JSON values differ.
+fn check_differing(before: &str, after: &str) {
+    use serde_json::Value;
+    let (Ok(Value::Object(b)), Ok(Value::Object(a))) = (
+        serde_json::from_str::<Value>(before),
+        serde_json::from_str::<Value>(after),
+    ) else {
+        return;
+    };
+    let found: Vec<String> = differing_fields(before, after)
+        .expect("two objects")
+        .into_iter()
+        .map(|(key, ..)| key.into_owned())
+        .collect();
+    let keys: std::collections::BTreeSet<&String> = b.keys().chain(a.keys()).collect();
+    let expected: Vec<String> = keys
+        .into_iter()
+        .filter(|k| b.get(*k) != a.get(*k))
+        .cloned()
+        .collect();
+    assert_eq!(found, expected, "{before} -> {after}");
+}
+
 fuzz_target!(|data: &[u8]| {
     let source = Source {
         name: "fuzz.yaml".into(),
@@ -54,6 +80,7 @@ fuzz_target!(|data: &[u8]| {
         Ok(r) => r,
         Err(e) => return check_error(&e),
     };
+    let mut graphs = Vec::new();
     for hosts in [HostLayout::Distinct, HostLayout::Shared] {
         let plan = match build(&recipe, &BuildOptions { nodes: None, hosts }) {
             Ok(plan) => plan,
@@ -70,7 +97,17 @@ fuzz_target!(|data: &[u8]| {
                 "{line}"
             );
         }
-        srt::graph::lower(&plan, &serde_json::json!({"executor": "fuzz"}))
+        let graph = srt::graph::lower(&plan, &serde_json::json!({"executor": "fuzz"}))
             .expect("a built plan lowers to a graph");
+        graphs.push(graph);
+    }
+    // The same recipe on one host and on one host per node: the same addresses, with
+    // ports and hosts that differ.
+    if let [distinct, shared] = &graphs[..] {
+        for r in &distinct.resources {
+            if let Some(other) = shared.get(&r.address) {
+                check_differing(r.spec.as_str(), other.spec.as_str());
+            }
+        }
     }
 });
