@@ -160,21 +160,23 @@ fn canonical_fields(text: &str) -> Option<Fields<'_>> {
         return (at + 1 == bytes.len()).then_some(fields);
     }
     while at < bytes.len() {
-        let (key, value, next) = field_at(text, at)?;
-        if fields.last().is_some_and(|(last, _)| **last >= *key) {
-            return None;
-        }
+        let (key, value, next) = field_at(text, at, fields.last().map(|(k, _)| &**k))?;
         fields.push((Cow::Borrowed(key), value));
         at = next;
     }
     Some(fields)
 }
 
-/// The field of a canonical JSON object's text whose key's opening quote is at `at`: its
-/// key, its value's text, and where the next key starts (the text's length after the
-/// last field). `None` when the text there is not in canonical form (an escaped key,
-/// whitespace, a missing value, a brace before the end).
-fn field_at(text: &str, at: usize) -> Option<(&str, &str, usize)> {
+/// The field of a canonical JSON object's text whose key's opening quote is at `at`,
+/// after the field keyed `previous`: its key, its value's text, and where the next key
+/// starts (the text's length after the last field). `None` when the text there is not
+/// in canonical form (an escaped key, a key not after `previous`, whitespace, a missing
+/// value, a brace before the end).
+fn field_at<'a>(
+    text: &'a str,
+    at: usize,
+    previous: Option<&str>,
+) -> Option<(&'a str, &'a str, usize)> {
     let bytes = text.as_bytes();
     // The key: a string without escapes.
     if bytes.get(at) != Some(&b'"') {
@@ -183,7 +185,10 @@ fn field_at(text: &str, at: usize) -> Option<(&str, &str, usize)> {
     let key_start = at + 1;
     let key_end = string_end(bytes, key_start)?;
     let key = &text[key_start..key_end];
-    if key.contains('\\') || bytes.get(key_end + 1) != Some(&b':') {
+    if key.contains('\\')
+        || previous.is_some_and(|previous| previous >= key)
+        || bytes.get(key_end + 1) != Some(&b':')
+    {
         return None;
     }
     // The value: up to the comma or brace that closes it at depth 0.
@@ -244,21 +249,18 @@ fn canonical_differences<'a>(before: &'a str, after: &'a str) -> Option<Vec<Fiel
             return None;
         }
     }
-    let head = common_head(b, a);
+    let head = common_prefix(b, a);
     if head == b.len() && head == a.len() {
         return Some(Vec::new());
     }
-    let tail = common_tail(&b[head..], &a[head..]);
+    let tail = common_suffix(&b[head..], &a[head..]);
     // Past the fields both hold whole in the common head (their closing comma too).
     let mut at = 1;
     let mut last: Option<&str> = None;
     loop {
-        let (key, _, next) = field_at(before, at)?;
+        let (key, _, next) = field_at(before, at, last)?;
         if next > head {
             break;
-        }
-        if last.is_some_and(|last| last >= key) {
-            return None;
         }
         (last, at) = (Some(key), next);
     }
@@ -268,10 +270,7 @@ fn canonical_differences<'a>(before: &'a str, after: &'a str) -> Option<Vec<Fiel
         let shared = text.len() - tail;
         let (mut at, mut last, mut fields) = (at, last, Vec::new());
         while at < shared {
-            let (key, value, next) = field_at(text, at)?;
-            if last.is_some_and(|last| last >= key) {
-                return None;
-            }
+            let (key, value, next) = field_at(text, at, last)?;
             fields.push((Cow::Borrowed(key), value));
             (last, at) = (Some(key), next);
         }
@@ -285,7 +284,7 @@ fn canonical_differences<'a>(before: &'a str, after: &'a str) -> Option<Vec<Fiel
 }
 
 /// How many bytes `a` and `b` start with in common (compared 32 at a time).
-fn common_head(a: &[u8], b: &[u8]) -> usize {
+pub(crate) fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     let n = a.len().min(b.len());
     let mut at = 0;
     while at + 32 <= n && a[at..at + 32] == b[at..at + 32] {
@@ -298,7 +297,7 @@ fn common_head(a: &[u8], b: &[u8]) -> usize {
 }
 
 /// How many bytes `a` and `b` end with in common (compared 32 at a time).
-fn common_tail(a: &[u8], b: &[u8]) -> usize {
+fn common_suffix(a: &[u8], b: &[u8]) -> usize {
     let n = a.len().min(b.len());
     let (ea, eb) = (a.len(), b.len());
     let mut len = 0;

@@ -31,7 +31,7 @@ fn common_head(before: &str, after: &str) -> usize {
     let boundary = |at: usize, s: &[u8]| {
         at == s.len() || (at > 0 && s[at - 1] == b' ' && s[at].is_ascii_graphic())
     };
-    let mut head = b.iter().zip(a).take_while(|(x, y)| x == y).count();
+    let mut head = crate::graph::spec::common_prefix(b, a);
     while head > 0 && !(boundary(head, b) && boundary(head, a)) {
         head -= 1;
     }
