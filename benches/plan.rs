@@ -206,6 +206,15 @@ impl Phases {
 
     /// `T ms (phase T, ..., cpu T)`, in ms.
     fn shown(&self) -> String {
+        format!(
+            "{:.1} ms ({})",
+            self.total().as_secs_f64() * 1e3,
+            self.each()
+        )
+    }
+
+    /// `phase T, ..., cpu T`, in ms.
+    fn each(&self) -> String {
         let each: Vec<String> = PHASES
             .iter()
             .copied()
@@ -213,11 +222,7 @@ impl Phases {
             .chain([("cpu", self.2)])
             .map(|(name, t)| format!("{name} {:.1}", t.as_secs_f64() * 1e3))
             .collect();
-        format!(
-            "{:.1} ms ({})",
-            self.total().as_secs_f64() * 1e3,
-            each.join(", ")
-        )
+        each.join(", ")
     }
 }
 
@@ -647,13 +652,7 @@ fn child(shape: &str, nodes: usize, reps: usize, show_phases: bool) {
             ("one role", &ph_role),
             ("one role, records only", &ph_records),
         ] {
-            let parts: Vec<String> = PHASES
-                .iter()
-                .zip(&ph.0)
-                .chain([(&"cpu", &ph.2)])
-                .map(|(p, d)| format!("{p} {:.1}", d.as_secs_f64() * 1000.0))
-                .collect();
-            println!("phases {shape} nodes={nodes} {name}: {}", parts.join(", "));
+            println!("phases {shape} nodes={nodes} {name}: {}", ph.each());
         }
     }
     println!(
