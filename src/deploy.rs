@@ -462,6 +462,12 @@ fn summarize(p: &Prepared, o: &apply::Outcome, mode: Mode) -> CmdResult {
     if o.interrupted {
         return Err(ExpectedError::Interrupted { applied });
     }
+    if o.no_space {
+        return Err(ExpectedError::NoSpace {
+            failures: o.failed.clone(),
+            command: "apply",
+        });
+    }
     if !o.failed.is_empty() {
         return Err(ExpectedError::ApplyFailed {
             failures: o.failed.clone(),
@@ -584,6 +590,12 @@ pub(crate) fn destroy(args: DestroyArgs) -> CmdResult {
         events: &events,
     };
     let outcome = rt.block_on(run.run(&shared));
+    if outcome.no_space {
+        return Err(ExpectedError::NoSpace {
+            failures: outcome.failed,
+            command: "destroy",
+        });
+    }
     if !outcome.failed.is_empty() {
         return Err(ExpectedError::DestroyIncomplete {
             failures: outcome.failed,

@@ -44,6 +44,14 @@ pub enum ExpectedError {
         /// What could not be stopped.
         failures: Vec<Failure>,
     },
+    /// A state write failed because the filesystem holding the state is full: what the
+    /// failures name was done (stopped, for a destroy) but is not recorded.
+    NoSpace {
+        /// What could not be recorded (and anything else that failed).
+        failures: Vec<Failure>,
+        /// The command that ran: `apply` or `destroy`.
+        command: &'static str,
+    },
     /// Interrupted by a signal; state is saved.
     Interrupted {
         /// What was applied before stopping: created, replaced, destroyed.
@@ -109,6 +117,7 @@ impl ExpectedError {
             ExpectedError::ApplyFailed { .. } | ExpectedError::DestroyIncomplete { .. } => {
                 exit::APPLY_FAILED
             }
+            ExpectedError::NoSpace { .. } => exit::NO_SPACE,
             ExpectedError::Interrupted { .. } => exit::INTERRUPTED,
             ExpectedError::Usage(_) => exit::USAGE,
             ExpectedError::NotFound(_) | ExpectedError::Failed(_) => exit::ERROR,
@@ -149,6 +158,16 @@ impl ExpectedError {
                     failures.len()
                 );
                 failures.iter().for_each(print_failure);
+            }
+            ExpectedError::NoSpace { failures, command } => {
+                shout!(
+                    "\n{command}: the filesystem holding the state is full, so {} change(s) could not be recorded.",
+                    failures.len()
+                );
+                failures.iter().for_each(print_failure);
+                shout!(
+                    "help: what a failure above names as \"saving state\" was done (a stopped process is stopped), only not recorded; free space, then run `srt {command}` again: it finds what is gone and records it"
+                );
             }
             ExpectedError::Interrupted {
                 applied: (created, replaced, destroyed),

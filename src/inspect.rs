@@ -323,7 +323,7 @@ pub(crate) fn logs(args: LogsArgs) -> CmdResult {
         None => 0,
     };
     loop {
-        if let Ok(mut f) = std::fs::File::open(&path) {
+        if let Ok(mut f) = srt::files::open_read(&path) {
             let len = f.metadata().map_or(0, |m| m.len());
             if len < offset {
                 offset = 0; // truncated or replaced

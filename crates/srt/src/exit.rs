@@ -18,6 +18,9 @@ pub const STALE_PLAN: i32 = 6;
 pub const APPLY_FAILED: i32 = 7;
 /// Refused: confirmation needed but no terminal, or the user declined.
 pub const NOT_CONFIRMED: i32 = 8;
+/// The filesystem holding the state is full: what could be done without writing was
+/// done, the state could not be updated.
+pub const NO_SPACE: i32 = 9;
 /// Command-line usage error.
 pub const USAGE: i32 = 64;
 /// Interrupted by a signal; state was saved.

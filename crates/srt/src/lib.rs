@@ -13,6 +13,7 @@ pub mod cluster;
 pub mod engine;
 pub mod exec;
 pub mod exit;
+pub mod files;
 pub mod frontend;
 pub mod graph;
 pub mod launch;

@@ -23,7 +23,7 @@ use crate::graph::{Kind, ResourceGraph, Target};
 use crate::launch::LaunchPlan;
 use crate::plan::{Action, Plan};
 use crate::recipe::HealthCheck;
-use crate::state::{ResourceState, State, StateLock, StateStore, Status};
+use crate::state::{ResourceState, State, StateError, StateLock, StateStore, Status};
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
 use std::collections::{BTreeMap, HashMap};
@@ -194,6 +194,23 @@ pub struct Outcome {
     pub skipped: Vec<String>,
     /// Apply was interrupted.
     pub interrupted: bool,
+    /// A state write failed because the filesystem holding the state is full: what
+    /// those failures name was done (stopped, for a destroy), only not recorded.
+    pub no_space: bool,
+}
+
+impl Outcome {
+    /// Record a failed state write of `addresses`' records.
+    fn unrecorded(&mut self, addresses: &[String], error: &StateError) {
+        self.no_space |= error.is_no_space();
+        for address in addresses {
+            self.failed.push(Failure {
+                address: address.clone(),
+                error: format!("saving state: {error}"),
+                log: None,
+            });
+        }
+    }
 }
 
 /// Everything apply needs.
@@ -231,13 +248,6 @@ pub type Shared = Arc<Mutex<State>>;
 /// Wrap state for [`Apply::run`].
 pub fn shared(state: State) -> Shared {
     Arc::new(Mutex::new(state))
-}
-
-fn save(store: &StateStore, lock: &StateLock, state: &mut State) -> Result<(), String> {
-    store
-        .save(lock, state)
-        .map(|_| ())
-        .map_err(|e| format!("saving state: {e}"))
 }
 
 /// Record the current records of `addresses` (an append to the state journal: its cost
@@ -308,12 +318,8 @@ impl Apply<'_> {
             // Check results are saved with the next launch; whatever came after the
             // last one is saved here.
             let mut s = state.lock().expect("state mutex");
-            if let Err(e) = save(self.store, self.lock, &mut s) {
-                outcome.failed.push(Failure {
-                    address: "state".into(),
-                    error: e,
-                    log: None,
-                });
+            if let Err(e) = self.store.save(self.lock, &mut s) {
+                outcome.unrecorded(&["state".into()], &e);
             }
         }
         outcome.interrupted = self.cancel.is_cancelled();
@@ -491,17 +497,15 @@ impl Apply<'_> {
                 let mut addresses: Vec<&str> =
                     stopped.iter().map(|&(i, _)| order[i].as_str()).collect();
                 addresses.extend(emptied.iter().map(String::as_str));
-                append(self.store, self.lock, &mut s, &addresses)
+                self.store.append(self.lock, &mut s, &addresses)
             };
+            if let Err(e) = &saved {
+                let addresses: Vec<String> =
+                    stopped.iter().map(|&(i, _)| order[i].clone()).collect();
+                outcome.unrecorded(&addresses, e);
+            }
             for (i, t) in stopped {
                 let destroyed = action_of(i) == Action::Destroy;
-                if let Err(e) = &saved {
-                    outcome.failed.push(Failure {
-                        address: order[i].clone(),
-                        error: e.clone(),
-                        log: None,
-                    });
-                }
                 if destroyed {
                     outcome.destroyed += 1;
                 }

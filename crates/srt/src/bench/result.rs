@@ -161,7 +161,7 @@ pub fn date(secs: u64) -> String {
 /// A new run file under `dir` for a run started at `date`: `<date>.jsonl`, or
 /// `<date>-N.jsonl` when that exists.
 pub fn new_run_file(dir: &Path, date: &str) -> std::io::Result<PathBuf> {
-    std::fs::create_dir_all(dir)?;
+    crate::files::private_dir(dir)?;
     for n in 1.. {
         let name = if n == 1 {
             format!("{date}.jsonl")
@@ -169,11 +169,7 @@ pub fn new_run_file(dir: &Path, date: &str) -> std::io::Result<PathBuf> {
             format!("{date}-{n}.jsonl")
         };
         let path = dir.join(name);
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-        {
+        match crate::files::create_new(&path) {
             Ok(_) => return Ok(path),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
@@ -185,7 +181,7 @@ pub fn new_run_file(dir: &Path, date: &str) -> std::io::Result<PathBuf> {
 /// Append one level's object as a line.
 pub fn append(path: &Path, level: &Value) -> std::io::Result<()> {
     use std::io::Write;
-    let mut f = std::fs::OpenOptions::new().append(true).open(path)?;
+    let mut f = crate::files::open_append(path)?;
     writeln!(f, "{level}")?;
     f.sync_data()
 }

@@ -82,6 +82,23 @@ pub enum ExecError {
         deployment: String,
     },
 
+    /// A recorded process that still runs but whose lease is gone, and whose environment
+    /// does not prove it is this deployment's: it is never signalled, and stays recorded.
+    #[error(
+        "process {pid} still runs but its lease {} is gone, and its environment does not show it is this deployment's: not signalled, kept in state",
+        lease.display()
+    )]
+    #[diagnostic(
+        code(srt::exec::unproven),
+        help("if it is this deployment's, stop it by hand (`kill -TERM -{pid}`: its process group), then run the command again; srt forgets it once it is gone")
+    )]
+    Unproven {
+        /// The recorded pid.
+        pid: u32,
+        /// Where its lease was.
+        lease: PathBuf,
+    },
+
     /// The recipe places more GPUs on a node than the cluster's nodes have.
     #[error(
         "the recipe places {recipe} GPUs per node but the cluster profile says nodes have {profile} (`gpus_per_node`)"

@@ -17,7 +17,6 @@ use crate::state::Runtime;
 use futures::future::BoxFuture;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -25,6 +24,50 @@ use std::time::Duration;
 pub const DEPLOYMENT_MARKER: &str = "SRT_DEPLOYMENT";
 /// Environment variable naming the resource address in every launched process.
 pub const RESOURCE_MARKER: &str = "SRT_RESOURCE";
+/// Environment variable naming the deployment directory in every launched process:
+/// with [`DEPLOYMENT_MARKER`], what proves a process is this deployment's when its
+/// lease is gone (two state directories may hold deployments of one name).
+pub const DIR_MARKER: &str = "SRT_DEPLOYMENT_DIR";
+
+/// srt's markers, added to the environment of every process it launches.
+pub(super) fn mark_env(
+    env: &mut std::collections::BTreeMap<String, String>,
+    deployment: &str,
+    dir: &Path,
+    address: &str,
+) {
+    env.insert(DEPLOYMENT_MARKER.into(), deployment.to_string());
+    env.insert(DIR_MARKER.into(), dir.display().to_string());
+    env.insert(RESOURCE_MARKER.into(), address.to_string());
+}
+
+/// Stops a recorded local process: through its lease; when the lease is gone, only if
+/// its environment carries this deployment's markers. A process srt cannot prove is
+/// its own is never signalled and the stop fails, so its record stays.
+pub(super) async fn stop_recorded(
+    id: process::ProcessIdentity,
+    grace: Duration,
+    deployment: &str,
+    dir: &Path,
+) -> Result<(), ExecError> {
+    legacy_marked(&id, deployment)?;
+    // Exited, killed, already gone, or someone else's process now: nothing of ours is
+    // left to stop.
+    if process::terminate(&id, grace).await? != TerminateOutcome::LeaseMissing {
+        return Ok(());
+    }
+    let marked = process::has_env_marker(id.pid, DEPLOYMENT_MARKER, deployment)
+        && process::has_env_marker(id.pid, DIR_MARKER, &dir.display().to_string());
+    if !marked {
+        return Err(ExecError::Unproven {
+            pid: id.pid,
+            lease: id.lease.unwrap_or_default(),
+        });
+    }
+    let unleased = process::ProcessIdentity { lease: None, ..id };
+    process::terminate(&unleased, grace).await?;
+    Ok(())
+}
 
 /// Runs processes on this machine.
 pub struct LocalExecutor {
@@ -73,7 +116,7 @@ impl LocalExecutor {
 
     /// The log file of a resource.
     pub fn log_path(&self, address: &str) -> PathBuf {
-        self.dir.join("logs").join(format!("{address}.log"))
+        crate::state::log_file(&self.dir, address)
     }
 }
 
@@ -123,11 +166,11 @@ fn host_gpus_from(explicit: Option<&str>, visible: Option<&str>, dev: &Path) -> 
 /// [`process::read_lease`]): one per address, shared by its launches, so a survivor of
 /// an earlier launch is still found through it.
 pub fn lease_path(dir: &Path, address: &str) -> PathBuf {
-    dir.join(LEASES).join(format!("{address}.lease"))
+    crate::state::lease_file(dir, address)
 }
 
 /// The folder of a deployment directory holding the lease files.
-pub const LEASES: &str = "leases";
+pub const LEASES: &str = crate::state::LEASES_DIR;
 
 /// Every lease file of a deployment directory: (address, path), sorted.
 pub fn lease_files(dir: &Path) -> Vec<(String, PathBuf)> {
@@ -204,7 +247,7 @@ pub(super) fn local_runtime(id: process::ProcessIdentity) -> Runtime {
 /// filesystem.
 pub(super) fn write_files(bindings: &Bindings, p: &LaunchProcess) -> Result<(), ExecError> {
     let create = |dir: &Path| {
-        std::fs::create_dir_all(dir).map_err(|error| ExecError::File {
+        crate::files::private_dir(dir).map_err(|error| ExecError::File {
             action: "create",
             path: dir.to_path_buf(),
             error,
@@ -215,7 +258,7 @@ pub(super) fn write_files(bindings: &Bindings, p: &LaunchProcess) -> Result<(), 
         if let Some(parent) = path.parent() {
             create(parent)?;
         }
-        crate::state::write_private_atomic(&path, bindings.resolve(content).as_bytes()).map_err(
+        crate::files::write_atomic(&path, bindings.resolve(content).as_bytes()).map_err(
             |error| ExecError::File {
                 action: "write",
                 path: path.clone(),
@@ -303,14 +346,9 @@ impl Executor for LocalExecutor {
         // A marker per launch, so a log that spans several incarnations shows where the
         // current one starts.
         if let Some(parent) = log_path.parent() {
-            let _ = std::fs::create_dir_all(parent);
+            let _ = crate::files::private_dir(parent);
         }
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&log_path)
-        {
+        if let Ok(mut f) = crate::files::open_append(&log_path) {
             let _ = writeln!(f, "--- srt: starting {} ---", p.address);
         }
         let mut spec = ProcessSpec::new(argv[0].clone(), &log_path);
@@ -320,9 +358,7 @@ impl Executor for LocalExecutor {
             .iter()
             .map(|(k, v)| (k.clone(), self.bindings.resolve(v)))
             .collect();
-        spec.env
-            .insert(DEPLOYMENT_MARKER.into(), self.deployment.clone());
-        spec.env.insert(RESOURCE_MARKER.into(), p.address.clone());
+        mark_env(&mut spec.env, &self.deployment, &self.dir, &p.address);
         spec.env_remove = p.env_unset.clone();
         let lease = lease_path(&self.dir, &p.address);
         check_no_survivor(&lease, &p.address)?;
@@ -366,17 +402,7 @@ impl Executor for LocalExecutor {
             let Some(id) = super::local_identity(runtime) else {
                 return Ok(());
             };
-            legacy_marked(&id, &self.deployment)?;
-            match process::terminate(&id, self.grace).await {
-                Ok(
-                    TerminateOutcome::Exited
-                    | TerminateOutcome::Killed
-                    | TerminateOutcome::AlreadyGone,
-                ) => Ok(()),
-                // Someone else's process now: nothing of ours is left to stop.
-                Ok(TerminateOutcome::NotOurs) => Ok(()),
-                Err(e) => Err(e.into()),
-            }
+            stop_recorded(id, self.grace, &self.deployment, &self.dir).await
         })
     }
 
@@ -438,6 +464,55 @@ impl LocalExecutor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A process that closes every inherited descriptor (its lease among them) and
+    /// waits; `marked` gives it this deployment's markers.
+    fn unleased_sleeper(dir: &Path, marked: bool) -> process::ProcessIdentity {
+        let mut spec = ProcessSpec::new("python3", dir.join("logs/p.log"));
+        spec.args = vec![
+            "-c".into(),
+            "import os, time; os.closerange(3, 4096); time.sleep(60)".into(),
+        ];
+        if marked {
+            mark_env(&mut spec.env, "d", dir, "p");
+        }
+        spec.lease = Some(lease_path(dir, "p"));
+        let id = process::spawn_detached(&spec).unwrap();
+        std::fs::remove_dir_all(dir.join(LEASES)).unwrap();
+        let fds = |pid: u32| std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count());
+        let started = std::time::Instant::now();
+        while fds(id.pid) > 3 && started.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        id
+    }
+
+    #[tokio::test]
+    async fn a_process_without_its_lease_is_stopped_only_when_its_markers_prove_it() {
+        let t = tempfile::tempdir().unwrap();
+        let stranger = unleased_sleeper(t.path(), false);
+        let grace = Duration::from_secs(2);
+        let err = stop_recorded(stranger.clone(), grace, "d", t.path())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ExecError::Unproven { .. }), "{err}");
+        assert_eq!(
+            process::liveness(&stranger),
+            Liveness::Alive,
+            "never signalled"
+        );
+        let ours = unleased_sleeper(t.path(), true);
+        stop_recorded(ours.clone(), grace, "d", t.path())
+            .await
+            .unwrap();
+        assert_ne!(process::liveness(&ours), Liveness::Alive);
+        // The stranger, stopped by hand.
+        let unleased = process::ProcessIdentity {
+            lease: None,
+            ..stranger
+        };
+        process::terminate(&unleased, grace).await.unwrap();
+    }
 
     #[test]
     fn host_gpus_are_counted_from_the_override_the_visible_list_or_the_devices() {

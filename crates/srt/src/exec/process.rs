@@ -68,16 +68,16 @@
 //! [`Liveness::Exited`], and group membership checks ignore zombies.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::net::{IpAddr, TcpListener};
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::files;
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::libc;
@@ -181,6 +181,11 @@ pub enum TerminateOutcome {
     AlreadyGone,
     /// The pid belongs to someone else now (or to another host); no signal was sent.
     NotOurs,
+    /// The process runs, but its lease file is gone and it holds no lease signed by
+    /// itself: it cannot be told apart from a stranger with the recorded pid and start
+    /// time, so no signal was sent. The caller may prove it another way (srt's markers
+    /// in its environment).
+    LeaseMissing,
 }
 
 /// Failures of the local process primitives.
@@ -496,9 +501,12 @@ pub async fn terminate(
     let leader = probe(id);
     match (mark(id), leader) {
         (Mark::Mismatch, _) => return Ok(TerminateOutcome::NotOurs),
-        // The lease is gone but "our" process runs: it cannot be told apart from a
-        // stranger with the same pid and start time recorded by hand.
-        (Mark::Missing, Probe::Running) => return Ok(TerminateOutcome::NotOurs),
+        // The lease file is gone but "our" process runs, and does not hold its lease
+        // open either: it cannot be told apart from a stranger with the same pid and
+        // start time recorded by hand.
+        (Mark::Missing, Probe::Running) if !holds_own_lease(id) => {
+            return Ok(TerminateOutcome::LeaseMissing)
+        }
         _ => {}
     }
     // Descendants that left the session but kept the lease open, found once (a scan of
@@ -614,7 +622,7 @@ pub fn tail_file(path: &Path, lines: usize) -> io::Result<String> {
 }
 
 fn tail_file_chunked(path: &Path, lines: usize, chunk: usize) -> io::Result<String> {
-    let mut file = File::open(path)?;
+    let mut file = files::open_read(path)?;
     let len = file.metadata()?.len();
     if lines == 0 || len == 0 {
         return Ok(String::new());
@@ -860,18 +868,9 @@ fn open_log(path: &Path) -> Result<File, ProcessError> {
         error,
     };
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        fs::create_dir_all(dir).map_err(err)?;
+        files::private_dir(dir).map_err(err)?;
     }
-    let file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(err)?;
-    // `mode` only applies on creation; tighten a pre-existing file too.
-    file.set_permissions(fs::Permissions::from_mode(0o600))
-        .map_err(err)?;
-    Ok(file)
+    files::open_append(path).map_err(err)
 }
 
 /// The first line of a lease file, written by srt before the fork; the process appends
@@ -888,16 +887,9 @@ fn open_lease(path: &Path, program: &str) -> Result<File, ProcessError> {
         error,
     };
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        fs::create_dir_all(dir).map_err(err)?;
+        files::private_dir(dir).map_err(err)?;
     }
-    let mut file = OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .append(false)
-        .mode(0o600)
-        .open(path)
-        .map_err(err)?;
+    let mut file = files::open_truncate(path).map_err(err)?;
     std::io::Write::write_all(&mut file, LEASE_HEADER).map_err(err)?;
     Ok(file)
 }
@@ -914,27 +906,55 @@ pub struct Lease {
 /// Read a lease file: `Ok(None)` when it is absent, or the process never signed it (a
 /// launch interrupted before the fork, or a spawn that failed).
 pub fn read_lease(path: &Path) -> io::Result<Option<Lease>> {
-    let bytes = match fs::read(path) {
+    let bytes = match files::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
-    let Some(body) = bytes.strip_prefix(LEASE_HEADER) else {
-        return Ok(None);
-    };
+    Ok(parse_lease(&bytes))
+}
+
+/// What a lease's bytes say, `None` when unsigned.
+fn parse_lease(bytes: &[u8]) -> Option<Lease> {
+    let body = bytes.strip_prefix(LEASE_HEADER)?;
     let pid = body
         .iter()
         .take_while(|b| b.is_ascii_digit())
         .fold(0u64, |n, b| {
             n.saturating_mul(10).saturating_add(u64::from(b - b'0'))
         });
-    Ok(parse_stat(body).and_then(|stat| {
-        let pid = u32::try_from(pid).ok().filter(|&p| p > 1)?;
-        Some(Lease {
-            pid,
-            start_time: stat.start_time,
-        })
-    }))
+    let stat = parse_stat(body)?;
+    let pid = u32::try_from(pid).ok().filter(|&p| p > 1)?;
+    Some(Lease {
+        pid,
+        start_time: stat.start_time,
+    })
+}
+
+/// Whether the leader of `id` still holds its lease open, signed by itself: the proof
+/// of identity that is left when the lease file was removed from the directory (the
+/// process keeps the descriptor whatever it renames itself to, and the content stays
+/// readable through `/proc/<pid>/fd`).
+fn holds_own_lease(id: &ProcessIdentity) -> bool {
+    let Some(name) = id.lease.as_deref().and_then(Path::file_name) else {
+        return false;
+    };
+    let deleted = format!("{} (deleted)", name.to_string_lossy());
+    let Ok(fds) = fs::read_dir(format!("/proc/{}/fd", id.pid)) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        let names_it = fs::read_link(fd.path()).is_ok_and(|target| {
+            target
+                .file_name()
+                .is_some_and(|n| n == name || n.to_string_lossy() == deleted)
+        });
+        names_it
+            && fs::read(fd.path())
+                .ok()
+                .and_then(|bytes| parse_lease(&bytes))
+                .is_some_and(|l| l.pid == id.pid && l.start_time == id.start_time)
+    })
 }
 
 /// The identity a lease file records, on this host, or `None` when unsigned.
@@ -1120,6 +1140,7 @@ fn signal_group(pgid: u32, signal: Signal) -> Result<bool, ProcessError> {
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn parse_stat_handles_odd_comm() {

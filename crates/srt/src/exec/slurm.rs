@@ -35,7 +35,7 @@
 //!
 //! Why detached clients rather than an agent inside the allocation: see `docs/slurm.md`.
 
-use super::local::{write_files, DEPLOYMENT_MARKER, RESOURCE_MARKER};
+use super::local::{mark_env, write_files};
 use super::process::{self, Liveness, ProcessIdentity, ProcessSpec};
 use super::{ExecError, Executor, OnSubmitted, Started};
 use crate::cluster::{ContainerRuntime, GpuRequest, SlurmProfile};
@@ -202,7 +202,7 @@ impl SlurmExecutor {
 
     /// The log file of a resource.
     pub fn log_path(&self, address: &str) -> PathBuf {
-        self.dir.join("logs").join(format!("{address}.log"))
+        crate::state::log_file(&self.dir, address)
     }
 
     fn facts(&self) -> Result<Facts, ExecError> {
@@ -277,7 +277,7 @@ impl SlurmExecutor {
     async fn submit(&self) -> Result<u64, ExecError> {
         let log = self.log_path("allocation");
         if let Some(dir) = log.parent() {
-            std::fs::create_dir_all(dir).map_err(|error| ExecError::File {
+            crate::files::private_dir(dir).map_err(|error| ExecError::File {
                 action: "create",
                 path: dir.to_path_buf(),
                 error,
@@ -1217,9 +1217,7 @@ impl Executor for SlurmExecutor {
             .iter()
             .map(|(k, v)| (k.clone(), bindings.resolve(v)))
             .collect();
-        spec.env
-            .insert(DEPLOYMENT_MARKER.into(), self.deployment.clone());
-        spec.env.insert(RESOURCE_MARKER.into(), p.address.clone());
+        mark_env(&mut spec.env, &self.deployment, &self.dir, &p.address);
         spec.env_remove = p.env_unset.clone();
         spec.env_remove
             .push(self.profile.visible_devices_env.clone());
@@ -1331,10 +1329,7 @@ impl Executor for SlurmExecutor {
                 Runtime::Local { .. } => {
                     let id = super::local_identity(runtime).expect("a local runtime");
                     let grace = Duration::from_secs(self.profile.stop_grace_seconds);
-                    process::terminate(&id, grace)
-                        .await
-                        .map(|_| ())
-                        .map_err(ExecError::from)
+                    super::local::stop_recorded(id, grace, &self.deployment, &self.dir).await
                 }
                 Runtime::Slurm {
                     job_id,

@@ -56,7 +56,7 @@ impl PlanFile {
     /// Write it (mode 0600, atomically).
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
         let text = serde_json::to_string_pretty(self).expect("plan file serializes");
-        crate::state::write_private_atomic(path, text.as_bytes())
+        crate::files::write_atomic(path, text.as_bytes())
     }
 
     /// Read it.

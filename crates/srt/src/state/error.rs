@@ -117,6 +117,20 @@ pub enum StateError {
 }
 
 impl StateError {
+    /// Whether the filesystem holding the state is full (no space, or over quota): the
+    /// state could not be written, nothing of it was lost.
+    pub fn is_no_space(&self) -> bool {
+        matches!(self, StateError::Io { source, .. } if crate::files::is_no_space(source))
+    }
+
+    /// The refusal of a path srt does not trust, if that is what this is.
+    pub fn untrusted(&self) -> Option<&crate::files::Untrusted> {
+        match self {
+            StateError::Io { source, .. } => crate::files::Untrusted::of(source),
+            _ => None,
+        }
+    }
+
     /// Wraps an I/O error with the action and the path it concerns.
     pub(crate) fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
         StateError::Io {
@@ -140,6 +154,8 @@ impl Diagnostic for StateError {
         let code = match self {
             StateError::Corrupt { .. } => "srt::state::corrupt",
             StateError::NewerFormat { .. } => "srt::state::newer_format",
+            StateError::Io { .. } if self.untrusted().is_some() => "srt::state::untrusted",
+            StateError::Io { .. } if self.is_no_space() => "srt::state::no_space",
             StateError::Io { .. } => "srt::state::io",
             StateError::Locked { .. } => "srt::state::locked",
             StateError::LineageMismatch { .. } => "srt::state::lineage_mismatch",
@@ -189,6 +205,14 @@ impl Diagnostic for StateError {
                 Some(v) => format!("upgrade srt to {v} or later to work with this deployment"),
                 None => "upgrade srt to work with this deployment".to_string(),
             },
+            StateError::Io { .. } if self.untrusted().is_some() => {
+                crate::files::Untrusted::HELP.to_string()
+            }
+            StateError::Io { path, .. } if self.is_no_space() => format!(
+                "the filesystem holding {} is full: free space there and run the command \
+                 again (state is only ever replaced whole, so nothing recorded was lost)",
+                sh(path)
+            ),
             StateError::Io { source, path, .. } => match source.kind() {
                 std::io::ErrorKind::PermissionDenied => format!(
                     "check the ownership and permissions of {} (srt keeps state files 0600 \

@@ -15,9 +15,9 @@
 //! launched by an apply do not inherit the lock and cannot keep it alive after `srt`
 //! exits.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::thread::sleep;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -243,7 +243,7 @@ impl StateStore {
     /// Does not touch the lock itself, so it never disturbs a concurrent run.
     pub fn read_lock_info(&self) -> Result<Option<LockInfo>, StateError> {
         let path = self.lock_path();
-        match std::fs::read(&path) {
+        match crate::files::read(&path) {
             // An empty file means "free, or held by someone who records nothing";
             // anything else that does not parse is a record being written: retry.
             Ok(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => Ok(None),
@@ -272,21 +272,21 @@ fn record(mut guard: StateLock) -> Result<StateLock, StateError> {
     text.push(b'\n');
     file.set_len(0)
         .map_err(|e| StateError::io("truncate", &path, e))?;
-    file.write_all_at(&text, 0)
-        .map_err(|e| StateError::io("write", &path, e))?;
-    Ok(guard)
+    match file.write_all_at(&text, 0) {
+        // The lock is the `flock`; the record only says who holds it. On a full disk
+        // the lock still holds, unrecorded, so that a destroy can stop what runs.
+        Err(e) if crate::files::is_no_space(&e) => {
+            let _ = file.set_len(0);
+            Ok(guard)
+        }
+        Err(e) => Err(StateError::io("write", &path, e)),
+        Ok(()) => Ok(guard),
+    }
 }
 
-/// Opens (creating with mode 0600 if needed) the lock file.
+/// Opens (creating with mode 0600 if needed) the lock file, never through a link.
 fn open_lock_file(path: &Path) -> Result<File, StateError> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| StateError::io("open", path, e))
+    crate::files::open_rw(path).map_err(|e| StateError::io("open", path, e))
 }
 
 /// Reads the holder's record from a lock file held by someone else. The holder writes
@@ -297,7 +297,10 @@ fn read_holder(path: &Path) -> Option<LockInfo> {
         if attempt > 0 {
             sleep(Duration::from_millis(10));
         }
-        if let Some(info) = std::fs::read(path).ok().and_then(|b| LockInfo::parse(&b)) {
+        if let Some(info) = crate::files::read(path)
+            .ok()
+            .and_then(|b| LockInfo::parse(&b))
+        {
             return Some(info);
         }
     }

@@ -40,32 +40,7 @@ mod store;
 pub use error::StateError;
 pub use format::{Client, ResourceState, Runtime, State, Status, FORMAT_VERSION};
 pub use lock::{LockInfo, StateLock};
-pub use store::{StateStore, BACKUP_FILE, JOURNAL_FILE, LOCK_FILE, STATE_FILE};
-
-/// Write `bytes` to `path` atomically with owner-only permissions (temp file in the same
-/// directory, fsync, rename). Used for files that sit beside state, such as saved plans.
-pub fn write_private_atomic(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.tmp.{}",
-        path.file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path)
-}
+pub use store::{
+    lease_file, log_file, StateStore, BACKUP_FILE, JOURNAL_FILE, LEASES_DIR, LOCK_FILE, LOGS_DIR,
+    STATE_FILE,
+};

@@ -8,6 +8,14 @@
 //! | `state.json.backup` | the state as it was before the last save that changed it |
 //! | `state.journal` | records changed since `state.json` was written, one JSON line per append (only while an apply runs, or after one was killed) |
 //! | `lock` | the deployment lock and its holder's record (see [`super::lock`]) |
+//! | `logs/<address>.log`, `leases/<address>.lease` | each process's output and lease ([`log_file`], [`lease_file`]) |
+//!
+//! srt uses a deployment directory only when it, and every directory above it, passes
+//! [`files::check_dir`](crate::files::check_dir): owned by the user, writable by nobody else. Every file in it is
+//! opened without following links ([`crate::files`]). Paths recorded in the state (a log, a
+//! lease) are never used as they are: loading puts in their place the ones derived
+//! from the directory and the resource's address, and refuses an address that is not a
+//! plain file name.
 //!
 //! A save writes a temporary file in the same directory, fsyncs it, renames it over
 //! `state.json` and fsyncs the directory, so `state.json` is at every instant either
@@ -22,9 +30,8 @@
 //! skipped. A save (the end of every apply) writes the whole state and removes the
 //! journal.
 
-use std::fs::{DirBuilder, File, OpenOptions};
+use std::fs::File;
 use std::io::{ErrorKind, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -32,8 +39,9 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use super::error::StateError;
-use super::format::{ResourceState, State, FORMAT_VERSION};
+use super::format::{ResourceState, Runtime, State, FORMAT_VERSION};
 use super::lock::StateLock;
+use crate::files;
 
 /// Name of the state file in a deployment directory.
 pub const STATE_FILE: &str = "state.json";
@@ -43,6 +51,23 @@ pub const BACKUP_FILE: &str = "state.json.backup";
 pub const LOCK_FILE: &str = "lock";
 /// Name of the journal of records changed since the state file was written.
 pub const JOURNAL_FILE: &str = "state.journal";
+/// The folder of a deployment directory holding the processes' logs.
+pub const LOGS_DIR: &str = "logs";
+/// The folder of a deployment directory holding the lease files.
+pub const LEASES_DIR: &str = "leases";
+
+/// The log file of resource `address` in deployment directory `dir`. Derived, never
+/// read from state: a recorded path could name any file.
+pub fn log_file(dir: &Path, address: &str) -> PathBuf {
+    dir.join(LOGS_DIR).join(format!("{address}.log"))
+}
+
+/// The lease file of resource `address` in deployment directory `dir` (see
+/// `exec::process::read_lease`): one per address, shared by its launches. Derived,
+/// never read from state.
+pub fn lease_file(dir: &Path, address: &str) -> PathBuf {
+    dir.join(LEASES_DIR).join(format!("{address}.lease"))
+}
 
 /// Temporary file a save writes before renaming it over [`STATE_FILE`].
 const STATE_TMP: &str = "state.json.tmp";
@@ -127,8 +152,13 @@ impl StateStore {
     /// and [`StateError::Io`] when the file cannot be read. Loading does not need the
     /// lock: saves replace the file atomically.
     pub fn load(&self) -> Result<Option<State>, StateError> {
+        match files::check_dir(&self.dir) {
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StateError::io("use", &self.dir, e)),
+            Ok(()) => {}
+        }
         let path = self.state_path();
-        let bytes = match std::fs::read(&path) {
+        let bytes = match files::read(&path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(StateError::io("read", &path, e)),
@@ -136,6 +166,7 @@ impl StateStore {
         match parse_state(&path, &bytes) {
             Ok(mut state) => {
                 self.replay_journal(&mut state)?;
+                self.anchor(&mut state)?;
                 Ok(Some(state))
             }
             Err(StateError::Corrupt { path, detail, .. }) => Err(StateError::Corrupt {
@@ -164,7 +195,7 @@ impl StateStore {
     pub fn save(&self, lock: &StateLock, state: &mut State) -> Result<bool, StateError> {
         self.check_lock(lock)?;
         let path = self.state_path();
-        let old = match std::fs::read(&path) {
+        let old = match files::read(&path) {
             Ok(bytes) => Some(bytes),
             Err(e) if e.kind() == ErrorKind::NotFound => None,
             Err(e) => return Err(StateError::io("read", &path, e)),
@@ -232,12 +263,7 @@ impl StateStore {
         if !created {
             drop_torn_tail(&path)?;
         }
-        let mut f = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| StateError::io("open", &path, e))?;
+        let mut f = files::open_append(&path).map_err(|e| StateError::io("open", &path, e))?;
         f.write_all(&line)
             .map_err(|e| StateError::io("write", &path, e))?;
         f.sync_data()
@@ -246,6 +272,38 @@ impl StateStore {
             sync_dir(&self.dir)?;
         }
         state.serial += 1;
+        Ok(())
+    }
+
+    /// Puts the paths derived from the deployment directory in place of the ones the
+    /// records name (see the module docs); refuses an address that is no file name.
+    fn anchor(&self, state: &mut State) -> Result<(), StateError> {
+        let dir = std::path::absolute(&self.dir).unwrap_or_else(|_| self.dir.clone());
+        for (address, r) in &mut state.resources {
+            if !is_file_name(address) {
+                return Err(StateError::Corrupt {
+                    path: self.state_path(),
+                    detail: format!(
+                        "resource address {address:?} is not a name srt gives (it would \
+                         name a file outside the deployment directory)"
+                    ),
+                    backup: None,
+                });
+            }
+            if r.log_path.is_some() {
+                r.log_path = Some(log_file(&dir, address));
+            }
+            let lease = match &mut r.runtime {
+                Some(Runtime::Local { lease, .. }) => lease,
+                Some(Runtime::Slurm {
+                    client: Some(c), ..
+                }) => &mut c.lease,
+                _ => continue,
+            };
+            if lease.is_some() {
+                *lease = Some(lease_file(&dir, address));
+            }
+        }
         Ok(())
     }
 
@@ -264,7 +322,7 @@ impl StateStore {
     /// Applies the journal lines that continue `state` (see the module docs).
     fn replay_journal(&self, state: &mut State) -> Result<(), StateError> {
         let path = self.journal_path();
-        let bytes = match std::fs::read(&path) {
+        let bytes = match files::read(&path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(StateError::io("read", &path, e)),
@@ -389,7 +447,7 @@ impl StateStore {
     /// text only suggests restoring a backup that would work.
     fn usable_backup(&self) -> Option<PathBuf> {
         let backup = self.backup_path();
-        let bytes = std::fs::read(&backup).ok()?;
+        let bytes = files::read(&backup).ok()?;
         parse_state(&backup, &bytes).ok().map(|_| backup)
     }
 }
@@ -492,24 +550,25 @@ fn serial_digits(bytes: &[u8]) -> Option<(usize, usize)> {
     (len > 0).then_some((start, start + len))
 }
 
-/// Creates the deployment directory (and its parents) with mode 0700 if missing.
-/// An existing directory keeps its mode.
+/// Whether `address` can name a file in a folder of the deployment directory: not
+/// empty, no `/`, no NUL, and not starting with a dot (`.`, `..`, hidden names).
+fn is_file_name(address: &str) -> bool {
+    !address.is_empty()
+        && !address.starts_with('.')
+        && !address.bytes().any(|b| b == b'/' || b == 0)
+}
+
+/// Creates the deployment directory (and its parents) with mode 0700 if missing, and
+/// refuses one srt may not trust ([`files::private_dir`]). An existing directory keeps
+/// its mode.
 pub(crate) fn ensure_dir(dir: &Path) -> Result<(), StateError> {
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| StateError::io("create directory", dir, e))
+    files::private_dir(dir).map_err(|e| StateError::io("use directory", dir, e))
 }
 
 /// Writes `bytes` to a new file at `path` (mode 0600), fsynced; removes it on failure.
 fn write_new_file(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
     remove_if_present(path)?;
-    let result = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
+    let result = files::create_new(path)
         .map_err(|e| StateError::io("create", path, e))
         .and_then(|mut f| {
             f.write_all(bytes)
@@ -526,11 +585,7 @@ fn write_new_file(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
 /// their newline, which the next append would otherwise glue onto its own line.
 fn drop_torn_tail(path: &Path) -> Result<(), StateError> {
     use std::io::{Read, Seek, SeekFrom};
-    let mut f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(|e| StateError::io("open", path, e))?;
+    let mut f = files::open_rw(path).map_err(|e| StateError::io("open", path, e))?;
     let len = f
         .metadata()
         .map_err(|e| StateError::io("read", path, e))?

@@ -262,6 +262,7 @@ impl OpError {
         match self {
             OpError::Recipe(_) => crate::exit::INVALID_RECIPE,
             OpError::State(StateError::Locked { .. }) => crate::exit::LOCKED,
+            OpError::State(e) if e.is_no_space() => crate::exit::NO_SPACE,
             OpError::State(_) => crate::exit::STATE,
             OpError::PlanFile(plan::file::PlanFileError::Stale { .. }) => crate::exit::STALE_PLAN,
             _ => crate::exit::ERROR,

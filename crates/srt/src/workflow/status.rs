@@ -152,11 +152,10 @@ pub fn human_age(secs: u64) -> String {
     }
 }
 
-/// Where a resource's log is: the path recorded in state, else the executor's convention.
+/// Where a resource's log is: derived from the deployment directory and the address
+/// (never a path read from state), when the resource has one.
 pub fn log_path(store: &StateStore, state: &State, address: &str) -> Option<PathBuf> {
     let r = state.resources.get(address)?;
-    r.log_path.clone().or_else(|| {
-        let p = store.dir().join("logs").join(format!("{address}.log"));
-        p.is_file().then_some(p)
-    })
+    let p = crate::state::log_file(store.dir(), address);
+    (r.log_path.is_some() || p.is_file()).then_some(p)
 }
