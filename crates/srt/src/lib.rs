@@ -14,6 +14,7 @@ pub mod engine;
 pub mod exec;
 pub mod exit;
 pub mod frontend;
+pub mod getopt;
 pub mod graph;
 pub mod launch;
 mod parallel;
