@@ -1452,6 +1452,8 @@ impl Executor for SlurmExecutor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::{managed_options, sbatch_catalog, srun_catalog};
+    use crate::getopt::{self, Item, OptionCatalog};
 
     #[test]
     fn a_scheduler_that_is_down_is_told_from_a_refused_job() {
@@ -1506,6 +1508,66 @@ mod tests {
     fn listening_ports_parse() {
         let text = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 00000000:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1\n   1: 0B004D0A:17D4 0C004D0A:9C40 01 00000000:00000000 00:00000000 00000000     0        0 2\n   0: 00000000000000000000000000000000:1770 00000000000000000000000000000000:0000 0A 0\n";
         assert_eq!(parse_listening(text), BTreeSet::from([8000, 6000]));
+    }
+
+    /// The options of a command line srt renders, by the names the program reads them
+    /// as; each must be written in full (an exact name of the catalog).
+    fn options_read(catalog: &OptionCatalog, args: &[String]) -> BTreeSet<String> {
+        let mut names = BTreeSet::new();
+        for reading in getopt::read(catalog, args) {
+            match reading.item {
+                Ok(Item::Option { name, written }) => {
+                    assert_eq!(
+                        name, written,
+                        "{}: srt writes options in full",
+                        catalog.program
+                    );
+                    names.insert(name);
+                }
+                Ok(Item::Value { .. }) => {}
+                Ok(Item::End | Item::Operand) => break,
+                Err(e) => panic!("{}: {e} in {args:?}", catalog.program),
+            }
+        }
+        names
+    }
+
+    /// Every option srt renders on `sbatch` or `srun`, with every optional setting on.
+    fn rendered_options() -> BTreeSet<String> {
+        let mut profile = SlurmProfile {
+            partition: Some("p".into()),
+            account: Some("a".into()),
+            time_limit: Some("1:00:00".into()),
+            ..Default::default()
+        };
+        let mut names = BTreeSet::new();
+        for request in [GpuRequest::Gres, GpuRequest::GpusPerNode, GpuRequest::None] {
+            profile.gpu_request = request;
+            let sbatch = sbatch_args(&profile, "d", 2, "4", "log");
+            names.extend(options_read(sbatch_catalog(), &sbatch));
+        }
+        let argv = ["true"];
+        let plain = srun_args(&profile, "7", "n1", "d.x", Some("img"), argv);
+        names.extend(options_read(srun_catalog(), &plain));
+        let probe = probe_args(7, "n1", "d.probe", &["true".into()]);
+        names.extend(options_read(srun_catalog(), &probe));
+        // The container runtime's options are its plugin's, not in srun's own catalog.
+        profile.container.runtime = ContainerRuntime::Pyxis;
+        let contained = srun_args(&profile, "7", "n1", "d.x", Some("img"), argv);
+        names.extend(
+            contained
+                .iter()
+                .filter(|a| a.starts_with("--") && !plain.contains(a))
+                .cloned(),
+        );
+        names
+    }
+
+    /// The options a profile may not set are exactly those srt renders.
+    #[test]
+    fn the_managed_options_are_what_srt_renders() {
+        let managed: BTreeSet<String> = managed_options().map(String::from).collect();
+        assert_eq!(rendered_options(), managed);
     }
 
     #[test]
