@@ -1631,4 +1631,123 @@ mod tests {
             .join(" ")
             .contains("--g"));
     }
+
+    /// How the installed `program` reads `args` (a guard option after them ends its
+    /// parse before it does anything): the first line of its complaint.
+    fn program_reads(conf: &Path, program: &str, args: &[&str]) -> String {
+        let out = std::process::Command::new(program)
+            .args(args)
+            .arg("--srt-probe-guard")
+            .env("SLURM_CONF", conf)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run the SLURM client");
+        let text = String::from_utf8_lossy(&out.stderr).into_owned();
+        text.lines().next().unwrap_or_default().to_string()
+    }
+
+    /// Whether srt's reading of `args` (one option, with its value) and the program's
+    /// agree: the same option accepted, or the same refusal.
+    fn agrees(catalog: &OptionCatalog, args: &[&str], program: &str) -> bool {
+        let guard_reached = program.contains("unrecognized option '--srt-probe-guard'");
+        match &getopt::read(catalog, args)[0].item {
+            Ok(Item::Option { .. }) => guard_reached,
+            Err(getopt::ReadError::Ambiguous { .. }) => program.contains("is ambiguous"),
+            Err(getopt::ReadError::Unknown { .. }) => {
+                !guard_reached
+                    && (program.contains("unrecognized option")
+                        || program.contains("invalid option"))
+            }
+            Err(getopt::ReadError::UnexpectedValue { .. }) => {
+                program.contains("doesn't allow an argument")
+            }
+            other => panic!("{args:?}: not probed here: {other:?}"),
+        }
+    }
+
+    /// The checked-in catalogs are the installed SLURM's: same version, the same
+    /// readings of the spellings the guard depends on, and the dump script finds no
+    /// difference. Skipped when SLURM's clients are not installed.
+    #[test]
+    fn the_catalogs_match_the_installed_slurm() {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("slurm.conf");
+        std::fs::write(&conf, "ClusterName=srt-test\nSlurmctldHost=localhost\n").unwrap();
+        let installed = |p: &str| {
+            std::process::Command::new(p)
+                .arg("--version")
+                .env("SLURM_CONF", &conf)
+                .output()
+                .ok()
+        };
+        let (Some(srun), Some(_)) = (installed("srun"), installed("sbatch")) else {
+            eprintln!("skipped: srun/sbatch are not installed (scripts/install-deps.sh slurm)");
+            return;
+        };
+        let version = String::from_utf8_lossy(&srun.stdout).into_owned();
+        let cases: [(&OptionCatalog, &[&[&str]]); 2] = [
+            (
+                srun_catalog(),
+                &[
+                    &["--nodel=n7"],
+                    &["--jobi=99"],
+                    &["--ntask=8"],
+                    &["-N2"],
+                    &["-n4"],
+                    &["-wn8"],
+                    &["-vN2"],
+                    &["-N", "2"],
+                    &["--cpus-per-task=4"],
+                    &["--exclusive"],
+                    &["--mem", "4G"],
+                    &["-c4"],
+                    &["--exclu=x"],
+                    &["--cpu_bind=cores"],
+                    &["--nodelsit=n1"],
+                    &["--label=yes"],
+                    &["--comment", "--nodelist=n1"],
+                ],
+            ),
+            (
+                sbatch_catalog(),
+                &[
+                    &["--job-nam="],
+                    &["--nodeli=n1"],
+                    &["--wr=true"],
+                    &["--export=ALL"],
+                    &["--par"],
+                    &["-pdebug"],
+                    &["--qos=high"],
+                    &["--no-requeue=x"],
+                ],
+            ),
+        ];
+        for (catalog, probes) in cases {
+            assert!(
+                version.trim_end().ends_with(&catalog.version),
+                "installed {version:?}, catalog {}: regenerate it with scripts/slurm-option-catalogs.sh",
+                catalog.version
+            );
+            for args in probes {
+                let theirs = program_reads(&conf, &catalog.program, args);
+                assert!(
+                    agrees(catalog, args, &theirs),
+                    "{} {args:?}: {theirs}",
+                    catalog.program
+                );
+            }
+        }
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/slurm-option-catalogs.sh");
+        let check = std::process::Command::new("bash")
+            .arg(&script)
+            .arg("--check")
+            .output()
+            .unwrap();
+        assert!(
+            check.status.success(),
+            "{}",
+            String::from_utf8_lossy(&check.stderr)
+        );
+    }
 }
