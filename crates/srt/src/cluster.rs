@@ -743,6 +743,31 @@ impl Checker {
             self.type_error(node, key, "a list of options");
             return Vec::new();
         };
+        let entries = self.option_strings(items, key);
+        let words: Vec<&str> = entries.iter().map(|(_, o)| o.as_str()).collect();
+        let mut refused = vec![false; entries.len()];
+        for reading in getopt::read(to.catalog(), &words) {
+            let at = reading.index;
+            if refused[at] {
+                continue;
+            }
+            if matches!(reading.item, Ok(Item::End | Item::Operand)) {
+                // What follows would be the program's command, not options.
+                refused[at..].fill(true);
+            }
+            refused[at] = self.refuses(entries[at].0, key, words[at], reading.item, to);
+        }
+        entries
+            .into_iter()
+            .zip(refused)
+            .filter(|(_, refused)| !refused)
+            .map(|((_, o), _)| o)
+            .collect()
+    }
+
+    /// The string entries of a list of options; the others, and strings no option can
+    /// be (empty, a newline or NUL), are reported.
+    fn option_strings<'n>(&mut self, items: &'n [Node], key: &str) -> Vec<(&'n Node, String)> {
         let mut entries = Vec::new();
         for item in items {
             match &item.value {
@@ -753,38 +778,34 @@ impl Checker {
                 _ => self.type_error(item, key, "a list of options (strings)"),
             }
         }
-        let words: Vec<&str> = entries.iter().map(|(_, o)| o.as_str()).collect();
-        let mut refused = vec![false; entries.len()];
-        for reading in getopt::read(to.catalog(), &words) {
-            let (item, word) = (entries[reading.index].0, words[reading.index]);
-            if refused[reading.index] {
-                continue;
-            }
-            let problem = match reading.item {
-                Ok(Item::Option { name, written }) => self.managed(item, word, &name, &written, to),
-                Ok(Item::Value { .. }) => false,
-                Ok(Item::End | Item::Operand) => {
-                    self.options_end(item, key, word, to);
-                    refused[reading.index..].fill(true);
-                    true
-                }
-                Err(ReadError::Unknown { written, .. }) if to == OptionsFor::Container => {
-                    // An option of the container plugin: only its own name is known.
-                    self.managed(item, word, &written, &written, to)
-                }
-                Err(e) => {
-                    self.refused_option(item, key, e, to);
-                    true
-                }
-            };
-            refused[reading.index] |= problem;
-        }
         entries
-            .into_iter()
-            .zip(refused)
-            .filter(|(_, refused)| !refused)
-            .map(|((_, o), _)| o)
-            .collect()
+    }
+
+    /// Reports what the reading of entry `word` shows wrong; true when it did.
+    fn refuses(
+        &mut self,
+        item: &Node,
+        key: &str,
+        word: &str,
+        reading: Result<Item, ReadError>,
+        to: OptionsFor,
+    ) -> bool {
+        match reading {
+            Ok(Item::Option { name, written }) => self.managed(item, word, &name, &written, to),
+            Ok(Item::Value { .. }) => false,
+            Ok(Item::End | Item::Operand) => {
+                self.options_end(item, key, word, to);
+                true
+            }
+            Err(ReadError::Unknown { written, .. }) if to == OptionsFor::Container => {
+                // An option of the container plugin: only its own name is known.
+                self.managed(item, word, &written, &written, to)
+            }
+            Err(e) => {
+                self.refused_option(item, key, e, to);
+                true
+            }
+        }
     }
 
     fn not_an_option(&mut self, item: &Node, key: &str, o: &str) {

@@ -1737,6 +1737,10 @@ mod tests {
                 );
             }
         }
+        if installed("python3").is_none() {
+            eprintln!("skipped the full check: python3 is not installed");
+            return;
+        }
         let script =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/slurm-option-catalogs.sh");
         let check = std::process::Command::new("bash")
