@@ -119,6 +119,48 @@ const CASES: &[Case] = &[
         "set by srt",
     ),
     case(
+        "managed-option-prefix.yaml",
+        "srt::cluster::managed_option",
+        "\"--nodel=n7\"",
+        "`--nodel=n7` is `--nodelist` to srun",
+    ),
+    case(
+        "managed-option-short.yaml",
+        "srt::cluster::managed_option",
+        "-wn8",
+        "srt sets `--nodelist`",
+    ),
+    case(
+        "managed-sbatch-option.yaml",
+        "srt::cluster::managed_option",
+        "\"--wr=sleep 60\"",
+        "is `--wrap` to sbatch",
+    ),
+    case(
+        "unknown-option.yaml",
+        "srt::cluster::unknown_option",
+        "\"--nodelsit=n1\"",
+        "did you mean `--nodelist`?",
+    ),
+    case(
+        "ambiguous-option.yaml",
+        "srt::cluster::ambiguous_option",
+        "\"--exclu\"",
+        "--exclude, --exclusive",
+    ),
+    case(
+        "option-without-value.yaml",
+        "srt::cluster::option_value",
+        "\"--comment\"",
+        "`--comment` needs a value",
+    ),
+    case(
+        "option-double-dash.yaml",
+        "srt::cluster::option",
+        "\"--\"",
+        "ends srun's options",
+    ),
+    case(
         "options-not-a-list.yaml",
         "srt::cluster::type",
         "--exclusive",

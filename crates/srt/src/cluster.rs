@@ -25,12 +25,14 @@
 //! recipe's: an unknown key (with "did you mean"), a key of the SLURM executor in a local
 //! profile, a wrong type, a bad value.
 
+use crate::getopt::{self, Item, OptionCatalog, ReadError};
 use crate::recipe::diag::{did_you_mean, Problem};
 use crate::recipe::yaml::{self, Key, Node, Value};
 use crate::recipe::Source;
 use miette::{Diagnostic, LabeledSpan, NamedSource, SourceSpan};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// The profile file looked up in the current directory when no `--cluster` is given.
 pub const CONVENTIONAL_FILE: &str = "srt-cluster.yaml";
@@ -173,15 +175,111 @@ pub const SLURM_KEYS: &[&str] = &[
 /// The keys of `container:`.
 const CONTAINER_KEYS: &[&str] = &["runtime", "flags"];
 
-/// Options srt sets itself on `sbatch` and `srun`.
-const MANAGED_OPTIONS: &[&str] = &[
-    "--jobid",
-    "--nodelist",
-    "--job-name",
-    "--nodes",
-    "--ntasks",
-    "--wrap",
+/// Options srt sets itself on `sbatch` or `srun`, each with where it takes it from
+/// (`exec/slurm.rs` renders them; a test there keeps this list equal to what it
+/// renders). Each is refused in `sbatch_options`, `srun_options` and `container.flags`
+/// by the option an entry resolves to (`-wn8` is `--nodelist`).
+const MANAGED_OPTIONS: &[(&str, &str)] = &[
+    (
+        "--account",
+        "from the profile key `account` (or the recipe's `slurm.account`): set that instead",
+    ),
+    (
+        "--container-image",
+        "from the recipe's `model.container` or `frontend.container_image` when `container.runtime` is `pyxis`",
+    ),
+    (
+        "--export",
+        "itself: NONE for the allocation, ALL for steps (a process's environment is the recipe's `env`)",
+    ),
+    (
+        "--gpus-per-node",
+        "from the recipe's GPUs per node with `gpu_request: gpus-per-node`",
+    ),
+    (
+        "--gres",
+        "from the recipe's GPUs per node with `gpu_request: gres`",
+    ),
+    (
+        "--job-name",
+        "from the deployment's name and each process's address",
+    ),
+    ("--jobid", "to the deployment's allocation"),
+    (
+        "--no-requeue",
+        "itself: a failed node ends the allocation",
+    ),
+    ("--nodelist", "from each process's placement"),
+    ("--nodes", "from the recipe's node count (one per step)"),
+    ("--ntasks", "itself: one task per step"),
+    (
+        "--output",
+        "itself: the allocation's log, and each step's output goes to its process's log",
+    ),
+    ("--overlap", "itself: steps share the allocation"),
+    ("--parsable", "itself: it reads the job id"),
+    (
+        "--partition",
+        "from the profile key `partition` (or the recipe's `slurm.partition`): set that instead",
+    ),
+    (
+        "--time",
+        "from the profile key `time_limit` (or the recipe's `slurm.time_limit`): set that instead",
+    ),
+    ("--wrap", "itself: the allocation only holds its nodes"),
 ];
+
+/// The options srt sets itself on `sbatch` or `srun` (long names, dashes included).
+pub fn managed_options() -> impl Iterator<Item = &'static str> {
+    MANAGED_OPTIONS.iter().map(|(name, _)| *name)
+}
+
+/// Where srt takes a managed option from, or `None` when a profile may set it.
+fn managed_by(option: &str) -> Option<&'static str> {
+    MANAGED_OPTIONS
+        .iter()
+        .find(|(name, _)| *name == option)
+        .map(|(_, from)| *from)
+}
+
+/// `srun`'s options, dumped from the pinned SLURM by `scripts/slurm-option-catalogs.sh`.
+pub fn srun_catalog() -> &'static OptionCatalog {
+    static CATALOG: OnceLock<OptionCatalog> = OnceLock::new();
+    CATALOG.get_or_init(|| {
+        OptionCatalog::from_json(include_str!("exec/catalog/srun-22.05.8-4+deb12u3.json"))
+            .expect("the srun catalog is valid JSON")
+    })
+}
+
+/// `sbatch`'s options, dumped like [`srun_catalog`].
+pub fn sbatch_catalog() -> &'static OptionCatalog {
+    static CATALOG: OnceLock<OptionCatalog> = OnceLock::new();
+    CATALOG.get_or_init(|| {
+        OptionCatalog::from_json(include_str!("exec/catalog/sbatch-22.05.8-4+deb12u3.json"))
+            .expect("the sbatch catalog is valid JSON")
+    })
+}
+
+/// Where a list of profile options goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OptionsFor {
+    /// `sbatch_options`: the allocation's `sbatch`.
+    Sbatch,
+    /// `srun_options`: every step's `srun`.
+    Srun,
+    /// `container.flags`: every containerized step's `srun`, options of the container
+    /// plugin (which adds options srun's own catalog does not have).
+    Container,
+}
+
+impl OptionsFor {
+    fn catalog(self) -> &'static OptionCatalog {
+        match self {
+            OptionsFor::Sbatch => sbatch_catalog(),
+            OptionsFor::Srun | OptionsFor::Container => srun_catalog(),
+        }
+    }
+}
 
 /// A profile that cannot be read or is invalid.
 #[derive(Debug, thiserror::Error, Diagnostic)]
@@ -522,8 +620,8 @@ impl Checker {
                     }
                 }
                 "container" => p.container = self.container(node),
-                "sbatch_options" => p.sbatch_options = self.options(node, k),
-                "srun_options" => p.srun_options = self.options(node, k),
+                "sbatch_options" => p.sbatch_options = self.options(node, k, OptionsFor::Sbatch),
+                "srun_options" => p.srun_options = self.options(node, k, OptionsFor::Srun),
                 "allocation_timeout_seconds" => {
                     p.allocation_timeout_seconds = self
                         .integer(node, k, 1, i64::MAX)
@@ -629,60 +727,203 @@ impl Checker {
                         };
                     }
                 }
-                "flags" => c.flags = self.options(value, "container.flags"),
+                "flags" => {
+                    c.flags = self.options(value, "container.flags", OptionsFor::Container);
+                }
                 _ => self.unknown_key(key, "container.", CONTAINER_KEYS),
             }
         }
         c
     }
 
-    /// A list of options, each starting with `-`, none that srt sets itself.
-    fn options(&mut self, node: &Node, key: &str) -> Vec<String> {
+    /// A list of options, read as the program reads them: every entry an option (or
+    /// the value of the one before it), none that srt sets itself.
+    fn options(&mut self, node: &Node, key: &str, to: OptionsFor) -> Vec<String> {
         let Value::Seq(items) = &node.value else {
             self.type_error(node, key, "a list of options");
             return Vec::new();
         };
-        let mut out = Vec::new();
-        for item in items {
-            let Value::Str(o) = &item.value else {
-                self.type_error(item, key, "a list of options (strings)");
-                continue;
-            };
-            if o.is_empty() || o.contains(['\n', '\0']) || !o.starts_with('-') {
-                self.push(
-                    Problem::new(
-                        "srt::cluster::option",
-                        item.span,
-                        format!("`{key}` entries are options starting with `-`, like `--qos=high`; got {o:?}"),
-                    )
-                    .label("not an option")
-                    .help("write each option as one string, e.g. `--exclusive` or `--cpus-per-task=16`"),
-                );
+        let entries = self.option_strings(items, key);
+        let words: Vec<&str> = entries.iter().map(|(_, o)| o.as_str()).collect();
+        let mut refused = vec![false; entries.len()];
+        for reading in getopt::read(to.catalog(), &words) {
+            let at = reading.index;
+            if refused[at] {
                 continue;
             }
-            if let Some(managed) = MANAGED_OPTIONS
-                .iter()
-                .find(|m| o == *m || o.starts_with(&format!("{m}=")))
-            {
-                self.push(
-                    Problem::new(
-                        "srt::cluster::managed_option",
-                        item.span,
-                        format!(
-                            "`{o}` is set by srt from the recipe and the allocation; remove it"
-                        ),
-                    )
-                    .label(format!("srt sets `{managed}`"))
-                    .help(format!(
-                        "srt sets {} on every allocation and step",
-                        MANAGED_OPTIONS.join(", ")
-                    )),
-                );
-                continue;
+            if matches!(reading.item, Ok(Item::End | Item::Operand)) {
+                // What follows would be the program's command, not options.
+                refused[at..].fill(true);
             }
-            out.push(o.clone());
+            refused[at] = self.refuses(entries[at].0, key, words[at], reading.item, to);
         }
-        out
+        entries
+            .into_iter()
+            .zip(refused)
+            .filter(|(_, refused)| !refused)
+            .map(|((_, o), _)| o)
+            .collect()
+    }
+
+    /// The string entries of a list of options; the others, and strings no option can
+    /// be (empty, a newline or NUL), are reported.
+    fn option_strings<'n>(&mut self, items: &'n [Node], key: &str) -> Vec<(&'n Node, String)> {
+        let mut entries = Vec::new();
+        for item in items {
+            match &item.value {
+                Value::Str(o) if o.is_empty() || o.contains(['\n', '\0']) => {
+                    self.not_an_option(item, key, o);
+                }
+                Value::Str(o) => entries.push((item, o.clone())),
+                _ => self.type_error(item, key, "a list of options (strings)"),
+            }
+        }
+        entries
+    }
+
+    /// Reports what the reading of entry `word` shows wrong; true when it did.
+    fn refuses(
+        &mut self,
+        item: &Node,
+        key: &str,
+        word: &str,
+        reading: Result<Item, ReadError>,
+        to: OptionsFor,
+    ) -> bool {
+        match reading {
+            Ok(Item::Option { name, written }) => self.managed(item, word, &name, &written, to),
+            Ok(Item::Value { .. }) => false,
+            Ok(Item::End | Item::Operand) => {
+                self.options_end(item, key, word, to);
+                true
+            }
+            Err(ReadError::Unknown { written, .. }) if to == OptionsFor::Container => {
+                // An option of the container plugin: only its own name is known.
+                self.managed(item, word, &written, &written, to)
+            }
+            Err(e) => {
+                self.refused_option(item, key, e, to);
+                true
+            }
+        }
+    }
+
+    fn not_an_option(&mut self, item: &Node, key: &str, o: &str) {
+        self.push(
+            Problem::new(
+                "srt::cluster::option",
+                item.span,
+                format!(
+                    "`{key}` entries are options starting with `-`, like `--qos=high`; got {o:?}"
+                ),
+            )
+            .label("not an option")
+            .help("write each option as one string, e.g. `--exclusive` or `--cpus-per-task=16`"),
+        );
+    }
+
+    /// An operand, or `--`: the program's options end there, and what follows would be
+    /// its command (or script) before srt's own.
+    fn options_end(&mut self, item: &Node, key: &str, word: &str, to: OptionsFor) {
+        if word != "--" {
+            return self.not_an_option(item, key, word);
+        }
+        let program = &to.catalog().program;
+        self.push(
+            Problem::new(
+                "srt::cluster::option",
+                item.span,
+                format!("`--` in `{key}` ends {program}'s options; srt ends them itself"),
+            )
+            .label("ends the options")
+            .help("remove it: srt puts the command after its own `--`"),
+        );
+    }
+
+    /// Refuses option `name` (written `written` in entry `word`) if srt sets it; true
+    /// when it did.
+    fn managed(
+        &mut self,
+        item: &Node,
+        word: &str,
+        name: &str,
+        written: &str,
+        to: OptionsFor,
+    ) -> bool {
+        let Some(from) = managed_by(name) else {
+            return false;
+        };
+        let program = &to.catalog().program;
+        let message = if written == name {
+            format!("`{word}` is set by srt from the recipe and the allocation; remove it")
+        } else {
+            format!("`{word}` is `{name}` to {program}, which is set by srt from the recipe and the allocation; remove it")
+        };
+        self.push(
+            Problem::new("srt::cluster::managed_option", item.span, message)
+                .label(format!("srt sets `{name}`"))
+                .help(format!("srt sets `{name}` {from}")),
+        );
+        true
+    }
+
+    /// An entry the program would refuse.
+    fn refused_option(&mut self, item: &Node, key: &str, error: ReadError, to: OptionsFor) {
+        let c = to.catalog();
+        let what = format!("{} {}", c.program, c.package_version);
+        let problem = match &error {
+            ReadError::Unknown {
+                written,
+                suggestion,
+                ..
+            } => {
+                let help = match (suggestion, written.split_once(char::is_whitespace)) {
+                    (Some(s), Some((name, value))) => format!(
+                        "one entry is one argument: write `{name}={}`, or `{name}` and `{}` as two entries (did you mean `{s}`?)",
+                        value.trim(), value.trim()
+                    ),
+                    (Some(s), None) => format!("did you mean `{s}`?"),
+                    (None, _) => format!("{what} has no such option (`{} --help` lists them)", c.program),
+                };
+                Problem::new(
+                    "srt::cluster::unknown_option",
+                    item.span,
+                    format!("`{key}`: {error}, which would refuse it"),
+                )
+                .label(format!("not an option of {what}"))
+                .help(help)
+            }
+            ReadError::Ambiguous { candidates, .. } => Problem::new(
+                "srt::cluster::ambiguous_option",
+                item.span,
+                format!("`{key}`: {error}; {} would refuse it", c.program),
+            )
+            .label("ambiguous")
+            .help(format!(
+                "write the option in full: one of {}",
+                candidates.join(", ")
+            )),
+            ReadError::MissingValue { name, .. } => Problem::new(
+                "srt::cluster::option_value",
+                item.span,
+                format!(
+                    "`{key}`: {error}, and nothing follows it: {} would take srt's next argument",
+                    c.program
+                ),
+            )
+            .label("no value")
+            .help(format!(
+                "write `{name}=VALUE`, or the value as the next entry"
+            )),
+            ReadError::UnexpectedValue { name, .. } => Problem::new(
+                "srt::cluster::option_value",
+                item.span,
+                format!("`{key}`: {error}; {} would refuse it", c.program),
+            )
+            .label("a value for a switch")
+            .help(format!("write `{name}` alone")),
+        };
+        self.push(problem);
     }
 }
 
@@ -758,6 +999,110 @@ mod tests {
         let e = parse("executor: local\npartition: gpu\n").unwrap_err();
         assert!(e.contains("setting of the SLURM executor"), "{e}");
         assert!(parse("partition: gpu\n").is_err());
+    }
+
+    /// The problems of `executor: slurm` with `key: LIST`: each one's code and the
+    /// text its span covers.
+    fn option_problems(key: &str, list: &str) -> Vec<(&'static str, String)> {
+        let text = format!("executor: slurm\n{key}: {list}\n");
+        match ClusterProfile::check(&text) {
+            Ok(_) => Vec::new(),
+            Err(problems) => problems
+                .iter()
+                .map(|p| {
+                    let span = &text[p.span.offset()..p.span.offset() + p.span.len()];
+                    (p.code, span.to_string())
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn managed_options_are_refused_however_they_are_spelled() {
+        for (key, entry) in [
+            ("srun_options", "--nodel=n7"),
+            ("srun_options", "--jobi=99"),
+            ("srun_options", "-N2"),
+            ("srun_options", "-n4"),
+            ("srun_options", "-wn8"),
+            ("srun_options", "-lwn8"),
+            ("srun_options", "--nodelist=n1"),
+            ("srun_options", "--overl"),
+            ("sbatch_options", "--job-nam="),
+            ("sbatch_options", "--nodeli=n1"),
+            ("sbatch_options", "--wr=true"),
+            ("sbatch_options", "--export=ALL"),
+            ("sbatch_options", "-pdebug"),
+            ("sbatch_options", "--parsable"),
+            ("container.flags", "--nodel=n7"),
+            ("container.flags", "-wn8"),
+            ("container.flags", "--container-image=x"),
+        ] {
+            let (key, list) = match key.split_once('.') {
+                Some((outer, inner)) => (outer.to_string(), format!("{{{inner}: [\"{entry}\"]}}")),
+                None => (key.to_string(), format!("[\"{entry}\"]")),
+            };
+            assert_eq!(
+                option_problems(&key, &list),
+                [("srt::cluster::managed_option", format!("\"{entry}\""))],
+                "{key}: {entry}"
+            );
+        }
+        let e = parse("executor: slurm\nsrun_options: [\"-wn8\"]\n").unwrap_err();
+        assert!(e.contains("`-wn8` is `--nodelist` to srun"), "{e}");
+    }
+
+    #[test]
+    fn options_srun_and_sbatch_accept_are_accepted() {
+        let p = slurm(
+            "executor: slurm\nsrun_options: [\"--cpus-per-task=4\", \"--exclusive\", \"--mem\", \"4G\", \"-c4\", \"--cpu_bind=cores\"]\n\
+             sbatch_options: [\"--exclusive\", \"--qos=high\", \"-q\", \"high\", \"--comment\", \"--nodelist=n1\"]\n\
+             container:\n  flags: [\"--container-mounts=/m:/m\", \"--no-container-mount-home\"]\n",
+        );
+        assert_eq!(p.srun_options.len(), 6);
+        // A required argument's value is not an option, however it looks.
+        assert_eq!(p.sbatch_options[5], "--nodelist=n1");
+        assert_eq!(p.container.flags.len(), 2);
+    }
+
+    #[test]
+    fn options_srun_would_refuse_are_located_errors() {
+        let s = "srun_options";
+        // The pinned srun reads `--ntask` as a prefix of six options, not `--ntasks`.
+        assert_eq!(
+            option_problems(s, "[\"--ntask=8\"]"),
+            [("srt::cluster::ambiguous_option", "\"--ntask=8\"".into())]
+        );
+        assert_eq!(
+            option_problems(s, "[\"--exclu=x\"]"),
+            [("srt::cluster::ambiguous_option", "\"--exclu=x\"".into())]
+        );
+        assert_eq!(
+            option_problems(s, "[\"--nodelsit=n1\"]"),
+            [("srt::cluster::unknown_option", "\"--nodelsit=n1\"".into())]
+        );
+        assert_eq!(
+            option_problems(s, "[\"--mem\"]"),
+            [("srt::cluster::option_value", "\"--mem\"".into())]
+        );
+        assert_eq!(
+            option_problems(s, "[\"--label=yes\"]"),
+            [("srt::cluster::option_value", "\"--label=yes\"".into())]
+        );
+        assert_eq!(
+            option_problems(s, "[\"--\", \"-N2\"]"),
+            [("srt::cluster::option", "\"--\"".into())]
+        );
+        assert_eq!(
+            option_problems(s, "[\"hostname\", \"-N2\"]"),
+            [("srt::cluster::option", "\"hostname\"".into())]
+        );
+        let e = parse("executor: slurm\nsrun_options: [\"--exclu=x\"]\n").unwrap_err();
+        assert!(e.contains("--exclude, --exclusive"), "{e}");
+        let problems =
+            ClusterProfile::check("executor: slurm\nsrun_options: [\"--mem 4G\"]\n").unwrap_err();
+        let help = problems[0].help.as_deref().unwrap();
+        assert!(help.contains("`--mem=4G`"), "{help}");
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod exec;
 pub mod exit;
 pub mod files;
 pub mod frontend;
+pub mod getopt;
 pub mod graph;
 pub mod launch;
 mod parallel;

@@ -1447,6 +1447,8 @@ impl Executor for SlurmExecutor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::{managed_options, sbatch_catalog, srun_catalog};
+    use crate::getopt::{self, Item, OptionCatalog};
 
     #[test]
     fn a_scheduler_that_is_down_is_told_from_a_refused_job() {
@@ -1501,6 +1503,66 @@ mod tests {
     fn listening_ports_parse() {
         let text = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 00000000:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1\n   1: 0B004D0A:17D4 0C004D0A:9C40 01 00000000:00000000 00:00000000 00000000     0        0 2\n   0: 00000000000000000000000000000000:1770 00000000000000000000000000000000:0000 0A 0\n";
         assert_eq!(parse_listening(text), BTreeSet::from([8000, 6000]));
+    }
+
+    /// The options of a command line srt renders, by the names the program reads them
+    /// as; each must be written in full (an exact name of the catalog).
+    fn options_read(catalog: &OptionCatalog, args: &[String]) -> BTreeSet<String> {
+        let mut names = BTreeSet::new();
+        for reading in getopt::read(catalog, args) {
+            match reading.item {
+                Ok(Item::Option { name, written }) => {
+                    assert_eq!(
+                        name, written,
+                        "{}: srt writes options in full",
+                        catalog.program
+                    );
+                    names.insert(name);
+                }
+                Ok(Item::Value { .. }) => {}
+                Ok(Item::End | Item::Operand) => break,
+                Err(e) => panic!("{}: {e} in {args:?}", catalog.program),
+            }
+        }
+        names
+    }
+
+    /// Every option srt renders on `sbatch` or `srun`, with every optional setting on.
+    fn rendered_options() -> BTreeSet<String> {
+        let mut profile = SlurmProfile {
+            partition: Some("p".into()),
+            account: Some("a".into()),
+            time_limit: Some("1:00:00".into()),
+            ..Default::default()
+        };
+        let mut names = BTreeSet::new();
+        for request in [GpuRequest::Gres, GpuRequest::GpusPerNode, GpuRequest::None] {
+            profile.gpu_request = request;
+            let sbatch = sbatch_args(&profile, "d", 2, "4", "log");
+            names.extend(options_read(sbatch_catalog(), &sbatch));
+        }
+        let argv = ["true"];
+        let plain = srun_args(&profile, "7", "n1", "d.x", Some("img"), argv);
+        names.extend(options_read(srun_catalog(), &plain));
+        let probe = probe_args(7, "n1", "d.probe", &["true".into()]);
+        names.extend(options_read(srun_catalog(), &probe));
+        // The container runtime's options are its plugin's, not in srun's own catalog.
+        profile.container.runtime = ContainerRuntime::Pyxis;
+        let contained = srun_args(&profile, "7", "n1", "d.x", Some("img"), argv);
+        names.extend(
+            contained
+                .iter()
+                .filter(|a| a.starts_with("--") && !plain.contains(a))
+                .cloned(),
+        );
+        names
+    }
+
+    /// The options a profile may not set are exactly those srt renders.
+    #[test]
+    fn the_managed_options_are_what_srt_renders() {
+        let managed: BTreeSet<String> = managed_options().map(String::from).collect();
+        assert_eq!(rendered_options(), managed);
     }
 
     #[test]
@@ -1563,5 +1625,128 @@ mod tests {
         assert!(!sbatch_args(&profile, "d", 1, &gpu_count(None, 8), "l")
             .join(" ")
             .contains("--g"));
+    }
+
+    /// How the installed `program` reads `args` (a guard option after them ends its
+    /// parse before it does anything): the first line of its complaint.
+    fn program_reads(conf: &Path, program: &str, args: &[&str]) -> String {
+        let out = std::process::Command::new(program)
+            .args(args)
+            .arg("--srt-probe-guard")
+            .env("SLURM_CONF", conf)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run the SLURM client");
+        let text = String::from_utf8_lossy(&out.stderr).into_owned();
+        text.lines().next().unwrap_or_default().to_string()
+    }
+
+    /// Whether srt's reading of `args` (one option, with its value) and the program's
+    /// agree: the same option accepted, or the same refusal.
+    fn agrees(catalog: &OptionCatalog, args: &[&str], program: &str) -> bool {
+        let guard_reached = program.contains("unrecognized option '--srt-probe-guard'");
+        match &getopt::read(catalog, args)[0].item {
+            Ok(Item::Option { .. }) => guard_reached,
+            Err(getopt::ReadError::Ambiguous { .. }) => program.contains("is ambiguous"),
+            Err(getopt::ReadError::Unknown { .. }) => {
+                !guard_reached
+                    && (program.contains("unrecognized option")
+                        || program.contains("invalid option"))
+            }
+            Err(getopt::ReadError::UnexpectedValue { .. }) => {
+                program.contains("doesn't allow an argument")
+            }
+            other => panic!("{args:?}: not probed here: {other:?}"),
+        }
+    }
+
+    /// The checked-in catalogs are the installed SLURM's: same version, the same
+    /// readings of the spellings the guard depends on, and the dump script finds no
+    /// difference. Skipped when SLURM's clients are not installed.
+    #[test]
+    fn the_catalogs_match_the_installed_slurm() {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("slurm.conf");
+        std::fs::write(&conf, "ClusterName=srt-test\nSlurmctldHost=localhost\n").unwrap();
+        let installed = |p: &str| {
+            std::process::Command::new(p)
+                .arg("--version")
+                .env("SLURM_CONF", &conf)
+                .output()
+                .ok()
+        };
+        let (Some(srun), Some(_)) = (installed("srun"), installed("sbatch")) else {
+            eprintln!("skipped: srun/sbatch are not installed (scripts/install-deps.sh slurm)");
+            return;
+        };
+        let version = String::from_utf8_lossy(&srun.stdout).into_owned();
+        let cases: [(&OptionCatalog, &[&[&str]]); 2] = [
+            (
+                srun_catalog(),
+                &[
+                    &["--nodel=n7"],
+                    &["--jobi=99"],
+                    &["--ntask=8"],
+                    &["-N2"],
+                    &["-n4"],
+                    &["-wn8"],
+                    &["-vN2"],
+                    &["-N", "2"],
+                    &["--cpus-per-task=4"],
+                    &["--exclusive"],
+                    &["--mem", "4G"],
+                    &["-c4"],
+                    &["--exclu=x"],
+                    &["--cpu_bind=cores"],
+                    &["--nodelsit=n1"],
+                    &["--label=yes"],
+                    &["--comment", "--nodelist=n1"],
+                ],
+            ),
+            (
+                sbatch_catalog(),
+                &[
+                    &["--job-nam="],
+                    &["--nodeli=n1"],
+                    &["--wr=true"],
+                    &["--export=ALL"],
+                    &["--par"],
+                    &["-pdebug"],
+                    &["--qos=high"],
+                    &["--no-requeue=x"],
+                ],
+            ),
+        ];
+        for (catalog, probes) in cases {
+            assert!(
+                version.trim_end().ends_with(&catalog.version),
+                "installed {version:?}, catalog {}: regenerate it with scripts/slurm-option-catalogs.sh",
+                catalog.version
+            );
+            for args in probes {
+                let theirs = program_reads(&conf, &catalog.program, args);
+                assert!(
+                    agrees(catalog, args, &theirs),
+                    "{} {args:?}: {theirs}",
+                    catalog.program
+                );
+            }
+        }
+        if installed("python3").is_none() {
+            eprintln!("skipped the full check: python3 is not installed");
+            return;
+        }
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/slurm-option-catalogs.sh");
+        let check = std::process::Command::new("bash")
+            .arg(&script)
+            .arg("--check")
+            .output()
+            .unwrap();
+        assert!(
+            check.status.success(),
+            "{}",
+            String::from_utf8_lossy(&check.stderr)
+        );
     }
 }
