@@ -552,7 +552,9 @@ async fn an_identity_the_lease_does_not_name_is_never_signalled() {
             .unwrap(),
         TerminateOutcome::NotOurs
     );
-    // A forged identity pointing at a lease that does not exist.
+    // A forged identity pointing at a lease that does not exist: nothing is sent, and
+    // the caller is told the lease is gone (it then looks for srt's markers, which the
+    // bystander does not carry).
     let no_lease = ProcessIdentity {
         lease: Some(dir.path().join("leases/none.lease")),
         ..forged.clone()
@@ -561,7 +563,7 @@ async fn an_identity_the_lease_does_not_name_is_never_signalled() {
         terminate(&no_lease, Duration::from_millis(200))
             .await
             .unwrap(),
-        TerminateOutcome::NotOurs
+        TerminateOutcome::LeaseMissing
     );
     std::thread::sleep(Duration::from_millis(100));
     assert!(

@@ -49,7 +49,9 @@ fn resource(i: usize) -> ResourceState {
         }),
         node: Some(format!("node{}", i % 8)),
         ports: BTreeMap::from([("http".into(), 8000 + i as u16)]),
-        log_path: Some(PathBuf::from(format!("/tmp/srt/logs/worker-{i}.log"))),
+        // A recorded log path loads as the one derived from the directory (see
+        // `recorded_paths_load_as_the_ones_derived_from_the_directory`).
+        log_path: None,
         error: None,
     }
 }
@@ -61,6 +63,47 @@ fn state_with(n: usize) -> State {
         s.resources.insert(format!("worker[{i}]"), resource(i));
     }
     s
+}
+
+#[test]
+fn recorded_paths_load_as_the_ones_derived_from_the_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StateStore::new(dir.path().join("demo"));
+    let lock = store.lock("apply", None).unwrap();
+    let mut s = state_with(2);
+    let r = s.resources.get_mut("worker[0]").unwrap();
+    r.log_path = Some(PathBuf::from("/etc/shadow"));
+    if let Some(Runtime::Local { lease, .. }) = &mut r.runtime {
+        *lease = Some(PathBuf::from("/etc/passwd"));
+    }
+    store.save(&lock, &mut s).unwrap();
+    let loaded = store.load().unwrap().unwrap();
+    let abs = std::path::absolute(store.dir()).unwrap();
+    let r = &loaded.resources["worker[0]"];
+    assert_eq!(
+        r.log_path.as_deref(),
+        Some(srt::state::log_file(&abs, "worker[0]").as_path())
+    );
+    assert!(
+        matches!(&r.runtime, Some(Runtime::Local { lease: Some(l), .. })
+        if *l == srt::state::lease_file(&abs, "worker[0]"))
+    );
+    // What had no path recorded still has none.
+    assert_eq!(loaded.resources["worker[1]"].log_path, None);
+
+    // An address that would name a file elsewhere: the state is refused.
+    for bad in ["../../x", ".hidden", "a/b", ""] {
+        let mut s = store.load().unwrap().unwrap();
+        s.resources.insert(bad.to_string(), resource(9));
+        store.save(&lock, &mut s).unwrap();
+        let err = store.load().unwrap_err();
+        assert!(
+            matches!(&err, StateError::Corrupt { detail, .. } if detail.contains("not a name srt gives")),
+            "{bad:?}: {err}"
+        );
+        s.resources.remove(bad);
+        store.save(&lock, &mut s).unwrap();
+    }
 }
 
 fn mode(path: &Path) -> u32 {
