@@ -790,6 +790,10 @@ impl Apply<'_> {
             }
             waits[leader] = all;
         }
+        // A role's units that are down are replaced before its serving ones.
+        for (leader, down) in roll.down_first() {
+            waits[leader].extend(down);
+        }
         let mut indegree = vec![0usize; n];
         let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
         for (i, w) in waits.iter_mut().enumerate() {
