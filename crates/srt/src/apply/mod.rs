@@ -727,7 +727,10 @@ impl Apply<'_> {
                         };
                         self.fail(outcome, failure);
                         for &c in &children[i] {
-                            blocked[c].get_or_insert_with(|| format!("`{address}` failed"));
+                            blocked[c].get_or_insert_with(|| {
+                                roll.kept_serving(c, i)
+                                    .unwrap_or_else(|| format!("`{address}` failed"))
+                            });
                         }
                     }
                 }

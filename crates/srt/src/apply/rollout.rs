@@ -111,6 +111,21 @@ impl Roll {
             .collect()
     }
 
+    /// Why serving unit `leader` is skipped when down unit `failed` of its group (which
+    /// it waited for) failed: the change did not work, so it keeps serving.
+    pub(super) fn kept_serving(&self, leader: usize, failed: usize) -> Option<String> {
+        let unit = self.leader(leader).filter(|u| !u.down)?;
+        let first = self
+            .leader(failed)
+            .is_some_and(|d| d.down && d.group == unit.group);
+        first.then(|| {
+            format!(
+                "not taken out, it keeps serving: the change failed on a down endpoint of `{}`, replaced first",
+                unit.group
+            )
+        })
+    }
+
     fn halt(&self, group: &str, why: String) {
         let g = &self.groups[group];
         g.turns

@@ -654,6 +654,8 @@ async fn a_failing_change_never_stops_the_last_live_endpoint() {
     failed.sort_unstable();
     assert_eq!(failed, ["w1", "w2"]);
     assert!(ran.outcome.skipped.iter().any(|a| a == "w0"));
+    assert!(ran.events.iter().any(|e| matches!(e,
+        Event::Skipped { address, because } if address == "w0" && because.contains("keeps serving"))));
     let w0 = &ran.state.resources["w0"];
     assert_eq!(w0.status, Status::Running);
     assert!(w0.runtime.is_some());
