@@ -53,6 +53,9 @@ struct Rolled {
     address: String,
     processes: Vec<(String, Runtime)>,
     urls: Vec<String>,
+    /// Taken out only of Routers that list it on their command line: none routes to it
+    /// until they restart, after its role rolled.
+    awaits_restart: bool,
 }
 
 /// The turns of one group: how many of its units may be out at once, and what its roll
@@ -70,6 +73,8 @@ struct Group {
 struct Turns {
     /// Serving units taken out and not yet back for `rollout.min_ready_seconds`.
     out: usize,
+    /// Units that have not had their turn yet.
+    waiting: usize,
     /// A unit of the group rolled and stayed up: the change works.
     proven: bool,
     /// The units rolled so far.
@@ -182,7 +187,7 @@ impl Apply<'_> {
             unit_of.insert(i, u);
         }
         let endpoints = self.endpoints();
-        let mut groups = BTreeMap::new();
+        let mut groups: BTreeMap<String, Group> = BTreeMap::new();
         for u in &units {
             groups.entry(u.group.clone()).or_insert_with(|| {
                 let budget = match endpoints.get(&u.group) {
@@ -201,6 +206,7 @@ impl Apply<'_> {
                     changed: tokio::sync::Notify::new(),
                 }
             });
+            groups[&u.group].turns.lock().expect("turns lock").waiting += 1;
         }
         Roll {
             unit_of,
@@ -281,12 +287,14 @@ impl Apply<'_> {
             let changed = group.changed.notified();
             {
                 let mut turns = group.turns.lock().expect("turns lock");
-                if let Some(why) = &turns.halted {
-                    return Err(StepError::skip(why));
+                if let Some(why) = turns.halted.clone() {
+                    turns.waiting -= 1;
+                    return Err(StepError::skip(&why));
                 }
                 let limit = if turns.proven { group.budget } else { 1 };
                 if unit.down || turns.out < limit {
                     turns.out += usize::from(!unit.down);
+                    turns.waiting -= 1;
                     return Ok(());
                 }
             }
@@ -317,14 +325,31 @@ impl Apply<'_> {
             }
         }
         let (detail, rolled) = self.roll_unit_now(state, unit).await?;
-        self.settle(state, &rolled).await?;
+        self.settle(state, &rolled, self.hold(group, &rolled))
+            .await?;
         Ok((detail, rolled))
     }
 
-    /// Hold a rolled unit for `rollout.min_ready_seconds`, checking it every
-    /// [`SETTLE_POLL`]: its processes alive, its workers answering `/health`.
-    async fn settle(&self, state: &Shared, rolled: &Rolled) -> Result<(), StepError> {
-        let hold = Duration::from_secs(self.launch.rollout.min_ready_seconds);
+    /// How long a rolled unit is held: `rollout.min_ready_seconds`, except for the last
+    /// unit of its group when no Router routes to it until one restarts (holding it
+    /// would only lengthen the time nothing serves; the gates after the restart watch
+    /// it): then it is checked once.
+    fn hold(&self, group: &Group, rolled: &Rolled) -> Duration {
+        let last = group.turns.lock().expect("turns lock").waiting == 0;
+        if rolled.awaits_restart && last {
+            return Duration::ZERO;
+        }
+        Duration::from_secs(self.launch.rollout.min_ready_seconds)
+    }
+
+    /// Hold a rolled unit for `hold`, checking it every [`SETTLE_POLL`]: its processes
+    /// alive, its workers answering `/health`.
+    async fn settle(
+        &self,
+        state: &Shared,
+        rolled: &Rolled,
+        hold: Duration,
+    ) -> Result<(), StepError> {
         let t = Instant::now();
         loop {
             if let Some((process, detail)) = self.check_rolled(rolled).await {
@@ -560,6 +585,8 @@ impl Apply<'_> {
             address: resources[0].address.clone(),
             processes: confirmed,
             urls,
+            awaits_restart: !withdrawn.is_empty()
+                && withdrawn.iter().all(|w| w.membership.is_none()),
         };
         Ok((detail, rolled))
     }
