@@ -130,16 +130,6 @@ impl Roll {
             )
         })
     }
-
-    fn halt(&self, group: &str, why: String) {
-        let g = &self.groups[group];
-        g.turns
-            .lock()
-            .expect("turns lock")
-            .halted
-            .get_or_insert(why);
-        g.changed.notify_waiters();
-    }
 }
 
 impl Apply<'_> {
@@ -257,25 +247,21 @@ impl Apply<'_> {
         {
             let mut turns = group.turns.lock().expect("turns lock");
             turns.out -= usize::from(!unit.down);
-            if let Ok((_, rolled)) = &result {
-                turns.proven = true;
-                turns.rolled.push(rolled.clone());
+            match &result {
+                Ok((_, rolled)) => {
+                    turns.proven = true;
+                    turns.rolled.push(rolled.clone());
+                }
+                Err(e) if !e.skipped => {
+                    let leader = &self.graph.resources[unit.members[0]].address;
+                    let why = format!("the roll of `{}` stopped at `{leader}`", unit.group);
+                    turns.halted.get_or_insert(why);
+                }
+                Err(_) => {}
             }
         }
         group.changed.notify_waiters();
-        match result {
-            Ok((detail, _)) => Ok(format!("{detail} in {:.1}s", t.elapsed().as_secs_f64())),
-            Err(e) => {
-                if !e.skipped {
-                    let leader = &self.graph.resources[unit.members[0]].address;
-                    roll.halt(
-                        &unit.group,
-                        format!("the roll of `{}` stopped at `{leader}`", unit.group),
-                    );
-                }
-                Err(e)
-            }
-        }
+        result.map(|(detail, _)| format!("{detail} in {:.1}s", t.elapsed().as_secs_f64()))
     }
 
     /// Wait for the unit's turn. A unit that is down takes none (it serves nothing, and
