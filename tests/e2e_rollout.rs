@@ -3,7 +3,9 @@
 //! in flight; half of them streamed, a stream counting only when it ends with
 //! `[DONE]`), `srt apply` changes one role's args, scales it up, scales it down. No
 //! request may fail and the Router keeps its pid. With prefill/decode, vllm-router
-//! 0.1.17 cannot add workers at run time: the test states what happens then.
+//! 0.1.17 cannot add workers at run time: the test states what happens then. Under
+//! faults (workers already dead, a change that fails at start or dies soon after it
+//! became healthy) the roll never takes the last serving worker (issue 26).
 
 mod e2e_support;
 
