@@ -3,7 +3,9 @@
 //! in flight; half of them streamed, a stream counting only when it ends with
 //! `[DONE]`), `srt apply` changes one role's args, scales it up, scales it down. No
 //! request may fail and the Router keeps its pid. With prefill/decode, vllm-router
-//! 0.1.17 cannot add workers at run time: the test states what happens then.
+//! 0.1.17 cannot add workers at run time: the test states what happens then. Under
+//! faults (workers already dead, a change that fails at start or dies soon after it
+//! became healthy) the roll never takes the last serving worker (issue 26).
 
 mod e2e_support;
 
@@ -497,4 +499,125 @@ fn discovery_workers_roll_with_a_measured_window() {
     }
     assert_eq!(env.pid("roll-moriio", "router[0]"), router);
     env.destroy("roll-moriio");
+}
+
+/// [`named_recipe`] with `env` given to the role's workers (a change that replaces
+/// them all).
+fn recipe_with_env(name: &str, key: &str, value: &str) -> String {
+    named_recipe(name, 3, 2048).replace(
+        "    gpus: 1\n",
+        &format!("    gpus: 1\n    env:\n      {key}: \"{value}\"\n"),
+    )
+}
+
+/// Apply `path` expecting the roll to fail (exit 7); the output.
+fn apply_failing(env: &Env, path: &str) -> String {
+    let out = env.srt(&["apply", "-f", path, "--simulate", "--auto-approve"]);
+    let shown = e2e_support::text(&out);
+    assert_eq!(out.status.code(), Some(srt::exit::APPLY_FAILED), "{shown}");
+    shown
+}
+
+/// Completions through the Router after a halted roll: all served.
+fn assert_router_serves(env: &Env, n: usize) {
+    for _ in 0..n {
+        env.completion("http://127.0.0.1:8000");
+    }
+}
+
+/// Issue 26, item 4: two of three workers were SIGKILLed, and the change fails at
+/// start. The two dead endpoints are replaced first and fail; the live one is never
+/// taken out: a load loop sent to it directly sees no failure, its pid is the same,
+/// and the Router serves through it afterwards.
+#[test]
+fn a_failing_change_with_two_of_three_workers_dead_keeps_the_live_one() {
+    let _g = serial();
+    let env = Env::new();
+    let name = "roll-down";
+    env.apply(&env.recipe("roll.yaml", &named_recipe(name, 3, 2048)));
+    let live = env.pid(name, "worker.agg[0].node[0]");
+    for i in [1, 2] {
+        let pid = env.pid(name, &format!("worker.agg[{i}].node[0]"));
+        e2e_support::signal(pid, nix::sys::signal::Signal::SIGKILL);
+        e2e_support::wait_for("the worker to die", || !e2e_support::alive(pid));
+    }
+    let port = env.state(name)["resources"]["worker.agg[0].node[0]"]["ports"]["http"]
+        .as_u64()
+        .unwrap();
+    let direct = Load::start(&env, &format!("http://127.0.0.1:{port}"), 4);
+    let path = env.recipe(
+        "roll.yaml",
+        &recipe_with_env(name, "SRT_SIM_EXIT_DURING_STARTUP", "3"),
+    );
+    let out = apply_failing(&env, &path);
+    std::thread::sleep(Duration::from_millis(300));
+    let (ok, failed) = direct.finish();
+    assert_no_failures("the live worker, during a failing roll", &out, ok, &failed);
+    assert!(
+        out.contains("worker.agg[1].node[0]") && out.contains("worker.agg[2].node[0]"),
+        "{out}"
+    );
+    assert!(
+        out.contains("worker.agg[0].node[0]: skipped (not taken out, it keeps serving: the change failed on a down endpoint of `agg`, replaced first)"),
+        "the live worker is skipped, saying why:\n{out}"
+    );
+    assert_eq!(env.pid(name, "worker.agg[0].node[0]"), live);
+    assert!(e2e_support::alive(live));
+    assert_router_serves(&env, 20);
+    env.destroy(name);
+}
+
+/// Issue 26, item 5: a version that dies 300 ms after it became healthy. With the
+/// default `rollout.min_ready_seconds` (1 s) the first rolled worker is held, dies
+/// meanwhile, and the roll halts there: the other two keep their processes and the
+/// Router serves through them. A load loop through the Router counts what failed
+/// (only requests on the dying worker can).
+#[test]
+fn a_version_dying_after_it_became_healthy_halts_the_roll_at_its_first_worker() {
+    let _g = serial();
+    let env = Env::new();
+    let name = "roll-die";
+    env.apply(&env.recipe("roll.yaml", &named_recipe(name, 3, 2048)));
+    let others = [
+        env.pid(name, "worker.agg[1].node[0]"),
+        env.pid(name, "worker.agg[2].node[0]"),
+    ];
+    let path = env.recipe(
+        "roll.yaml",
+        &recipe_with_env(name, "SRT_SIM_EXIT_AFTER_MS", "300"),
+    );
+    let load = Load::start(&env, "http://127.0.0.1:8000", 4);
+    let out = apply_failing(&env, &path);
+    std::thread::sleep(Duration::from_millis(300));
+    let (ok, failed) = load.finish();
+    eprintln!(
+        "a version dying 300 ms after healthy: {ok} requests served, {} failed: {:?}",
+        failed.len(),
+        &failed[..failed.len().min(3)]
+    );
+    assert!(
+        out.contains("`worker.agg[0].node[0]` rolled, then went down")
+            && out.contains("min_ready_seconds")
+            && out.contains(&format!("srt logs {name} worker.agg[0].node[0]"))
+            && out.contains("simulated engine death"),
+        "{out}"
+    );
+    assert_eq!(
+        [
+            env.pid(name, "worker.agg[1].node[0]"),
+            env.pid(name, "worker.agg[2].node[0]"),
+        ],
+        others
+    );
+    let state = env.state(name);
+    assert_eq!(
+        state["resources"]["worker.agg[0].node[0]"]["status"], "failed",
+        "{state}"
+    );
+    assert_router_serves(&env, 20);
+    // The next plan replaces the failed worker (and the two not reached).
+    let plan = env.srt(&["plan", "-f", &path, "--simulate"]);
+    let shown = e2e_support::text(&plan);
+    assert!(shown.contains("3 to replace"), "{shown}");
+    env.destroy(name);
 }

@@ -167,7 +167,10 @@ fn json_format_3_fields() {
                 "leases"
             ]
         );
-        assert_eq!(keys(&v["rollout"]), ["max_unavailable", "drain_seconds"]);
+        assert_eq!(
+            keys(&v["rollout"]),
+            ["max_unavailable", "drain_seconds", "min_ready_seconds"]
+        );
         for m in v["memberships"].as_array().into_iter().flatten() {
             let mut k = keys(m);
             k.retain(|k| *k != "note");

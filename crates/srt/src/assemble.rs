@@ -180,6 +180,7 @@ fn build(
         rollout: RolloutPlan {
             max_unavailable: recipe.rollout.max_unavailable,
             drain_seconds: recipe.rollout.drain_secs,
+            min_ready_seconds: recipe.rollout.min_ready_secs,
         },
         public_url: parts.public_url,
         leases: ctx.into_leases(),

@@ -731,7 +731,10 @@ impl Apply<'_> {
                         };
                         self.fail(outcome, failure);
                         for &c in &children[i] {
-                            blocked[c].get_or_insert_with(|| format!("`{address}` failed"));
+                            blocked[c].get_or_insert_with(|| {
+                                roll.kept_serving(c, i)
+                                    .unwrap_or_else(|| format!("`{address}` failed"))
+                            });
                         }
                     }
                 }
@@ -793,6 +796,10 @@ impl Apply<'_> {
                 waits[m] = vec![leader];
             }
             waits[leader] = all;
+        }
+        // A role's units that are down are replaced before its serving ones.
+        for (leader, down) in roll.down_first() {
+            waits[leader].extend(down);
         }
         let mut indegree = vec![0usize; n];
         let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];

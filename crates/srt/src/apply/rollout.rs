@@ -3,39 +3,93 @@
 //! A replaced process is not stopped up front with everything else: its turn comes in
 //! the walk, and its *unit* (a worker endpoint's processes together, or one Router, or
 //! nginx) is replaced at once: taken out of its Routers, drained
-//! (`rollout.drain_seconds`), stopped, started again, and, once healthy, put back. At
-//! most `rollout.max_unavailable` endpoints of a role are out at a time, and Routers go
-//! one at a time (behind nginx the others serve meanwhile). If a unit fails, the roll of
-//! its group stops there: the units not reached keep running their old processes, the
-//! failure is reported, and the next apply replaces what is left.
+//! (`rollout.drain_seconds`), stopped, started again, once healthy put back, and held
+//! for `rollout.min_ready_seconds` (it must stay up). Availability rules, per group (a
+//! role, or the Routers):
+//!
+//! - units that are down (refresh found them exited or unhealthy, or their last start
+//!   failed) are replaced first, all at once: they serve nothing, and their replacement
+//!   shows whether the change works before a serving unit is taken out;
+//! - until one unit rolled and stayed up, one serving unit at a time is taken out;
+//!   afterwards at most `rollout.max_unavailable` endpoints of a role, never all of
+//!   them (a role of one endpoint has no other to serve meanwhile); Routers one at a
+//!   time (behind nginx the others serve meanwhile);
+//! - before a unit is taken out, the units its group rolled are checked again.
+//!
+//! If a unit fails (or a rolled one went down), the roll of its group stops there: the
+//! units not reached keep running their old processes, the failure is reported, and the
+//! next apply replaces what is left.
 
 use super::members::Withdrawn;
 use super::{Apply, Event, Shared, StepError, StepResult};
 use crate::graph::{Kind, Target};
-use crate::plan::Action;
-use crate::state::Status;
+use crate::plan::{Action, Observation, Reason};
+use crate::state::{Runtime, Status};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The processes replaced together, and the group whose permits they take.
+/// How often a unit held for `rollout.min_ready_seconds` is checked.
+const SETTLE_POLL: Duration = Duration::from_millis(200);
+/// Timeout of one `/health` request of a rolled worker.
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The processes replaced together, and the group whose turns they take.
 #[derive(Clone, Debug)]
 pub(super) struct Unit {
     /// Graph positions, leader first.
     pub members: Vec<usize>,
-    /// The permit group: a role, or `routers`.
+    /// The turn group: a role, or `routers`.
     pub group: String,
+    /// Down before the roll (exited, unhealthy, failed, interrupted, stopped for a
+    /// replacement): it serves nothing, so replacing it costs no availability.
+    pub down: bool,
 }
 
-/// What a roll shares across its units: permits per group, and the groups stopped by a
-/// failure.
+/// A unit that rolled: its processes and URLs, re-checked before the next unit of its
+/// group is taken out.
+#[derive(Clone, Debug)]
+struct Rolled {
+    address: String,
+    processes: Vec<(String, Runtime)>,
+    urls: Vec<String>,
+    /// Taken out only of Routers that list it on their command line: none routes to it
+    /// until they restart, after its role rolled.
+    awaits_restart: bool,
+}
+
+/// The turns of one group: how many of its units may be out at once, and what its roll
+/// has shown so far.
+struct Group {
+    /// Units out at once, once the change is proven: `rollout.max_unavailable` of a
+    /// role's endpoints, never all of them (1 for a role of one endpoint, and for
+    /// Routers).
+    budget: usize,
+    turns: Mutex<Turns>,
+    changed: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct Turns {
+    /// Serving units taken out and not yet back for `rollout.min_ready_seconds`.
+    out: usize,
+    /// Units that have not had their turn yet.
+    waiting: usize,
+    /// A unit of the group rolled and stayed up: the change works.
+    proven: bool,
+    /// The units rolled so far.
+    rolled: Vec<Rolled>,
+    /// Why the group's roll stopped.
+    halted: Option<String>,
+}
+
+/// What a roll shares across its units: the turns of each group.
 pub(super) struct Roll {
     /// The unit each replaced process belongs to, by graph position.
     pub unit_of: HashMap<usize, usize>,
     /// The units.
     pub units: Vec<Unit>,
-    permits: BTreeMap<String, Arc<tokio::sync::Semaphore>>,
-    halted: Mutex<BTreeMap<String, String>>,
+    groups: BTreeMap<String, Group>,
 }
 
 impl Roll {
@@ -43,6 +97,38 @@ impl Roll {
     pub(super) fn leader(&self, i: usize) -> Option<&Unit> {
         let u = &self.units[*self.unit_of.get(&i)?];
         (u.members[0] == i).then_some(u)
+    }
+
+    /// Per unit that serves, the units of its group that are down: they are replaced
+    /// first, so their replacement shows the change works before a serving unit goes.
+    pub(super) fn down_first(&self) -> Vec<(usize, Vec<usize>)> {
+        self.units
+            .iter()
+            .filter(|u| !u.down)
+            .map(|u| {
+                let down = self.units.iter().filter(|d| d.down && d.group == u.group);
+                (
+                    u.members[0],
+                    down.map(|d| d.members[0]).collect::<Vec<usize>>(),
+                )
+            })
+            .filter(|(_, down)| !down.is_empty())
+            .collect()
+    }
+
+    /// Why serving unit `leader` is skipped when down unit `failed` of its group (which
+    /// it waited for) failed: the change did not work, so it keeps serving.
+    pub(super) fn kept_serving(&self, leader: usize, failed: usize) -> Option<String> {
+        let unit = self.leader(leader).filter(|u| !u.down)?;
+        let first = self
+            .leader(failed)
+            .is_some_and(|d| d.down && d.group == unit.group);
+        first.then(|| {
+            format!(
+                "not taken out, it keeps serving: the change failed on a down endpoint of `{}`, replaced first",
+                unit.group
+            )
+        })
     }
 }
 
@@ -57,22 +143,11 @@ impl Apply<'_> {
             .any(|c| c.kind == Kind::Allocation && c.action == Action::Replace)
     }
 
-    /// Group the processes `actions` replaces into units, and size each group's permits.
+    /// Group the processes `actions` replaces into units, and size each group's turns.
     pub(super) fn plan_roll(&self, actions: &[Action]) -> Roll {
         let mut by_key: BTreeMap<String, usize> = BTreeMap::new();
         let mut units: Vec<Unit> = Vec::new();
         let mut unit_of = HashMap::new();
-        let mut endpoints: BTreeMap<String, usize> = BTreeMap::new();
-        for w in self
-            .launch
-            .processes
-            .iter()
-            .filter_map(|p| p.worker.as_ref())
-        {
-            if w.node_rank == 0 {
-                *endpoints.entry(w.role.name().to_string()).or_default() += 1;
-            }
-        }
         for (i, r) in self.graph.resources.iter().enumerate() {
             if actions[i] != Action::Replace || !r.kind.is_process() {
                 continue;
@@ -93,56 +168,266 @@ impl Apply<'_> {
                 units.push(Unit {
                     members: Vec::new(),
                     group,
+                    down: false,
                 });
                 units.len() - 1
             });
             units[u].members.push(i);
+            units[u].down |= self.was_down(&r.address);
             unit_of.insert(i, u);
         }
-        let mut permits = BTreeMap::new();
+        let endpoints = self.endpoints();
+        let mut groups: BTreeMap<String, Group> = BTreeMap::new();
         for u in &units {
-            permits.entry(u.group.clone()).or_insert_with(|| {
-                let n = match endpoints.get(&u.group) {
-                    Some(&n) => self.launch.rollout.max_unavailable.of(n),
+            groups.entry(u.group.clone()).or_insert_with(|| {
+                let budget = match endpoints.get(&u.group) {
+                    Some(&n) => self
+                        .launch
+                        .rollout
+                        .max_unavailable
+                        .of(n)
+                        .min(n.saturating_sub(1))
+                        .max(1),
                     None => 1,
                 };
-                Arc::new(tokio::sync::Semaphore::new(n))
+                Group {
+                    budget,
+                    turns: Mutex::new(Turns::default()),
+                    changed: tokio::sync::Notify::new(),
+                }
             });
+            groups[&u.group].turns.lock().expect("turns lock").waiting += 1;
         }
         Roll {
             unit_of,
             units,
-            permits,
-            halted: Mutex::new(BTreeMap::new()),
+            groups,
         }
+    }
+
+    /// Endpoints per role.
+    fn endpoints(&self) -> BTreeMap<String, usize> {
+        let mut endpoints: BTreeMap<String, usize> = BTreeMap::new();
+        for w in self
+            .launch
+            .processes
+            .iter()
+            .filter_map(|p| p.worker.as_ref())
+        {
+            if w.node_rank == 0 {
+                *endpoints.entry(w.role.name().to_string()).or_default() += 1;
+            }
+        }
+        endpoints
+    }
+
+    /// Whether the process at `address` served nothing when the plan was made: refresh
+    /// found it exited or unhealthy, or its last start failed or was cut short.
+    fn was_down(&self, address: &str) -> bool {
+        self.plan.change(address).is_some_and(|c| {
+            c.reasons.iter().any(|x| {
+                matches!(
+                    x,
+                    Reason::Drift { .. }
+                        | Reason::Failed { .. }
+                        | Reason::Interrupted
+                        | Reason::Tainted
+                )
+            })
+        })
+    }
+
+    /// Replace one unit in its turn: re-check the units its group rolled, roll it, and
+    /// hold it for `rollout.min_ready_seconds`. A failure stops its group's roll.
+    pub(super) async fn roll_unit(&self, state: &Shared, roll: &Roll, unit: &Unit) -> StepResult {
+        let t = Instant::now();
+        let group = &roll.groups[&unit.group];
+        self.take_turn(group, unit).await?;
+        let result = self.roll_in_turn(state, group, unit).await;
+        {
+            let mut turns = group.turns.lock().expect("turns lock");
+            turns.out -= usize::from(!unit.down);
+            match &result {
+                Ok((_, rolled)) => {
+                    turns.proven = true;
+                    turns.rolled.push(rolled.clone());
+                }
+                Err(e) if !e.skipped => {
+                    let leader = &self.graph.resources[unit.members[0]].address;
+                    let why = format!("the roll of `{}` stopped at `{leader}`", unit.group);
+                    turns.halted.get_or_insert(why);
+                }
+                Err(_) => {}
+            }
+        }
+        group.changed.notify_waiters();
+        result.map(|(detail, _)| format!("{detail} in {:.1}s", t.elapsed().as_secs_f64()))
+    }
+
+    /// Wait for the unit's turn. A unit that is down takes none (it serves nothing, and
+    /// the walk replaces it before the group's serving units). A serving unit goes when
+    /// fewer than the budget are out, and, until a unit of the group has rolled and
+    /// stayed up, only when no other is out: the first shows the change works.
+    async fn take_turn(&self, group: &Group, unit: &Unit) -> Result<(), StepError> {
+        loop {
+            let changed = group.changed.notified();
+            {
+                let mut turns = group.turns.lock().expect("turns lock");
+                if let Some(why) = turns.halted.clone() {
+                    turns.waiting -= 1;
+                    return Err(StepError::skip(&why));
+                }
+                let limit = if turns.proven { group.budget } else { 1 };
+                if unit.down || turns.out < limit {
+                    turns.out += usize::from(!unit.down);
+                    turns.waiting -= 1;
+                    return Ok(());
+                }
+            }
+            tokio::select! {
+                () = changed => {}
+                () = self.cancel.cancelled() => return Err(StepError::skip("apply was interrupted")),
+            }
+        }
+    }
+
+    /// In its turn: the rolled units of the group still up, then the unit rolled and
+    /// held.
+    async fn roll_in_turn(
+        &self,
+        state: &Shared,
+        group: &Group,
+        unit: &Unit,
+    ) -> Result<(String, Rolled), StepError> {
+        let rolled = group.turns.lock().expect("turns lock").rolled.clone();
+        for r in &rolled {
+            if let Some((process, detail)) = self.check_rolled(r).await {
+                let leader = &self.graph.resources[unit.members[0]].address;
+                let e = self.rolled_died(state, r, &process, &detail).await;
+                return Err(StepError::caused_by(
+                    format!("`{leader}` was not taken out: {}", e.message),
+                    process,
+                ));
+            }
+        }
+        let (detail, rolled) = self.roll_unit_now(state, unit).await?;
+        self.settle(state, &rolled, self.hold(group, &rolled))
+            .await?;
+        Ok((detail, rolled))
+    }
+
+    /// How long a rolled unit is held: `rollout.min_ready_seconds`, except for the last
+    /// unit of its group when no Router routes to it until one restarts (holding it
+    /// would only lengthen the time nothing serves; the gates after the restart watch
+    /// it): then it is checked once.
+    fn hold(&self, group: &Group, rolled: &Rolled) -> Duration {
+        let last = group.turns.lock().expect("turns lock").waiting == 0;
+        if rolled.awaits_restart && last {
+            return Duration::ZERO;
+        }
+        Duration::from_secs(self.launch.rollout.min_ready_seconds)
+    }
+
+    /// Hold a rolled unit for `hold`, checking it every [`SETTLE_POLL`]: its processes
+    /// alive, its workers answering `/health`.
+    async fn settle(
+        &self,
+        state: &Shared,
+        rolled: &Rolled,
+        hold: Duration,
+    ) -> Result<(), StepError> {
+        let t = Instant::now();
+        loop {
+            if let Some((process, detail)) = self.check_rolled(rolled).await {
+                let detail = format!(
+                    "{detail}, {:.1}s after it became healthy (held {}s, `rollout.min_ready_seconds`)",
+                    t.elapsed().as_secs_f64(),
+                    hold.as_secs()
+                );
+                return Err(self.rolled_died(state, rolled, &process, &detail).await);
+            }
+            let Some(left) = hold.checked_sub(t.elapsed()).filter(|d| !d.is_zero()) else {
+                return Ok(());
+            };
+            tokio::select! {
+                () = tokio::time::sleep(SETTLE_POLL.min(left)) => {}
+                () = self.cancel.cancelled() => return Err("interrupted".into()),
+            }
+        }
+    }
+
+    /// The first process of a rolled unit that is gone, or worker that does not answer
+    /// `/health`, and what was seen.
+    async fn check_rolled(&self, rolled: &Rolled) -> Option<(String, String)> {
+        for (address, rt) in &rolled.processes {
+            if let Observation::Gone(detail) = self.exec.observe(rt).await {
+                return Some((address.clone(), detail));
+            }
+        }
+        let http = super::members::http();
+        for url in &rolled.urls {
+            let url = format!("{}/health", self.exec.bindings().resolve(url));
+            let answer = http.get(&url).timeout(HEALTH_TIMEOUT).send().await;
+            match answer {
+                Ok(r) if r.status().is_success() => {}
+                Ok(r) => return Some((rolled.address.clone(), format!("{url}: {}", r.status()))),
+                Err(_) => return Some((rolled.address.clone(), format!("{url}: no answer"))),
+            }
+        }
+        None
+    }
+
+    /// A rolled unit went down: take it out of its Routers again, record its process as
+    /// failed (the next plan replaces it), and say where its log is.
+    async fn rolled_died(
+        &self,
+        state: &Shared,
+        rolled: &Rolled,
+        process: &str,
+        detail: &str,
+    ) -> StepError {
+        let workers: Vec<&str> = rolled.processes.iter().map(|(a, _)| a.as_str()).collect();
+        for w in &workers {
+            // Best effort: a Router that cannot be told sends it nothing it can serve
+            // anyway, and the next apply syncs the membership.
+            let _ = self.withdraw(state, w).await;
+        }
+        let error = format!("rolled, then went down: {detail}");
+        {
+            let mut s = state.lock().expect("state mutex");
+            let runtime = rolled
+                .processes
+                .iter()
+                .find(|(a, _)| a == process)
+                .map(|(_, rt)| rt);
+            if let Some(r) = s
+                .resources
+                .get_mut(process)
+                .filter(|r| runtime.is_none() || r.runtime.as_ref() == runtime)
+            {
+                r.status = Status::Failed;
+                r.error = Some(error.clone());
+            }
+            if let Err(e) = super::append(self.store, self.lock, &mut s, &[process]) {
+                return StepError::from(e);
+            }
+        }
+        StepError::caused_by(
+            format!(
+                "`{process}` {error}; the units not reached keep their old processes (its log: `srt logs {} {process}`)",
+                self.launch.deployment
+            ),
+            process.to_string(),
+        )
     }
 
     /// Replace one unit: take it out of its Routers, drain, stop, start, wait until it
     /// is healthy (workers) or answers (Routers), put it back.
-    pub(super) async fn roll_unit(&self, state: &Shared, roll: &Roll, unit: &Unit) -> StepResult {
-        let t = Instant::now();
-        let permit = roll.permits[&unit.group].clone();
-        let _permit = tokio::select! {
-            p = permit.acquire_owned() => p.expect("semaphore open"),
-            _ = self.cancel.cancelled() => return Err(StepError::skip("apply was interrupted")),
-        };
-        if let Some(why) = roll.halted.lock().expect("halt lock").get(&unit.group) {
-            return Err(StepError::skip(why));
-        }
-        let result = self.roll_unit_now(state, unit).await;
-        if let Err(e) = &result {
-            if !e.skipped {
-                let leader = &self.graph.resources[unit.members[0]].address;
-                roll.halted.lock().expect("halt lock").insert(
-                    unit.group.clone(),
-                    format!("the roll of `{}` stopped at `{leader}`", unit.group),
-                );
-            }
-        }
-        result.map(|detail| format!("{detail} in {:.1}s", t.elapsed().as_secs_f64()))
-    }
-
-    async fn roll_unit_now(&self, state: &Shared, unit: &Unit) -> StepResult {
+    async fn roll_unit_now(
+        &self,
+        state: &Shared,
+        unit: &Unit,
+    ) -> Result<(String, Rolled), StepError> {
         let resources: Vec<&crate::graph::Resource> = unit
             .members
             .iter()
@@ -164,21 +449,8 @@ impl Apply<'_> {
         for r in resources.iter().filter(|r| r.kind == Kind::Worker) {
             withdrawn.extend(self.withdraw(state, &r.address).await?);
         }
-        // A worker that is drift (stopped, unhealthy, exited) serves nothing to drain.
-        let serving = resources.iter().all(|r| {
-            self.plan.change(&r.address).is_none_or(|c| {
-                !c.reasons.iter().any(|x| {
-                    matches!(
-                        x,
-                        crate::plan::Reason::Drift { .. }
-                            | crate::plan::Reason::Failed { .. }
-                            | crate::plan::Reason::Interrupted
-                            | crate::plan::Reason::Tainted
-                    )
-                })
-            })
-        });
-        if !withdrawn.is_empty() && serving {
+        // A worker that is down (stopped, unhealthy, exited) serves nothing to drain.
+        if !withdrawn.is_empty() && !unit.down {
             self.drain(&resources[0].address, &urls).await;
         }
         // A Router's members, to give back to its new process.
@@ -282,18 +554,27 @@ impl Apply<'_> {
             }
         }
         // 4. Healthy, then back into its Routers.
-        if !urls.is_empty() {
+        let detail = if urls.is_empty() {
+            for (membership, members) in members_before {
+                self.give_back(state, &membership, &members).await?;
+            }
+            "rolled".to_string()
+        } else {
             self.wait_healthy(&urls, &confirmed).await?;
             self.put_back(state, &withdrawn).await?;
-            return Ok(format!(
+            format!(
                 "rolled; {} Router(s) route to it again",
                 withdrawn.iter().filter(|w| w.membership.is_some()).count()
-            ));
-        }
-        for (membership, members) in members_before {
-            self.give_back(state, &membership, &members).await?;
-        }
-        Ok("rolled".to_string())
+            )
+        };
+        let rolled = Rolled {
+            address: resources[0].address.clone(),
+            processes: confirmed,
+            urls,
+            awaits_restart: !withdrawn.is_empty()
+                && withdrawn.iter().all(|w| w.membership.is_none()),
+        };
+        Ok((detail, rolled))
     }
 
     /// A restarted Router: once it answers, the members it had (still desired) again.

@@ -561,3 +561,224 @@ async fn untracked_processes_are_stopped_first_then_replacements_stop_and_start(
     assert_ne!(new_a, old_a);
     assert_eq!(ran.state.resources["a"].status, Status::Running);
 }
+
+/// `n` workers of role `agg`, one endpoint each.
+fn agg_workers(n: u32) -> Vec<LaunchProcess> {
+    (0..n)
+        .map(|e| LaunchProcess {
+            worker: Some(crate::launch::WorkerInfo {
+                role: crate::recipe::RoleKind::Agg,
+                endpoint: e,
+                node_rank: 0,
+                advertised_url: None,
+                local_dp: 1,
+                bootstrap_port: None,
+            }),
+            ..worker(&format!("w{e}"), &[])
+        })
+        .collect()
+}
+
+/// Record `before` as applied, then roll to `before` with a changed command line
+/// (`rollout` as given), refresh having found `down` exited.
+async fn roll(
+    d: &Deployment,
+    before: &[LaunchProcess],
+    exec: &FakeExecutor,
+    down: &[&str],
+    rollout: crate::launch::RolloutPlan,
+) -> Ran {
+    recorded(d, before, exec);
+    let mut after = before.to_vec();
+    for p in &mut after {
+        p.argv.push("--v2");
+    }
+    let mut launch = launch(after);
+    launch.rollout = rollout;
+    let graph = graph::lower(&launch, &exec.execution()).unwrap();
+    let state = d.store.load().unwrap().unwrap();
+    let observed: BTreeMap<String, plan::Observation> = down
+        .iter()
+        .map(|a| {
+            (
+                a.to_string(),
+                plan::Observation::Gone("process exited".into()),
+            )
+        })
+        .collect();
+    let plan = plan::diff(&graph, &state, &observed, "h", &PlanOptions::default());
+    for p in &launch.processes {
+        assert_eq!(plan.change(&p.address).unwrap().action, Action::Replace);
+    }
+    run_plan(d, &launch, &graph, &plan, exec, 8, Cancel::default()).await
+}
+
+fn rollout(max_unavailable: u32, min_ready_seconds: u64) -> crate::launch::RolloutPlan {
+    crate::launch::RolloutPlan {
+        max_unavailable: crate::recipe::Amount::Count(max_unavailable),
+        drain_seconds: 0,
+        min_ready_seconds,
+    }
+}
+
+fn failed_addresses(ran: &Ran) -> Vec<&str> {
+    ran.outcome
+        .failed
+        .iter()
+        .map(|f| f.address.as_str())
+        .collect()
+}
+
+/// Issue 26, item 4: two of three workers exited and the new version fails at start.
+/// The two down endpoints are replaced first (they cost no availability) and fail; the
+/// live one is never stopped, and serves on.
+#[tokio::test]
+async fn a_failing_change_never_stops_the_last_live_endpoint() {
+    let d = deployment();
+    let mut exec = FakeExecutor::new();
+    for a in ["w0", "w1", "w2"] {
+        exec = exec.with(
+            a,
+            Behaviour {
+                start_fails: Some("v2 does not start".into()),
+                ..Default::default()
+            },
+        );
+    }
+    let before = agg_workers(3);
+    let ran = roll(&d, &before, &exec, &["w1", "w2"], rollout(1, 0)).await;
+    let (stopped, calls) = stops(&exec);
+    assert!(!stopped.iter().any(|a| a == "w0"), "{calls:#?}");
+    assert!(
+        !calls
+            .iter()
+            .any(|c| matches!(c, Call::Start(a, _) if a == "w0")),
+        "{calls:#?}"
+    );
+    let mut failed = failed_addresses(&ran);
+    failed.sort_unstable();
+    assert_eq!(failed, ["w1", "w2"]);
+    assert!(ran.outcome.skipped.iter().any(|a| a == "w0"));
+    assert!(ran.events.iter().any(|e| matches!(e,
+        Event::Skipped { address, because } if address == "w0" && because.contains("keeps serving"))));
+    let w0 = &ran.state.resources["w0"];
+    assert_eq!(w0.status, Status::Running);
+    assert!(w0.runtime.is_some());
+}
+
+/// Down endpoints go first, all at once; then the live ones, one at a time (the
+/// default `max_unavailable: 1`), each once the one before it rolled.
+#[tokio::test]
+async fn down_endpoints_are_replaced_before_live_ones() {
+    let d = deployment();
+    let exec = FakeExecutor::new().confirm_delay(&["w0", "w1", "w2", "w3"], SLOW);
+    let before = agg_workers(4);
+    let ran = roll(&d, &before, &exec, &["w1", "w3"], rollout(1, 0)).await;
+    assert!(ran.outcome.failed.is_empty(), "{:?}", ran.outcome.failed);
+    assert_eq!(ran.outcome.replaced, 4);
+    let calls = exec.calls();
+    for down in ["w1", "w3"] {
+        for live in ["w0", "w2"] {
+            assert!(
+                confirmed(&calls, down) < stop_began(&exec, &calls, live),
+                "{down} before {live}: {calls:#?}"
+            );
+        }
+    }
+    // The down ones together; the live ones one after the other.
+    assert!(
+        started(&calls, "w3") < confirmed(&calls, "w1"),
+        "{calls:#?}"
+    );
+    let (first, second) = if started(&calls, "w0") < started(&calls, "w2") {
+        ("w0", "w2")
+    } else {
+        ("w2", "w0")
+    };
+    assert!(
+        confirmed(&calls, first) < stop_began(&exec, &calls, second),
+        "{calls:#?}"
+    );
+}
+
+/// Issue 26, item 5: a version that dies 100 ms after it became healthy. The first
+/// unit is held for `min_ready_seconds`, dies meanwhile, and the roll halts: it is
+/// recorded as failed, the other endpoints were never taken out.
+#[tokio::test]
+async fn a_version_that_dies_after_it_became_healthy_halts_after_one_unit() {
+    let d = deployment();
+    let mut exec = FakeExecutor::new();
+    for a in ["w0", "w1", "w2"] {
+        exec = exec.with(
+            a,
+            Behaviour {
+                dies_after: Some(Duration::from_millis(100)),
+                log: Some(format!("--- srt: starting {a} ---\nEngineDeadError\n")),
+                ..Default::default()
+            },
+        );
+    }
+    let before = agg_workers(3);
+    let ran = roll(&d, &before, &exec, &[], rollout(1, 1)).await;
+    let failed = failed_addresses(&ran);
+    assert_eq!(failed.len(), 1, "{:?}", ran.outcome.failed);
+    let dead = failed[0];
+    let failure = &ran.outcome.failed[0];
+    assert!(
+        failure.error.contains("rolled, then went down")
+            && failure.error.contains("min_ready_seconds")
+            && failure.error.contains(&format!("srt logs t {dead}")),
+        "{}",
+        failure.error
+    );
+    assert_eq!(failure.log.as_ref().unwrap().of, dead);
+    let (stopped, calls) = stops(&exec);
+    assert_eq!(stopped, [dead], "{calls:#?}");
+    let record = &ran.state.resources[dead];
+    assert_eq!(record.status, Status::Failed);
+    assert!(record.error.as_ref().unwrap().contains("went down"));
+    for other in ["w0", "w1", "w2"].into_iter().filter(|a| *a != dead) {
+        assert!(ran.outcome.skipped.iter().any(|a| a == other), "{other}");
+        assert_eq!(ran.state.resources[other].status, Status::Running);
+    }
+    // What apply saved is what it holds, so the next plan replaces the failed one.
+    assert_eq!(
+        d.store.load().unwrap().unwrap().resources,
+        ran.state.resources
+    );
+}
+
+/// A rolled unit that went down after its hold is found before the next unit is taken
+/// out: with two out at a time, `w0` (held 0 s) dies while `w2` rolls, and `w3` is
+/// never stopped.
+#[tokio::test]
+async fn rolled_units_are_checked_again_before_the_next_is_taken_out() {
+    let d = deployment();
+    let exec = FakeExecutor::new()
+        .with(
+            "w0",
+            Behaviour {
+                dies_after: Some(Duration::from_millis(150)),
+                ..Default::default()
+            },
+        )
+        .confirm_delay(&["w1", "w2"], Duration::from_millis(400));
+    let before = agg_workers(4);
+    let ran = roll(&d, &before, &exec, &[], rollout(2, 0)).await;
+    let (stopped, calls) = stops(&exec);
+    assert!(started(&calls, "w0") < started(&calls, "w1"), "{calls:#?}");
+    assert!(!stopped.iter().any(|a| a == "w3"), "{calls:#?}");
+    let failure = ran
+        .outcome
+        .failed
+        .iter()
+        .find(|f| f.error.contains("was not taken out"))
+        .unwrap_or_else(|| panic!("{:?}", ran.outcome.failed));
+    assert!(
+        failure.error.contains("`w0` rolled, then went down"),
+        "{}",
+        failure.error
+    );
+    assert_eq!(ran.state.resources["w0"].status, Status::Failed);
+    assert_eq!(ran.state.resources["w3"].status, Status::Running);
+}

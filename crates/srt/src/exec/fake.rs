@@ -47,6 +47,9 @@ pub(crate) struct Behaviour {
     pub log: Option<String>,
     /// Refresh finds the process gone, for this reason (else alive).
     pub gone: Option<String>,
+    /// A process this executor started exits this long after its start: `observe`
+    /// finds it gone from then on (processes recorded by a test never die this way).
+    pub dies_after: Option<Duration>,
 }
 
 #[derive(Default)]
@@ -63,6 +66,8 @@ struct Inner {
     pids: HashMap<u32, String>,
     /// Processes observed (refresh's probes).
     observed: usize,
+    /// When each pid was started by `start`.
+    started_at: HashMap<u32, std::time::Instant>,
 }
 
 /// Called with the address on every `start`, before the runtime is handed out.
@@ -213,6 +218,11 @@ impl Executor for FakeExecutor {
             return Err(ExecError::Record(message));
         }
         let runtime = self.runtime(&p.address);
+        self.inner
+            .lock()
+            .unwrap()
+            .started_at
+            .insert(pid_of(&runtime), std::time::Instant::now());
         self.begin(Call::Start(p.address.clone(), Some(pid_of(&runtime))));
         Ok(Started {
             runtime,
@@ -236,10 +246,20 @@ impl Executor for FakeExecutor {
     }
 
     fn observe<'a>(&'a self, runtime: &'a Runtime) -> BoxFuture<'a, Observation> {
-        self.inner.lock().unwrap().observed += 1;
-        let gone = self
-            .address_of(pid_of(runtime))
-            .and_then(|a| self.behaviour.get(&a)?.gone.clone());
+        let pid = pid_of(runtime);
+        let started_at = {
+            let mut inner = self.inner.lock().unwrap();
+            inner.observed += 1;
+            inner.started_at.get(&pid).copied()
+        };
+        let b = self.address_of(pid).map(|a| self.behaviour(&a));
+        let died = b
+            .as_ref()
+            .and_then(|b| b.dies_after)
+            .zip(started_at)
+            .filter(|(after, at)| at.elapsed() >= *after)
+            .map(|_| format!("process {pid} exited (code 1)"));
+        let gone = b.and_then(|b| b.gone).or(died);
         Box::pin(async move { gone.map_or(Observation::Alive, Observation::Gone) })
     }
 

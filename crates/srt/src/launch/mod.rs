@@ -261,6 +261,9 @@ pub struct RolloutPlan {
     pub max_unavailable: crate::recipe::Amount,
     /// Seconds a worker taken out of its Routers may take to finish its requests.
     pub drain_seconds: u64,
+    /// Seconds a replaced unit must stay up after it became healthy before the next
+    /// unit of its role is taken out.
+    pub min_ready_seconds: u64,
 }
 
 impl Default for RolloutPlan {
@@ -269,6 +272,7 @@ impl Default for RolloutPlan {
         RolloutPlan {
             max_unavailable: r.max_unavailable,
             drain_seconds: r.drain_secs,
+            min_ready_seconds: r.min_ready_secs,
         }
     }
 }

@@ -221,8 +221,8 @@ pub fn render(plan: &LaunchPlan) -> String {
     let _ = writeln!(out, "processes: {}", plan.processes.len());
     let _ = writeln!(
         out,
-        "rollout: {} endpoint(s) of a role replaced at a time, each drained for up to {}s",
-        plan.rollout.max_unavailable, plan.rollout.drain_seconds
+        "rollout: {} endpoint(s) of a role replaced at a time, each drained for up to {}s and held {}s once healthy",
+        plan.rollout.max_unavailable, plan.rollout.drain_seconds, plan.rollout.min_ready_seconds
     );
     out.push('\n');
     for p in &plan.processes {

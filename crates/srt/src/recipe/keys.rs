@@ -411,6 +411,11 @@ pub(crate) const ROLLOUT: &[Key] = &[
         r#"{"type": "integer", "minimum": 0, "maximum": 3600, "default": 30}"#,
         "How long a worker taken out of its Routers may take to finish its requests before it is stopped.",
     ),
+    k(
+        "min_ready_seconds",
+        r#"{"type": "integer", "minimum": 0, "maximum": 3600, "default": 1}"#,
+        "How long a replaced unit must stay up (process alive, /health answering) after it became healthy before the next unit of its role is taken out; one that dies meanwhile halts the roll.",
+    ),
 ];
 
 /// Key names of a table, for the loader.

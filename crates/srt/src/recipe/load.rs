@@ -1804,6 +1804,9 @@ impl Loader<'_> {
         if let Some(n) = f.get("drain_seconds") {
             out.drain_secs = self.uint(n, "rollout.drain_seconds", 0, 3600)? as u64;
         }
+        if let Some(n) = f.get("min_ready_seconds") {
+            out.min_ready_secs = self.uint(n, "rollout.min_ready_seconds", 0, 3600)? as u64;
+        }
         Some(out)
     }
 

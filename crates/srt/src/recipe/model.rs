@@ -369,6 +369,8 @@ pub struct Rollout {
     pub max_unavailable: Amount,
     /// Seconds a worker taken out of its Routers may take to finish its requests.
     pub drain_secs: u64,
+    /// Seconds a replaced unit must stay up after it became healthy.
+    pub min_ready_secs: u64,
 }
 
 impl Default for Rollout {
@@ -378,6 +380,7 @@ impl Default for Rollout {
         Rollout {
             max_unavailable: Amount::Count(default(ROLLOUT, "max_unavailable")),
             drain_secs: default(ROLLOUT, "drain_seconds"),
+            min_ready_secs: default(ROLLOUT, "min_ready_seconds"),
         }
     }
 }
