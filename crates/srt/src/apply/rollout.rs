@@ -102,17 +102,19 @@ impl Roll {
     /// Per unit that serves, the units of its group that are down: they are replaced
     /// first, so their replacement shows the change works before a serving unit goes.
     pub(super) fn down_first(&self) -> Vec<(usize, Vec<usize>)> {
+        // The down units of each group, found in one pass: a deployment with nothing
+        // down costs one look at each unit.
+        let mut down: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for d in self.units.iter().filter(|d| d.down) {
+            down.entry(d.group.as_str()).or_default().push(d.members[0]);
+        }
+        if down.is_empty() {
+            return Vec::new();
+        }
         self.units
             .iter()
             .filter(|u| !u.down)
-            .map(|u| {
-                let down = self.units.iter().filter(|d| d.down && d.group == u.group);
-                (
-                    u.members[0],
-                    down.map(|d| d.members[0]).collect::<Vec<usize>>(),
-                )
-            })
-            .filter(|(_, down)| !down.is_empty())
+            .filter_map(|u| Some((u.members[0], down.get(u.group.as_str())?.clone())))
             .collect()
     }
 

@@ -70,6 +70,21 @@ fn deployment() -> Deployment {
     }
 }
 
+impl Deployment {
+    /// The resources of `state` as a load of this deployment gives them back: with the
+    /// log paths derived from its directory in place of the (fake) executor's.
+    fn as_loaded(&self, state: &State) -> BTreeMap<String, ResourceState> {
+        let dir = std::path::absolute(self.store.dir()).unwrap();
+        let mut resources = state.resources.clone();
+        for (address, r) in &mut resources {
+            if r.log_path.is_some() {
+                r.log_path = Some(crate::state::log_file(&dir, address));
+            }
+        }
+        resources
+    }
+}
+
 /// What one run of apply did: its outcome, its events, and the state it saved.
 struct Ran {
     outcome: Outcome,
@@ -282,16 +297,11 @@ async fn a_failed_start_skips_only_its_descendants() {
     assert!(!ran.state.resources.contains_key("a.child"));
     assert!(ran.events.iter().any(|e| matches!(e,
         Event::Skipped { address, because } if address == "a.grandchild" && because == "`a.child` did not complete")));
-    // What apply saved is what it holds, with the log paths a load derives from the
-    // deployment directory in place of the (fake) executor's.
-    let mut held = ran.state.resources.clone();
-    let dir = std::path::absolute(d.store.dir()).unwrap();
-    for (address, r) in &mut held {
-        if r.log_path.is_some() {
-            r.log_path = Some(crate::state::log_file(&dir, address));
-        }
-    }
-    assert_eq!(d.store.load().unwrap().unwrap().resources, held);
+    // What apply saved is what it holds.
+    assert_eq!(
+        d.store.load().unwrap().unwrap().resources,
+        d.as_loaded(&ran.state)
+    );
 }
 
 #[tokio::test]
@@ -744,7 +754,7 @@ async fn a_version_that_dies_after_it_became_healthy_halts_after_one_unit() {
     // What apply saved is what it holds, so the next plan replaces the failed one.
     assert_eq!(
         d.store.load().unwrap().unwrap().resources,
-        ran.state.resources
+        d.as_loaded(&ran.state)
     );
 }
 
