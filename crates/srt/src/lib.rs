@@ -15,6 +15,7 @@ pub mod exec;
 pub mod exit;
 pub mod frontend;
 pub mod graph;
+pub mod input;
 pub mod launch;
 mod parallel;
 pub mod plan;
