@@ -70,6 +70,7 @@ fn check(recipe: &Recipe, options: &BuildOptions) -> Result<Checked, Vec<Problem
         return Err(problems);
     }
     check_roles(recipe, &mut problems);
+    crate::launch::env::check(recipe, &mut problems);
     let (Some(engine), Some(frontend)) = (engine, frontend) else {
         return Err(problems);
     };
@@ -157,6 +158,10 @@ fn build(
     gates.extend(checks(recipe, &parts.public_url, &gates, &parts.processes));
     let mut processes = workers;
     processes.extend(parts.processes);
+    let too_large = crate::launch::env::check_processes(recipe, &processes);
+    if !too_large.is_empty() {
+        return Err(too_large);
+    }
     processes.iter_mut().for_each(LaunchProcess::compact);
     Ok(LaunchPlan {
         format_version: FORMAT_VERSION,

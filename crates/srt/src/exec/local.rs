@@ -21,10 +21,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Environment variable naming the deployment in every launched process (to find orphans).
-pub const DEPLOYMENT_MARKER: &str = "SRT_DEPLOYMENT";
-/// Environment variable naming the resource address in every launched process.
-pub const RESOURCE_MARKER: &str = "SRT_RESOURCE";
+pub use crate::launch::env::{DEPLOYMENT_MARKER, RESOURCE_MARKER};
 
 /// Runs processes on this machine.
 pub struct LocalExecutor {

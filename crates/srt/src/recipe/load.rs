@@ -1653,6 +1653,7 @@ impl Loader<'_> {
             kind: Sp::new(keys::default(keys::FRONTEND, "type"), span),
             args: Args::default(),
             env: BTreeMap::new(),
+            env_spans: BTreeMap::new(),
             enable_multiple_frontends: Sp::new(
                 keys::default(keys::FRONTEND, "enable_multiple_frontends"),
                 span,
@@ -1679,6 +1680,7 @@ impl Loader<'_> {
         }
         fe.args = self.args(f.get("args"), "frontend.args");
         fe.env = self.env(&f, "env");
+        fe.env_spans = self.env_spans(&f, "env");
         fe.enable_multiple_frontends = self.bool_field(&f, "enable_multiple_frontends", true);
         if f.get("enable_multiple_frontends").is_none() {
             // Defaulted: the span of the parent key, like every other defaulted field.

@@ -306,6 +306,8 @@ pub struct Frontend {
     pub args: Args,
     /// Extra environment for frontend processes.
     pub env: BTreeMap<String, String>,
+    /// Span of each `env` key, so rules about a variable can point at it.
+    pub env_spans: BTreeMap<String, SourceSpan>,
     /// nginx + one Router per non-head node (default true, as srtctl).
     pub enable_multiple_frontends: Sp<bool>,
     /// Upper bound of extra Router replicas behind nginx (default 9).

@@ -216,6 +216,18 @@ fn managed_env(engine: &Vllm, recipe: &Recipe, problems: &mut Vec<Problem>) {
             if own && connector::SIDE_CHANNEL_ENV.contains(&key.as_str()) {
                 continue;
             }
+            if engine.placement_env().contains(&key.as_str()) {
+                problems.push(
+                    Problem::new(
+                        "srt::recipe::placement_env",
+                        role.env_spans.get(key).copied().unwrap_or(role.span),
+                        format!("`{path}.env.{key}` contradicts the placement: srt gives each worker its GPUs (`--device-ids`, from `gpus` and `resources.gpus_per_node`)"),
+                    )
+                    .label("chooses devices")
+                    .help("remove it; to run on fewer GPUs, lower `gpus` or `resources.gpus_per_node` (locally, `SRT_LOCAL_GPUS` or srt's own `CUDA_VISIBLE_DEVICES` say which GPUs this host has)"),
+                );
+                continue;
+            }
             if engine.managed_env().contains(&key.as_str()) {
                 problems.push(
                     Problem::new(
