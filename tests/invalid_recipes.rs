@@ -461,6 +461,12 @@ const CASES: &[Case] = &[
         "known releases: 0.32.0",
     ),
     case(
+        "benchmark-too-slow.yaml",
+        "srt::recipe::benchmark_duration",
+        "0.0001",
+        "at least 40000s (11.1 h) to send",
+    ),
+    case(
         "placement-env-cuda.yaml",
         "srt::recipe::placement_env",
         "CUDA_VISIBLE_DEVICES",

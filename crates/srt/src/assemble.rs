@@ -544,6 +544,7 @@ fn benchmark_spec(recipe: &Recipe, b: &crate::recipe::Benchmark, public_url: &st
             Some(r) => bench::Rate::PerSecond(r),
             None => bench::Rate::Inf,
         },
+        max_duration_seconds: b.max_duration_secs,
         ignore_eos: b.ignore_eos,
         seed: b.seed,
         percentiles: b.percentiles.clone(),

@@ -408,9 +408,8 @@ impl Apply<'_> {
         }
         let desired = members_of(&r.spec);
         let resolve = |u: &str| self.exec.bindings().resolve(u);
-        let failed = |doing: &str, e| {
-            router_failure(&self.launch.deployment, &membership.router, doing, e)
-        };
+        let failed =
+            |doing: &str, e| router_failure(&self.launch.deployment, &membership.router, doing, e);
         let live: BTreeSet<String> = api
             .admin
             .list(&http, &api.url)
@@ -564,7 +563,12 @@ mod tests {
             "{help}"
         );
         // A refusal is the Router's own answer, without a help.
-        let e = router_failure("d", "router[0]", "adding", AdminError::Answer("refused: 400".into()));
+        let e = router_failure(
+            "d",
+            "router[0]",
+            "adding",
+            AdminError::Answer("refused: 400".into()),
+        );
         assert_eq!((e.message.as_str(), e.help), ("adding: refused: 400", None));
     }
 }

@@ -28,6 +28,9 @@ pub struct Spec {
     pub num_warmup_mult: u32,
     /// Arrival rate of requests within a level.
     pub request_rate: Rate,
+    /// The longest the run may take, in seconds: it stops with an error past it.
+    #[serde(default = "default_max_duration")]
+    pub max_duration_seconds: u64,
     /// Ask the server to ignore end-of-sequence tokens, so every request produces its
     /// requested output length.
     pub ignore_eos: bool,
@@ -175,7 +178,33 @@ impl Slo {
     }
 }
 
+/// The recipe's default bound (a plan saved before the key existed has none).
+fn default_max_duration() -> u64 {
+    crate::recipe::keys::default(crate::recipe::keys::BENCHMARK, "max_duration_seconds")
+}
+
+/// The least time, in seconds, that sending `level x num_prompts_mult` requests per
+/// level at `rate` takes ([`crate::recipe::limits::benchmark_least_seconds`]; none at
+/// an infinite rate).
+pub fn least_seconds(concurrencies: &[u32], num_prompts_mult: u32, rate: Rate) -> f64 {
+    match rate {
+        Rate::Inf => 0.0,
+        Rate::PerSecond(r) => {
+            crate::recipe::limits::benchmark_least_seconds(concurrencies, num_prompts_mult, r)
+        }
+    }
+}
+
 impl Spec {
+    /// The least time the run takes ([`least_seconds`]).
+    pub fn least_seconds(&self) -> f64 {
+        least_seconds(
+            &self.concurrencies,
+            self.num_prompts_mult,
+            self.request_rate,
+        )
+    }
+
     /// Requests measured at `level`.
     pub fn prompts_at(&self, level: u32) -> usize {
         level as usize * self.num_prompts_mult as usize

@@ -203,6 +203,18 @@ pub fn check(recipe: &Recipe, available_nodes: Option<usize>) -> Result<Demand, 
     }
 }
 
+/// The least time, in seconds, that sending `level x num_prompts_mult` requests per
+/// level at `req_rate` per second takes: the arrivals of a level end at `n / rate` (the
+/// benchmark scales its Poisson process so), levels run one after the other, warm-ups
+/// are sent at once.
+pub fn benchmark_least_seconds(concurrencies: &[u32], num_prompts_mult: u32, req_rate: f64) -> f64 {
+    let requests: u64 = concurrencies
+        .iter()
+        .map(|&c| u64::from(c) * u64::from(num_prompts_mult))
+        .sum();
+    requests as f64 / req_rate
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

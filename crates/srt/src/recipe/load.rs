@@ -1208,6 +1208,26 @@ impl Loader<'_> {
             );
             return None;
         }
+        let max_duration_secs = match f.get("max_duration_seconds") {
+            Some(n) => self.uint(
+                n,
+                "benchmark.max_duration_seconds",
+                1,
+                MAX_BENCHMARK_SECONDS,
+            )? as u64,
+            None => keys::default(table, "max_duration_seconds"),
+        };
+        if let (Some(rate), Some(node)) = (req_rate, f.get("req_rate")) {
+            let least = crate::recipe::limits::benchmark_least_seconds(
+                &concurrencies,
+                num_prompts_mult,
+                rate,
+            );
+            if least > max_duration_secs as f64 {
+                self.problem(too_slow(node.span, rate, least, max_duration_secs));
+                return None;
+            }
+        }
         Some(Benchmark {
             span,
             kind,
@@ -1218,6 +1238,7 @@ impl Loader<'_> {
             num_prompts_mult,
             num_warmup_mult,
             req_rate,
+            max_duration_secs,
             random_range_ratio,
             random_prefix_len,
             dataset_path: if dataset_name == "sharegpt" {
@@ -1890,6 +1911,27 @@ fn to_json(node: &Node) -> serde_json::Value {
                 .collect(),
         ),
     }
+}
+
+/// The largest `benchmark.max_duration_seconds`: a week.
+const MAX_BENCHMARK_SECONDS: i64 = 7 * 24 * 3600;
+
+/// A request rate at which a benchmark's measured requests take `least` seconds to send,
+/// more than its `max_duration` allows.
+fn too_slow(span: SourceSpan, rate: f64, least: f64, max_duration: u64) -> Problem {
+    Problem::new(
+        "srt::recipe::benchmark_duration",
+        span,
+        format!(
+            "at `benchmark.req_rate: {rate}` the measured requests take at least {least:.0}s ({:.1} h) to send, more than `benchmark.max_duration_seconds` ({max_duration}s, {:.1} h)",
+            least / 3600.0,
+            max_duration as f64 / 3600.0
+        ),
+    )
+    .label("too slow to finish")
+    .help(format!(
+        "raise `req_rate`, send fewer requests (`concurrencies`, `num_prompts_mult`), or raise `max_duration_seconds` (at most {MAX_BENCHMARK_SECONDS})"
+    ))
 }
 
 /// Deployment names become directory names and log prefixes.

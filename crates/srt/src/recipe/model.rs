@@ -85,6 +85,8 @@ pub struct Benchmark {
     pub num_warmup_mult: u32,
     /// Requests per second within a level; `None` is `inf` (all at once).
     pub req_rate: Option<f64>,
+    /// The longest a run may take, in seconds (`max_duration_seconds`).
+    pub max_duration_secs: u64,
     /// Length spread of the random dataset, in `[0, 1)`.
     pub random_range_ratio: f64,
     /// Tokens of a prefix shared by every random prompt.
