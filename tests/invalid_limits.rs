@@ -372,7 +372,7 @@ fn an_environment_larger_than_a_process_may_get_is_refused() {
         "resources:\n  gpus_per_node: 1\nroles:\n  agg:\n    nodes: 1\n    workers: 1\n    env:\n      V00: &v |\n{}",
         block(123, 1000, "")
     );
-    for i in 1..14 {
+    for i in 1..16 {
         text.push_str(&format!("      V{i:02}: *v\n"));
     }
     text.push_str("      VLONGEST: *v\n");

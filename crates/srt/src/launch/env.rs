@@ -31,8 +31,9 @@ pub const MAX_ARG_STRLEN: usize = 128 * 1024;
 
 /// The most bytes of arguments and environment srt gives one process (strings, their
 /// NULs and pointers): `ARG_MAX` is 2 MiB at the default 8 MiB stack, and this leaves
-/// a quarter of it to the environment the process inherits.
-pub const MAX_EXEC_BYTES: usize = 1536 * 1024;
+/// 128 KiB of it to the environment the process inherits. The largest deployment's
+/// prefill/decode Router, whose command line lists every worker, takes about 1.8 MiB.
+pub const MAX_EXEC_BYTES: usize = 1920 * 1024;
 
 /// Variables srt sets on every process it starts, to find its own processes again.
 pub const SRT_ENV: &[&str] = &[DEPLOYMENT_MARKER, RESOURCE_MARKER];
@@ -171,7 +172,7 @@ pub fn check_processes(recipe: &Recipe, processes: &[LaunchProcess]) -> Vec<Prob
                 "srt::recipe::env_size",
                 span,
                 format!(
-                    "`{}` would start with {} KiB of arguments and environment; srt gives a process at most {} KiB (the kernel's ARG_MAX is 2 MiB by default, and the process inherits an environment too)",
+                    "`{}` would start with {} KiB of arguments and environment; srt gives a process at most {} KiB (the kernel's ARG_MAX is 2048 KiB by default, and the process inherits an environment too)",
                     p.address,
                     bytes.div_ceil(1024),
                     MAX_EXEC_BYTES / 1024
