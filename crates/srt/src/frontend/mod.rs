@@ -177,9 +177,20 @@ impl AdminError {
             operation: operation.to_string(),
             router: router.to_string(),
             timed_out: e.is_timeout(),
-            detail: crate::bench::error_text(e),
+            detail: innermost(e),
         }
     }
+}
+
+/// The innermost cause of a transport error (reqwest's own words name only the URL).
+fn innermost(e: &reqwest::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(inner) = src {
+        s = inner.to_string();
+        src = inner.source();
+    }
+    s
 }
 
 impl From<String> for AdminError {

@@ -162,14 +162,10 @@ mod tests {
             .add(&http, &router, "http://127.0.0.1:6100")
             .await
             .unwrap_err();
-        assert_eq!(
-            e,
-            AdminError::Transport {
-                operation: "POST /add_worker".into(),
-                router: router.clone(),
-                timed_out: true,
-                detail: "timed out".into(),
-            }
+        assert!(
+            matches!(&e, AdminError::Transport { operation, router: at, timed_out: true, .. }
+                if operation == "POST /add_worker" && at == &router),
+            "{e:?}"
         );
         assert_eq!(
             e.to_string(),
