@@ -19,7 +19,7 @@ mod rng;
 mod spec;
 mod tokenizer;
 
-pub use spec::{least_seconds, Dataset, Endpoint, Rate, Slo, Spec};
+pub use spec::{least_seconds, Dataset, Endpoint, Rate, Slo, Spec, DEFAULT_MAX_DURATION_SECONDS};
 
 use dataset::{Request, Source};
 use metrics::Output;

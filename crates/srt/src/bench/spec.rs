@@ -178,21 +178,27 @@ impl Slo {
     }
 }
 
-/// The recipe's default bound (a plan saved before the key existed has none).
+/// The bound of a run whose spec has none (saved before there was one): 4 h, the
+/// recipe key's default (`benchmark.max_duration_seconds`).
+pub const DEFAULT_MAX_DURATION_SECONDS: u64 = 4 * 3600;
+
 fn default_max_duration() -> u64 {
-    crate::recipe::keys::default(crate::recipe::keys::BENCHMARK, "max_duration_seconds")
+    DEFAULT_MAX_DURATION_SECONDS
 }
 
 /// The least time, in seconds, that sending `level x num_prompts_mult` requests per
-/// level at `rate` takes ([`crate::recipe::limits::benchmark_least_seconds`]; none at
-/// an infinite rate).
+/// level at `rate` takes: the arrivals of a level end at `n / rate` (the schedule is
+/// scaled so, see [`super::schedule`]), levels run one after the other, warm-ups are
+/// sent at once. None at an infinite rate.
 pub fn least_seconds(concurrencies: &[u32], num_prompts_mult: u32, rate: Rate) -> f64 {
-    match rate {
-        Rate::Inf => 0.0,
-        Rate::PerSecond(r) => {
-            crate::recipe::limits::benchmark_least_seconds(concurrencies, num_prompts_mult, r)
-        }
-    }
+    let Rate::PerSecond(r) = rate else {
+        return 0.0;
+    };
+    let requests: u64 = concurrencies
+        .iter()
+        .map(|&c| u64::from(c) * u64::from(num_prompts_mult))
+        .sum();
+    requests as f64 / r
 }
 
 impl Spec {

@@ -24,6 +24,8 @@ pub const MAX_ADDITIONAL_FRONTENDS: u64 = 1024;
 /// Benchmark requests in one apply (every level's `level x (num_prompts_mult +
 /// num_warmup_mult)`).
 pub const MAX_BENCHMARK_REQUESTS: u64 = 1_000_000;
+/// The longest bound of a benchmark run (`benchmark.max_duration_seconds`): a week.
+pub const MAX_BENCHMARK_SECONDS: u64 = 7 * 24 * 3600;
 /// Entries of the Routers' worker lists together: Routers x worker processes. Every
 /// Router's membership lists every advertised worker and depends on each of them in the
 /// graph (a Router the workers' URLs are given on its command line, too), so this (not the resource count) is what grows fastest with
@@ -201,18 +203,6 @@ pub fn check(recipe: &Recipe, available_nodes: Option<usize>) -> Result<Demand, 
     } else {
         Err(problems)
     }
-}
-
-/// The least time, in seconds, that sending `level x num_prompts_mult` requests per
-/// level at `req_rate` per second takes: the arrivals of a level end at `n / rate` (the
-/// benchmark scales its Poisson process so), levels run one after the other, warm-ups
-/// are sent at once.
-pub fn benchmark_least_seconds(concurrencies: &[u32], num_prompts_mult: u32, req_rate: f64) -> f64 {
-    let requests: u64 = concurrencies
-        .iter()
-        .map(|&c| u64::from(c) * u64::from(num_prompts_mult))
-        .sum();
-    requests as f64 / req_rate
 }
 
 #[cfg(test)]

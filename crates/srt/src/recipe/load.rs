@@ -1213,21 +1213,11 @@ impl Loader<'_> {
                 n,
                 "benchmark.max_duration_seconds",
                 1,
-                MAX_BENCHMARK_SECONDS,
+                crate::recipe::limits::MAX_BENCHMARK_SECONDS as i64,
             )? as u64,
             None => keys::default(table, "max_duration_seconds"),
         };
-        if let (Some(rate), Some(node)) = (req_rate, f.get("req_rate")) {
-            let least = crate::recipe::limits::benchmark_least_seconds(
-                &concurrencies,
-                num_prompts_mult,
-                rate,
-            );
-            if least > max_duration_secs as f64 {
-                self.problem(too_slow(node.span, rate, least, max_duration_secs));
-                return None;
-            }
-        }
+        let req_rate_span = f.get("req_rate").map_or(span, |n| n.span);
         Some(Benchmark {
             span,
             kind,
@@ -1238,6 +1228,7 @@ impl Loader<'_> {
             num_prompts_mult,
             num_warmup_mult,
             req_rate,
+            req_rate_span,
             max_duration_secs,
             random_range_ratio,
             random_prefix_len,
@@ -1911,27 +1902,6 @@ fn to_json(node: &Node) -> serde_json::Value {
                 .collect(),
         ),
     }
-}
-
-/// The largest `benchmark.max_duration_seconds`: a week.
-const MAX_BENCHMARK_SECONDS: i64 = 7 * 24 * 3600;
-
-/// A request rate at which a benchmark's measured requests take `least` seconds to send,
-/// more than its `max_duration` allows.
-fn too_slow(span: SourceSpan, rate: f64, least: f64, max_duration: u64) -> Problem {
-    Problem::new(
-        "srt::recipe::benchmark_duration",
-        span,
-        format!(
-            "at `benchmark.req_rate: {rate}` the measured requests take at least {least:.0}s ({:.1} h) to send, more than `benchmark.max_duration_seconds` ({max_duration}s, {:.1} h)",
-            least / 3600.0,
-            max_duration as f64 / 3600.0
-        ),
-    )
-    .label("too slow to finish")
-    .help(format!(
-        "raise `req_rate`, send fewer requests (`concurrencies`, `num_prompts_mult`), or raise `max_duration_seconds` (at most {MAX_BENCHMARK_SECONDS})"
-    ))
 }
 
 /// Deployment names become directory names and log prefixes.

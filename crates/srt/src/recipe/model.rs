@@ -85,6 +85,8 @@ pub struct Benchmark {
     pub num_warmup_mult: u32,
     /// Requests per second within a level; `None` is `inf` (all at once).
     pub req_rate: Option<f64>,
+    /// Where `req_rate` is written (the `benchmark` key when it is not).
+    pub req_rate_span: SourceSpan,
     /// The longest a run may take, in seconds (`max_duration_seconds`).
     pub max_duration_secs: u64,
     /// Length spread of the random dataset, in `[0, 1)`.
