@@ -12,7 +12,7 @@
 //!   the worker fail at start.
 //!
 //! Variables an engine sets or that choose its devices are the engine's to refuse
-//! ([`crate::engine::Engine::managed_env`]).
+//! ([`crate::engine::Engine::managed_env`], [`crate::engine::Engine::placement_env`]).
 
 use super::{LaunchProcess, ProcessKind};
 use crate::recipe::diag::Problem;
@@ -162,27 +162,31 @@ pub fn check_processes(recipe: &Recipe, processes: &[LaunchProcess]) -> Vec<Prob
         if !reported.insert(at) {
             continue;
         }
-        let e = &envs[at];
-        let largest = e.env.iter().max_by_key(|(k, v)| (k.len() + v.len(), *k));
-        let span = largest
-            .and_then(|(k, _)| e.spans.get(k).copied())
-            .unwrap_or(e.fallback);
-        problems.push(
-            Problem::new(
-                "srt::recipe::env_size",
-                span,
-                format!(
-                    "`{}` would start with {} KiB of arguments and environment; srt gives a process at most {} KiB (the kernel's ARG_MAX is 2048 KiB by default, and the process inherits an environment too)",
-                    p.address,
-                    bytes.div_ceil(1024),
-                    MAX_EXEC_BYTES / 1024
-                ),
-            )
-            .label(format!("the largest variable of `{}`", e.path))
-            .help("move large values into files the process reads, and pass their paths"),
-        );
+        problems.push(too_large(&envs[at], p, bytes));
     }
     problems
+}
+
+/// `p`'s arguments and environment (`bytes`) are past [`MAX_EXEC_BYTES`]: a problem at
+/// the largest variable of the recipe's `e` for it, or at `e`'s role or frontend.
+fn too_large(e: &EnvOf<'_>, p: &LaunchProcess, bytes: usize) -> Problem {
+    let largest = e.env.iter().max_by_key(|(k, v)| (k.len() + v.len(), *k));
+    let (span, label) = match largest.and_then(|(k, _)| e.spans.get(k)) {
+        Some(span) => (*span, format!("the largest variable of `{}`", e.path)),
+        None => (e.fallback, "its processes".to_string()),
+    };
+    Problem::new(
+        "srt::recipe::env_size",
+        span,
+        format!(
+            "`{}` would start with {} KiB of arguments and environment; srt gives a process at most {} KiB (the kernel's ARG_MAX is 2048 KiB by default, and the process inherits an environment too)",
+            p.address,
+            bytes.div_ceil(1024),
+            MAX_EXEC_BYTES / 1024
+        ),
+    )
+    .label(label)
+    .help("move large values into files the process reads, and pass their paths")
 }
 
 #[cfg(test)]
