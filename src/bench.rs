@@ -95,6 +95,13 @@ pub(crate) fn run(args: Args) -> CmdResult {
             srt::recipe::limits::MAX_BENCHMARK_REQUESTS
         )));
     }
+    let least = spec.least_seconds();
+    if least > spec.max_duration_seconds as f64 {
+        return Err(ExpectedError::Usage(format!(
+            "at request rate {} that run's measured requests take at least {least:.0}s to send, more than the benchmark's bound of {}s (`benchmark.max_duration_seconds`): raise `--request-rate` or send fewer requests",
+            spec.request_rate, spec.max_duration_seconds
+        )));
+    }
     // The executor that recorded the deployment knows where its public URL is.
     let exec = srt::workflow::executor_for_state(Default::default(), &name, store.dir(), &state);
     srt::workflow::restore(&*exec, &state)?;

@@ -182,13 +182,16 @@ impl ExpectedError {
     }
 }
 
-/// One failure: its first line, then the log that explains it.
+/// One failure: its first line, what to check, then the log that explains it.
 fn print_failure(f: &Failure) {
     shout!(
         "  {}: {}",
         f.address,
         f.error.lines().next().unwrap_or_default()
     );
+    if let Some(help) = &f.help {
+        shout!("  help: {help}");
+    }
     if let Some(log) = &f.log {
         shout!("  --- last lines of {}'s log ---", log.of);
         for line in &log.lines {

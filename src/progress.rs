@@ -133,13 +133,15 @@ pub(crate) fn outcome_event(o: &Outcome, url: &str) {
     }));
 }
 
-/// A failure as JSON: its address, error, and the log lines that explain it.
+/// A failure as JSON: its address, error, the log lines that explain it, and what to
+/// check (`null` when srt has nothing to add).
 fn failure_json(f: &srt::apply::Failure) -> serde_json::Value {
     serde_json::json!({
         "address": f.address,
         "error": f.error,
         "log_of": f.log.as_ref().map(|l| &l.of),
         "log": f.log.as_ref().map(|l| &l.lines),
+        "help": f.help,
     })
 }
 
@@ -160,6 +162,7 @@ mod tests {
                     "boom".into(),
                 ],
             }),
+            help: None,
         };
         assert_eq!(
             failure_json(&f),
@@ -168,6 +171,7 @@ mod tests {
                 "error": "`worker.agg[0].node[0]` died while waiting: exited with 1",
                 "log_of": "worker.agg[0].node[0]",
                 "log": ["--- srt: starting worker.agg[0].node[0] ---", "boom"],
+                "help": null,
             })
         );
         let none = Failure { log: None, ..f };

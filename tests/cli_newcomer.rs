@@ -47,6 +47,33 @@ fn a_missing_program_is_named_with_its_install_hint_before_anything_starts() {
     assert!(!stderr.contains("`vllm`"), "{stderr}");
 }
 
+/// A `PATH` the recipe's `env` sets is where the program is looked for, as the process
+/// would; the message names that `PATH` instead of telling to install the program.
+#[test]
+fn a_program_missing_from_the_recipes_own_path_names_that_path() {
+    let _g = serial();
+    let env = Env::new();
+    let yaml = example_named("local-agg.yaml", "new-env-path").replace(
+        "  args:\n    policy: round_robin\n",
+        "  args:\n    policy: round_robin\n  env:\n    PATH: /nonexistent\n",
+    );
+    assert!(yaml.contains("PATH: /nonexistent"));
+    let recipe = env.recipe("agg.yaml", &yaml);
+    let out = env
+        .command(&["apply", "-f", &recipe, "--simulate", "--auto-approve"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(srt::exit::ERROR), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("`vllm-router` (run by router[0]): not on the PATH the recipe's")
+            && stderr.contains("(`PATH: /nonexistent`)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("install-router.sh"), "{stderr}");
+    assert!(live_processes("new-env-path").is_empty());
+}
+
 /// The numbers of one deployment's life agree: what the plan creates and checks, apply
 /// creates and checks, and destroy destroys; `srt list` then forgets it unless `--all`.
 #[test]

@@ -255,6 +255,14 @@ fn benchmark_figures_follow_the_simulators_timing_model() {
         Some(1),
         "the recorded warm-up multiple"
     );
+    // A rate too slow to send the run within its bound is refused before any request.
+    let slow = env.srt(&["bench", "e2e-bench", "--request-rate", "0.0001"]);
+    let shown = e2e_support::text(&slow);
+    assert_eq!(slow.status.code(), Some(srt::exit::USAGE), "{shown}");
+    assert!(
+        shown.contains("`benchmark.max_duration_seconds`") && shown.contains("--request-rate"),
+        "{shown}"
+    );
     env.destroy("e2e-bench");
 }
 

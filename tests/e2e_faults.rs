@@ -136,3 +136,74 @@ fn interrupted_apply_saves_state_and_converges() {
     assert!(text.contains("smoke: passed"), "{text}");
     env.destroy("local-agg");
 }
+
+/// The Router stopped (SIGSTOP) in the middle of a roll: it takes connections and never
+/// answers. Putting the replaced worker back fails after the admin timeout, naming the
+/// Router, its URL, the call and that it timed out, with what to check; it was
+/// `error sending request for url (http://127.0.0.1:8000/add_worker?...)`.
+#[test]
+fn a_router_stopped_mid_roll_is_named_with_what_to_check() {
+    use nix::sys::signal::Signal;
+    let _g = serial();
+    let env = Env::new();
+    let name = "fault-stopped-router";
+    let text = |delay_ms: u32| {
+        format!(
+            "schema: 2
+name: {name}
+model:
+  path: /models/tiny
+  served_name: tiny
+resources:
+  gpus_per_node: 2
+frontend:
+  enable_multiple_frontends: false
+roles:
+  agg:
+    nodes: 1
+    workers: 2
+    gpus: 1
+    env:
+      SRT_SIM_STARTUP_DELAY_MS: \"{delay_ms}\"
+health_check:
+  timeout_seconds: 60
+rollout:
+  drain_seconds: 1
+"
+        )
+    };
+    env.apply(&env.recipe("roll.yaml", &text(200)));
+    let router = env.pid(name, "router[0]");
+    let first = "worker.agg[0].node[0]";
+    let old = env.pid(name, first);
+    // The new workers take 1.5 s to listen: the Router is stopped before the first one
+    // is put back.
+    let path = env.recipe("roll.yaml", &text(1500));
+    let mut child = env.spawn(&["apply", "-f", &path, "--simulate", "--auto-approve"]);
+    e2e_support::wait_for("the first replacement to start", || {
+        srt::exec::process::processes_with_env_marker("SRT_RESOURCE", first)
+            .iter()
+            .any(|&p| p != old)
+    });
+    e2e_support::signal(router, Signal::SIGSTOP);
+    let started = Instant::now();
+    e2e_support::wait_child(&mut child, Duration::from_secs(120));
+    let out = e2e_support::collect(child);
+    e2e_support::signal(router, Signal::SIGCONT);
+    let shown = e2e_support::text(&out);
+    assert_ne!(out.status.code(), Some(0), "{shown}");
+    assert!(
+        started.elapsed() >= Duration::from_secs(25),
+        "failed before the timeout: {shown}"
+    );
+    assert!(
+        shown.contains("the Router `router[0]` (http://127.0.0.1:8000) did not answer `POST /add_worker` within 30s: timed out"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("is not stopped")
+            && shown.contains(&format!("`srt logs {name} 'router[0]'`")),
+        "{shown}"
+    );
+    env.destroy(name);
+}

@@ -251,6 +251,7 @@ fn json_format_3_fields() {
                         "num_prompts_mult",
                         "num_warmup_mult",
                         "request_rate",
+                        "max_duration_seconds",
                         "ignore_eos",
                         "seed",
                         "percentiles",

@@ -307,3 +307,82 @@ fn a_very_long_line_is_refused_not_a_crash() {
         );
     }
 }
+
+/// Load and build: the problems of either step.
+fn build(text: String) -> (Source, Vec<srt::recipe::Problem>) {
+    let source = Source {
+        name: "env.yaml".into(),
+        text,
+    };
+    let problems = match load_str(&source, "env") {
+        Err(e) => e.problems,
+        Ok(recipe) => match srt::assemble::assemble(&recipe, &Default::default()) {
+            Ok(_) => Vec::new(),
+            Err(p) => p,
+        },
+    };
+    let shown = common::render_diag(&source.error(problems.clone()));
+    assert!(!shown.is_empty());
+    (source, problems)
+}
+
+/// A literal block scalar of `lines` lines of `width` characters, then `last`: a long
+/// value in lines the loader's line limit lets through.
+fn block(lines: usize, width: usize, last: &str) -> String {
+    let line = format!("        {}\n", "x".repeat(width));
+    line.repeat(lines) + last
+}
+
+fn spanned<'a>(source: &'a Source, p: &srt::recipe::Problem) -> &'a str {
+    &source.text[p.span.offset()..p.span.offset() + p.span.len()]
+}
+
+/// A 200 KB environment value validated, then the worker failed with "Argument list
+/// too long" (the kernel's 128 KiB per string); it is refused at its key.
+#[test]
+fn an_environment_value_longer_than_the_kernel_passes_is_refused_at_its_key() {
+    let text = format!(
+        "resources:\n  gpus_per_node: 1\nroles:\n  agg:\n    nodes: 1\n    workers: 1\n    env:\n      SMALL: ok\n      BIG: |\n{}",
+        block(200, 1000, "")
+    );
+    let (source, problems) = build(text);
+    one(&problems, "srt::recipe::env_size");
+    assert_eq!(spanned(&source, &problems[0]), "BIG");
+    assert!(
+        problems[0]
+            .message
+            .contains("`roles.agg.env.BIG` is 196 KiB")
+            && problems[0].message.contains("128 KiB"),
+        "{problems:?}"
+    );
+    // Just under the limit (`BIG=` and the NUL included) is accepted.
+    let last = format!("        {}\n", "x".repeat(936));
+    let text = format!(
+        "resources:\n  gpus_per_node: 1\nroles:\n  agg:\n    nodes: 1\n    workers: 1\n    env:\n      BIG: |\n{}",
+        block(130, 1000, &last)
+    );
+    assert!(build(text).1.is_empty());
+}
+
+/// Values each under the per-string limit, together past what a process may be given
+/// (written once, repeated through an alias): refused at the largest variable.
+#[test]
+fn an_environment_larger_than_a_process_may_get_is_refused() {
+    let mut text = format!(
+        "resources:\n  gpus_per_node: 1\nroles:\n  agg:\n    nodes: 1\n    workers: 1\n    env:\n      V00: &v |\n{}",
+        block(123, 1000, "")
+    );
+    for i in 1..16 {
+        text.push_str(&format!("      V{i:02}: *v\n"));
+    }
+    text.push_str("      VLONGEST: *v\n");
+    let (source, problems) = build(text);
+    one(&problems, "srt::recipe::env_size");
+    assert_eq!(spanned(&source, &problems[0]), "VLONGEST");
+    assert!(
+        problems[0]
+            .message
+            .contains("`worker.agg[0].node[0]` would start with"),
+        "{problems:?}"
+    );
+}

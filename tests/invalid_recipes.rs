@@ -460,6 +460,24 @@ const CASES: &[Case] = &[
         "0.1.0",
         "known releases: 0.32.0",
     ),
+    case(
+        "benchmark-too-slow.yaml",
+        "srt::recipe::benchmark_duration",
+        "0.0001",
+        "at least 40000s (11.1 h) to send",
+    ),
+    case(
+        "placement-env-cuda.yaml",
+        "srt::recipe::placement_env",
+        "CUDA_VISIBLE_DEVICES",
+        "contradicts the placement",
+    ),
+    case(
+        "managed-env-srt-marker.yaml",
+        "srt::recipe::managed_env",
+        "SRT_DEPLOYMENT",
+        "`frontend.env.SRT_DEPLOYMENT` is set by srt",
+    ),
 ];
 
 fn dir() -> PathBuf {

@@ -70,6 +70,8 @@ fn check(recipe: &Recipe, options: &BuildOptions) -> Result<Checked, Vec<Problem
         return Err(problems);
     }
     check_roles(recipe, &mut problems);
+    crate::launch::env::check(recipe, &mut problems);
+    problems.extend(recipe.benchmark.as_ref().and_then(benchmark_too_slow));
     let (Some(engine), Some(frontend)) = (engine, frontend) else {
         return Err(problems);
     };
@@ -157,6 +159,10 @@ fn build(
     gates.extend(checks(recipe, &parts.public_url, &gates, &parts.processes));
     let mut processes = workers;
     processes.extend(parts.processes);
+    let too_large = crate::launch::env::check_processes(recipe, &processes);
+    if !too_large.is_empty() {
+        return Err(too_large);
+    }
     processes.iter_mut().for_each(LaunchProcess::compact);
     Ok(LaunchPlan {
         format_version: FORMAT_VERSION,
@@ -508,6 +514,34 @@ fn checks(
     out
 }
 
+/// A benchmark whose measured requests cannot be sent within its bound at its rate
+/// (`req_rate: 0.0001` for 4 requests would take 11 h), at `req_rate`.
+fn benchmark_too_slow(b: &crate::recipe::Benchmark) -> Option<Problem> {
+    let rate = b.req_rate?;
+    let least = bench::least_seconds(
+        &b.concurrencies,
+        b.num_prompts_mult,
+        bench::Rate::PerSecond(rate),
+    );
+    let bound = b.max_duration_secs;
+    (least > bound as f64).then(|| {
+        Problem::new(
+            "srt::recipe::benchmark_duration",
+            b.req_rate_span,
+            format!(
+                "at `benchmark.req_rate: {rate}` the measured requests take at least {least:.0}s ({:.1} h) to send, more than `benchmark.max_duration_seconds` ({bound}s, {:.1} h)",
+                least / 3600.0,
+                bound as f64 / 3600.0
+            ),
+        )
+        .label("too slow to finish")
+        .help(format!(
+            "raise `req_rate`, send fewer requests (`concurrencies`, `num_prompts_mult`), or raise `max_duration_seconds` (at most {})",
+            crate::recipe::limits::MAX_BENCHMARK_SECONDS
+        ))
+    })
+}
+
 /// The benchmark run the recipe asks for, through the public URL.
 fn benchmark_spec(recipe: &Recipe, b: &crate::recipe::Benchmark, public_url: &str) -> bench::Spec {
     let dataset = match &b.dataset_path {
@@ -540,6 +574,7 @@ fn benchmark_spec(recipe: &Recipe, b: &crate::recipe::Benchmark, public_url: &st
             Some(r) => bench::Rate::PerSecond(r),
             None => bench::Rate::Inf,
         },
+        max_duration_seconds: b.max_duration_secs,
         ignore_eos: b.ignore_eos,
         seed: b.seed,
         percentiles: b.percentiles.clone(),
@@ -619,5 +654,32 @@ fn check_roles(recipe: &Recipe, problems: &mut Vec<Problem>) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recipe::keys;
+
+    /// A spec saved without a bound gets the recipe key's default.
+    #[test]
+    fn the_benchmark_bound_defaults_agree() {
+        assert_eq!(
+            keys::default::<u64>(keys::BENCHMARK, "max_duration_seconds"),
+            bench::DEFAULT_MAX_DURATION_SECONDS
+        );
+        let schema: serde_json::Value = serde_json::from_str(
+            keys::BENCHMARK
+                .iter()
+                .find(|k| k.name == "max_duration_seconds")
+                .unwrap()
+                .schema,
+        )
+        .unwrap();
+        assert_eq!(
+            schema["maximum"],
+            crate::recipe::limits::MAX_BENCHMARK_SECONDS
+        );
     }
 }

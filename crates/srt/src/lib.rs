@@ -17,6 +17,7 @@ pub mod files;
 pub mod frontend;
 pub mod getopt;
 pub mod graph;
+pub mod input;
 pub mod launch;
 mod parallel;
 pub mod plan;

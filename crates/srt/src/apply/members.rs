@@ -8,7 +8,7 @@
 //! (stale), and the next plan updates the membership.
 
 use super::{Apply, Event, Shared, StepError, StepResult};
-use crate::frontend::Admin;
+use crate::frontend::{Admin, AdminError};
 use crate::graph::{Kind, Target};
 use crate::launch::MembershipMode;
 use crate::plan::members_of;
@@ -49,6 +49,39 @@ pub(super) struct Withdrawn {
 struct RouterApi {
     admin: &'static dyn Admin,
     url: String,
+}
+
+/// A failed admin call to the Router at `router` (its address) of `deployment`, while
+/// doing `doing`: one that got no answer names the Router, the call, and what to check.
+fn router_failure(deployment: &str, router: &str, doing: &str, e: AdminError) -> StepError {
+    let AdminError::Transport {
+        operation,
+        router: url,
+        timed_out,
+        detail,
+    } = e
+    else {
+        return format!("{doing}: {e}").into();
+    };
+    let logs = format!("`srt logs {deployment} '{router}'`");
+    if timed_out {
+        StepError::with_help(
+            format!(
+                "{doing}: the Router `{router}` ({url}) did not answer `{operation}` within {}s: timed out",
+                ADMIN_TIMEOUT.as_secs()
+            ),
+            format!(
+                "a Router that takes connections but never answers is stopped (SIGSTOP, a debugger) or hung: check that its process runs and is not stopped (`srt status {deployment}`; `ps -o stat` shows `T` for a stopped one) and read its log ({logs}); then apply again"
+            ),
+        )
+    } else {
+        StepError::with_help(
+            format!("{doing}: cannot reach the Router `{router}` ({url}) for `{operation}`: {detail}"),
+            format!(
+                "check that its process runs (`srt status {deployment}`) and read its log ({logs}); then apply again"
+            ),
+        )
+    }
 }
 
 impl Apply<'_> {
@@ -93,7 +126,8 @@ impl Apply<'_> {
         worker: &str,
     ) -> Result<Vec<Withdrawn>, StepError> {
         let http = http();
-        let mut targets: Vec<(Option<String>, String, String, String)> = Vec::new();
+        // (membership record, frontend, admin URL, Router address, the worker's URL)
+        let mut targets: Vec<(Option<String>, String, String, String, String)> = Vec::new();
         // A Router this apply stops routes to nothing afterwards: no need to ask it.
         let stopping: BTreeSet<&str> = self
             .plan
@@ -122,11 +156,11 @@ impl Apply<'_> {
                 }
                 for (url, w) in members_of(&r.spec) {
                     if w == worker {
-                        let [frontend, admin_url] = r
+                        let [frontend, admin_url, router] = r
                             .spec
-                            .get_strs(["frontend", "admin_url"])
+                            .get_strs(["frontend", "admin_url", "router"])
                             .map(Option::unwrap_or_default);
-                        targets.push((Some(address.clone()), frontend, admin_url, url));
+                        targets.push((Some(address.clone()), frontend, admin_url, router, url));
                     }
                 }
             }
@@ -142,12 +176,13 @@ impl Apply<'_> {
                     None,
                     self.launch.frontend.clone(),
                     m.admin_url.clone(),
+                    m.router.clone(),
                     member.url.clone(),
                 ));
             }
         }
         let mut out = Vec::new();
-        for (membership, frontend, admin_url, url) in targets {
+        for (membership, frontend, admin_url, router, url) in targets {
             let Some(api) = self.router_api(&frontend, &admin_url) else {
                 continue;
             };
@@ -158,7 +193,8 @@ impl Apply<'_> {
             if let Err(e) = api.admin.remove(&http, &api.url, &resolved).await {
                 // A Router that stopped meanwhile routes nothing.
                 if api.admin.live(&http, &api.url).await {
-                    return Err(format!("taking `{worker}` out of its Router: {e}").into());
+                    let doing = format!("taking `{worker}` out of its Router");
+                    return Err(router_failure(&self.launch.deployment, &router, &doing, e));
                 }
             }
             if let Some(address) = &membership {
@@ -244,13 +280,13 @@ impl Apply<'_> {
             if !desired.iter().any(|(u, x)| u == &w.url && x == &w.worker) {
                 continue;
             }
-            let [frontend, admin_url] = {
+            let [frontend, admin_url, router] = {
                 let s = state.lock().expect("state mutex");
                 let Some(r) = s.resources.get(address) else {
                     continue;
                 };
                 r.spec
-                    .get_strs(["frontend", "admin_url"])
+                    .get_strs(["frontend", "admin_url", "router"])
                     .map(Option::unwrap_or_default)
             };
             let Some(api) = self.router_api(&frontend, &admin_url) else {
@@ -258,7 +294,8 @@ impl Apply<'_> {
             };
             let url = self.exec.bindings().resolve(&w.url);
             api.admin.add(&http, &api.url, &url).await.map_err(|e| {
-                StepError::from(format!("putting `{}` back into its Router: {e}", w.worker))
+                let doing = format!("putting `{}` back into its Router", w.worker);
+                router_failure(&self.launch.deployment, &router, &doing, e)
             })?;
             let mut s = state.lock().expect("state mutex");
             if let Some(r) = s.resources.get_mut(address) {
@@ -371,11 +408,13 @@ impl Apply<'_> {
         }
         let desired = members_of(&r.spec);
         let resolve = |u: &str| self.exec.bindings().resolve(u);
+        let failed =
+            |doing: &str, e| router_failure(&self.launch.deployment, &membership.router, doing, e);
         let live: BTreeSet<String> = api
             .admin
             .list(&http, &api.url)
             .await
-            .map_err(StepError::from)?
+            .map_err(|e| failed("listing the Router's workers", e))?
             .into_iter()
             .collect();
         let wanted: BTreeSet<String> = desired.iter().map(|(u, _)| resolve(u)).collect();
@@ -383,7 +422,7 @@ impl Apply<'_> {
             api.admin
                 .remove(&http, &api.url, extra)
                 .await
-                .map_err(StepError::from)?;
+                .map_err(|e| failed(&format!("taking {extra} out of its Router"), e))?;
         }
         // What the Router has of the members now, kept in the record as it grows.
         let present: Vec<(String, String)> = desired
@@ -409,6 +448,7 @@ impl Apply<'_> {
             let runtimes = &runtimes;
             let desired = &desired;
             let resolve = &resolve;
+            let failed = &failed;
             async move {
                 let own: Vec<(String, crate::state::Runtime)> = runtimes
                     .iter()
@@ -419,7 +459,7 @@ impl Apply<'_> {
                 api.admin
                     .add(http, &api.url, &resolve(url))
                     .await
-                    .map_err(StepError::from)?;
+                    .map_err(|e| failed(&format!("adding `{worker}` to its Router"), e))?;
                 let mut s = state.lock().expect("state mutex");
                 if let Some(rec) = s.resources.get_mut(&r.address) {
                     let mut now = members_of(&rec.spec);
@@ -493,5 +533,42 @@ impl Apply<'_> {
             }
         }
         addresses
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_router_that_does_not_answer_is_named_with_what_to_check() {
+        let e = router_failure(
+            "d",
+            "router[0]",
+            "putting `worker.agg[0].node[0]` back into its Router",
+            AdminError::Transport {
+                operation: "POST /add_worker".into(),
+                router: "http://127.0.0.1:8000".into(),
+                timed_out: true,
+                detail: "timed out".into(),
+            },
+        );
+        assert_eq!(
+            e.message,
+            "putting `worker.agg[0].node[0]` back into its Router: the Router `router[0]` (http://127.0.0.1:8000) did not answer `POST /add_worker` within 30s: timed out"
+        );
+        let help = e.help.unwrap();
+        assert!(
+            help.contains("`srt logs d 'router[0]'`") && help.contains("not stopped"),
+            "{help}"
+        );
+        // A refusal is the Router's own answer, without a help.
+        let e = router_failure(
+            "d",
+            "router[0]",
+            "adding",
+            AdminError::Answer("refused: 400".into()),
+        );
+        assert_eq!((e.message.as_str(), e.help), ("adding: refused: 400", None));
     }
 }

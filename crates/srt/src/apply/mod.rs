@@ -109,6 +109,8 @@ pub struct Failure {
     /// The end of the log of the process whose output explains the failure: the failed
     /// process itself, or the process that died while a gate waited.
     pub log: Option<LogTail>,
+    /// What to check or do about it, when srt knows.
+    pub help: Option<String>,
 }
 
 /// The last lines of a process's log, from its latest start only.
@@ -129,6 +131,8 @@ const FAILURE_LOG_LINES: usize = 20;
 pub(crate) struct StepError {
     message: String,
     culprit: Option<String>,
+    /// What to check or do about it.
+    help: Option<String>,
     /// Not a failure: the step did not run (a roll stopped by an earlier failure, an
     /// interrupt).
     skipped: bool,
@@ -140,7 +144,16 @@ impl StepError {
         StepError {
             message,
             culprit: Some(culprit),
+            help: None,
             skipped: false,
+        }
+    }
+
+    /// A failure with what to check about it.
+    pub(crate) fn with_help(message: String, help: String) -> StepError {
+        StepError {
+            help: Some(help),
+            ..StepError::from(message)
         }
     }
 
@@ -149,6 +162,7 @@ impl StepError {
         StepError {
             message: why.to_string(),
             culprit: None,
+            help: None,
             skipped: true,
         }
     }
@@ -159,6 +173,7 @@ impl From<String> for StepError {
         StepError {
             message,
             culprit: None,
+            help: None,
             skipped: false,
         }
     }
@@ -208,6 +223,7 @@ impl Outcome {
                 address: address.clone(),
                 error: format!("saving state: {error}"),
                 log: None,
+                help: None,
             });
         }
     }
@@ -463,6 +479,7 @@ impl Apply<'_> {
                             address: order[i].clone(),
                             error: format!("stopping: {e}"),
                             log: None,
+                            help: None,
                         },
                     ),
                 }
@@ -554,6 +571,7 @@ impl Apply<'_> {
                         address: o.address.clone(),
                         error: format!("stopping an untracked process: {e}"),
                         log: None,
+                        help: None,
                     },
                 ),
             }
@@ -728,6 +746,7 @@ impl Apply<'_> {
                             address: address.clone(),
                             error: error.message,
                             log: culprit.and_then(|c| self.log_tail(&c)),
+                            help: error.help,
                         };
                         self.fail(outcome, failure);
                         for &c in &children[i] {

@@ -279,6 +279,7 @@ async fn a_failed_start_skips_only_its_descendants() {
                 of: "a".into(),
                 lines: vec!["--- srt: starting a ---".into(), "bad flag --x".into()],
             }),
+            help: None,
         }]
     );
     let mut skipped = ran.outcome.skipped.clone();

@@ -91,8 +91,9 @@ impl Source {
                 }))
             }
             Dataset::Sharegpt { path, osl } => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| format!("cannot read the dataset {path}: {e}"))?;
+                let text =
+                    crate::input::read_text(std::path::Path::new(path), crate::input::DATASET)
+                        .map_err(|e| e.with_help())?;
                 let mut entries =
                     sharegpt(&text, tok, *osl).map_err(|e| format!("the dataset {path}: {e}"))?;
                 if entries.is_empty() {
@@ -301,6 +302,18 @@ mod tests {
             assert_eq!(r.prompt_len, 24 + 40, "{r:?}");
             assert_eq!(tok.encode(&r.prompt)[..20], first[..20], "{r:?}");
         }
+    }
+
+    /// A dataset at `/dev/zero` grew srt to 3 GB; it is refused without reading.
+    #[test]
+    fn a_dataset_that_is_a_device_is_refused() {
+        let tok = tiny();
+        let dataset = Dataset::Sharegpt {
+            path: "/dev/zero".into(),
+            osl: None,
+        };
+        let e = Source::new(&dataset, &tok, 0, 10).err().unwrap();
+        assert!(e.contains("/dev/zero is a character device"), "{e}");
     }
 
     #[test]

@@ -19,7 +19,7 @@ mod rng;
 mod spec;
 mod tokenizer;
 
-pub use spec::{Dataset, Endpoint, Rate, Slo, Spec};
+pub use spec::{least_seconds, Dataset, Endpoint, Rate, Slo, Spec, DEFAULT_MAX_DURATION_SECONDS};
 
 use dataset::{Request, Source};
 use metrics::Output;
@@ -156,6 +156,9 @@ pub async fn run(
         output_tokens: 0,
         first_error: None,
     };
+    let bound = Duration::from_secs(spec.max_duration_seconds);
+    let deadline = Instant::now() + bound;
+    let stopped = |level: u32| overrun(spec, level, &file);
     for &level in &spec.concurrencies {
         let n_warm = spec.warmups_at(level);
         if n_warm > 0 {
@@ -169,8 +172,10 @@ pub async fn run(
                 &zeros,
                 level,
                 &format!("{run_id}-warmup-c{level}-"),
+                deadline,
             )
-            .await;
+            .await
+            .ok_or_else(|| stopped(level))?;
         }
         let n = spec.prompts_at(level);
         progress(format!(
@@ -187,8 +192,10 @@ pub async fn run(
             &times,
             level,
             &format!("{run_id}-c{level}-"),
+            deadline,
         )
-        .await;
+        .await
+        .ok_or_else(|| stopped(level))?;
         let duration = t0.elapsed().as_secs_f64();
         let count = |t: &str| tok.encode(t).len() as u32;
         let m = metrics::calculate(&outputs, duration, &spec.percentiles, &spec.goodput, &count);
@@ -258,8 +265,28 @@ pub fn schedule(n: usize, rate: Rate, rng: &mut Rng) -> Vec<f64> {
     times
 }
 
+/// Why a run stopped at `level`: it reached `max_duration_seconds`.
+fn overrun(spec: &Spec, level: u32, file: &Path) -> String {
+    format!(
+        "the benchmark ran past its bound of {}s (`benchmark.max_duration_seconds`) at concurrency {level} and was stopped; the levels it finished are in {}; raise the bound, or send fewer or faster requests",
+        spec.max_duration_seconds,
+        file.display()
+    )
+}
+
+/// Request tasks, aborted when dropped: a level stopped at its deadline leaves no
+/// request running.
+struct Tasks(Vec<tokio::task::JoinHandle<Output>>);
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        self.0.iter().for_each(tokio::task::JoinHandle::abort);
+    }
+}
+
 /// Send `reqs`, request `i` released at `times[i]` s, at most `level` in flight; the
-/// outputs in request order.
+/// outputs in request order, or `None` when `deadline` came first (every request still
+/// in flight is dropped).
 async fn drive(
     client: &reqwest::Client,
     target: &Arc<client::Target>,
@@ -267,10 +294,25 @@ async fn drive(
     times: &[f64],
     level: u32,
     id_prefix: &str,
+    deadline: Instant,
+) -> Option<Vec<Output>> {
+    let mut tasks = Tasks(Vec::with_capacity(reqs.len()));
+    let sent = send_all(client, target, reqs, times, level, id_prefix, &mut tasks);
+    tokio::time::timeout_at(deadline.into(), sent).await.ok()
+}
+
+/// [`drive`] without its deadline.
+async fn send_all(
+    client: &reqwest::Client,
+    target: &Arc<client::Target>,
+    reqs: Vec<Request>,
+    times: &[f64],
+    level: u32,
+    id_prefix: &str,
+    tasks: &mut Tasks,
 ) -> Vec<Output> {
     let slots = Arc::new(tokio::sync::Semaphore::new(level.max(1) as usize));
     let t0 = Instant::now();
-    let mut tasks = Vec::with_capacity(reqs.len());
     for (i, (req, at)) in reqs.into_iter().zip(times).enumerate() {
         let due = t0 + Duration::from_secs_f64(*at);
         if due > Instant::now() {
@@ -279,7 +321,7 @@ async fn drive(
         let arrived = Instant::now();
         let (client, target, slots) = (client.clone(), target.clone(), slots.clone());
         let id = format!("{id_prefix}{i}");
-        tasks.push(tokio::spawn(async move {
+        tasks.0.push(tokio::spawn(async move {
             let _slot = slots.acquire_owned().await;
             let sent = Instant::now();
             let mut out = client::send(&client, &target, &req, &id).await;
@@ -288,8 +330,8 @@ async fn drive(
             out
         }));
     }
-    let mut outputs = Vec::with_capacity(tasks.len());
-    for t in tasks {
+    let mut outputs = Vec::with_capacity(tasks.0.len());
+    for t in &mut tasks.0 {
         outputs.push(t.await.unwrap_or_else(|e| Output {
             error: format!("request task failed: {e}"),
             ..Output::default()
@@ -318,6 +360,47 @@ pub(crate) fn error_text(e: &reqwest::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A level still sending at the run's deadline stops there: a server that never
+    /// answers (or a rate too slow) cannot hold a benchmark past its bound.
+    #[tokio::test]
+    async fn a_level_stops_at_the_deadline() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let target = Arc::new(client::Target {
+            url: format!("http://{}/v1/completions", listener.local_addr().unwrap()),
+            model: "m".into(),
+            endpoint: Endpoint::Completions,
+            ignore_eos: true,
+        });
+        let req = Request {
+            prompt: "hi".into(),
+            prompt_len: 2,
+            output_len: 1,
+        };
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        let t = Instant::now();
+        // One request at once (never answered), one due in an hour.
+        let out = drive(
+            &client,
+            &target,
+            vec![req.clone(), req],
+            &[0.0, 3600.0],
+            1,
+            "t-",
+            Instant::now() + Duration::from_millis(300),
+        )
+        .await;
+        assert!(out.is_none());
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        drop(listener);
+    }
+
+    #[test]
+    fn least_durations_follow_the_rate() {
+        assert_eq!(least_seconds(&[1, 3], 10, Rate::PerSecond(2.0)), 20.0);
+        assert_eq!(least_seconds(&[4], 1, Rate::PerSecond(0.0001)), 40_000.0);
+        assert_eq!(least_seconds(&[4], 1, Rate::Inf), 0.0);
+    }
 
     #[test]
     fn schedules() {

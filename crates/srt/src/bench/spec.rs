@@ -28,6 +28,9 @@ pub struct Spec {
     pub num_warmup_mult: u32,
     /// Arrival rate of requests within a level.
     pub request_rate: Rate,
+    /// The longest the run may take, in seconds: it stops with an error past it.
+    #[serde(default = "default_max_duration")]
+    pub max_duration_seconds: u64,
     /// Ask the server to ignore end-of-sequence tokens, so every request produces its
     /// requested output length.
     pub ignore_eos: bool,
@@ -175,7 +178,39 @@ impl Slo {
     }
 }
 
+/// The bound of a run whose spec has none (saved before there was one): 4 h, the
+/// recipe key's default (`benchmark.max_duration_seconds`).
+pub const DEFAULT_MAX_DURATION_SECONDS: u64 = 4 * 3600;
+
+fn default_max_duration() -> u64 {
+    DEFAULT_MAX_DURATION_SECONDS
+}
+
+/// The least time, in seconds, that sending `level x num_prompts_mult` requests per
+/// level at `rate` takes: the arrivals of a level end at `n / rate` (the schedule is
+/// scaled so, see [`super::schedule`]), levels run one after the other, warm-ups are
+/// sent at once. None at an infinite rate.
+pub fn least_seconds(concurrencies: &[u32], num_prompts_mult: u32, rate: Rate) -> f64 {
+    let Rate::PerSecond(r) = rate else {
+        return 0.0;
+    };
+    let requests: u64 = concurrencies
+        .iter()
+        .map(|&c| u64::from(c) * u64::from(num_prompts_mult))
+        .sum();
+    requests as f64 / r
+}
+
 impl Spec {
+    /// The least time the run takes ([`least_seconds`]).
+    pub fn least_seconds(&self) -> f64 {
+        least_seconds(
+            &self.concurrencies,
+            self.num_prompts_mult,
+            self.request_rate,
+        )
+    }
+
     /// Requests measured at `level`.
     pub fn prompts_at(&self, level: u32) -> usize {
         level as usize * self.num_prompts_mult as usize

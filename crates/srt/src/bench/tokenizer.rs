@@ -24,8 +24,11 @@ impl Tokenizer {
     /// cache (`$HF_HUB_CACHE`, `$HF_HOME/hub` or `~/.cache/huggingface/hub`).
     pub(super) fn load(spec: &str) -> Result<Tokenizer, String> {
         let path = locate(spec)?;
-        let inner = tokenizers::Tokenizer::from_file(&path)
+        let bytes =
+            crate::input::read(&path, crate::input::TOKENIZER).map_err(|e| e.with_help())?;
+        let inner = tokenizers::Tokenizer::from_bytes(&bytes)
             .map_err(|e| format!("cannot read the tokenizer {}: {e}", path.display()))?;
+        drop(bytes);
         let special: std::collections::BTreeSet<u32> = inner
             .get_added_tokens_decoder()
             .iter()
@@ -164,6 +167,20 @@ pub(crate) mod tests {
         let ids = t.encode("The quick brown fox");
         assert_eq!(t.decode(&ids), "The quick brown fox");
         assert_eq!(t.count_prompt("The quick brown fox"), ids.len() as u32 + 1);
+    }
+
+    /// A tokenizer past the limit is refused before it is read whole.
+    #[test]
+    fn an_oversized_tokenizer_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokenizer.json");
+        let f = std::fs::File::create(&path).unwrap();
+        f.set_len(crate::input::TOKENIZER.limit + 1).unwrap();
+        let e = Tokenizer::load(path.to_str().unwrap()).err().unwrap();
+        assert!(
+            e.contains("larger than 256 MiB") && e.contains("tokenizer.json"),
+            "{e}"
+        );
     }
 
     #[test]

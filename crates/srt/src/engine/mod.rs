@@ -56,6 +56,10 @@ pub trait Engine: Sync {
     fn managed_by(&self, flag: &str) -> Option<&'static str>;
     /// Environment variables the engine sets from the topology; recipes may not set them.
     fn managed_env(&self) -> &'static [&'static str];
+    /// Environment variables that choose the devices a worker sees, which the engine's
+    /// placement sets by its own means (a flag naming each worker's GPUs): a recipe
+    /// setting one contradicts the placement, and is refused.
+    fn placement_env(&self) -> &'static [&'static str];
     /// The flag catalog of `version` of the engine's program (`None`: the release srt
     /// ships), or the versions srt has catalogs for.
     fn catalog(&self, version: Option<&str>) -> Result<&'static Catalog, Vec<&'static str>>;

@@ -20,14 +20,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Environment variable naming the deployment in every launched process (to find orphans).
-pub const DEPLOYMENT_MARKER: &str = "SRT_DEPLOYMENT";
-/// Environment variable naming the resource address in every launched process.
-pub const RESOURCE_MARKER: &str = "SRT_RESOURCE";
-/// Environment variable naming the deployment directory in every launched process:
-/// with [`DEPLOYMENT_MARKER`], what proves a process is this deployment's when its
-/// lease is gone (two state directories may hold deployments of one name).
-pub const DIR_MARKER: &str = "SRT_DEPLOYMENT_DIR";
+pub use crate::launch::env::{DEPLOYMENT_MARKER, DIR_MARKER, RESOURCE_MARKER};
 
 /// srt's markers, added to the environment of every process it launches.
 pub(super) fn mark_env(
@@ -411,7 +404,7 @@ impl Executor for LocalExecutor {
     }
 
     fn log_tail(&self, address: &str, lines: usize) -> Option<String> {
-        process::tail_file(&self.log_path(address), lines).ok()
+        process::tail_excerpt(&self.log_path(address), lines).ok()
     }
 
     fn reload<'a>(
@@ -554,5 +547,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The log tail a failure report shows is bounded: a worker whose log ends in a
+    /// 100 MB line without a newline made apply print 104 MB.
+    #[test]
+    fn a_log_tail_is_bounded_in_bytes() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let exec = LocalExecutor::new("d", dir.path(), 1, true);
+        let log = exec.log_path("worker.agg[0]");
+        std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+        let mut f = std::fs::File::create(&log).unwrap();
+        f.write_all(b"--- srt: starting worker.agg[0] ---\n")
+            .unwrap();
+        f.write_all(&vec![b'z'; 8 << 20]).unwrap();
+        drop(f);
+        let tail = exec.log_tail("worker.agg[0]", 20).unwrap();
+        assert!(tail.len() < 64 * 1024, "{} bytes", tail.len());
+        assert!(tail.contains("[... cut: "), "marked");
     }
 }

@@ -261,7 +261,8 @@ pub trait Executor: Send + Sync {
         &'a self,
         process: &'a LaunchProcess,
     ) -> BoxFuture<'a, Result<(), ExecError>>;
-    /// The last lines of a resource's log.
+    /// The last lines of a resource's log, bounded as [`process::tail_excerpt`] bounds
+    /// them (a report shows them).
     fn log_tail(&self, address: &str, lines: usize) -> Option<String>;
 
     /// Reload a running process in place: write its generated files again and send it

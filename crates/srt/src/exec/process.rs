@@ -7,7 +7,7 @@
 //!   pid recycled by the kernel is never mistaken for ours; [`liveness`] and
 //!   [`terminate`] check it before looking at or signalling anything.
 //! * [`terminate`] stops the whole process group: SIGTERM, a grace period, SIGKILL.
-//! * Helpers: [`port_is_free`], [`tail_file`], [`processes_with_env_marker`].
+//! * Helpers: [`port_is_free`], [`tail_file`], [`tail_excerpt`], [`processes_with_env_marker`].
 //!
 //! # Spawn and reap design
 //!
@@ -663,6 +663,57 @@ fn tail_file_chunked(path: &Path, lines: usize, chunk: usize) -> io::Result<Stri
     })
 }
 
+/// Bytes of one log line a report shows ([`tail_excerpt`]); the rest is cut, marked.
+pub const EXCERPT_LINE_BYTES: usize = 2048;
+
+/// The last `lines` lines of the log at `path` as a report shows them: each line cut to
+/// [`EXCERPT_LINE_BYTES`], from at most the last `lines x EXCERPT_LINE_BYTES` bytes of
+/// the file, so a log that ends in one endless line costs no more than a short one (a
+/// 100 MB line once made apply print 104 MB). A line cut is marked `[... cut]`; a line
+/// whose start lies before that window is marked `[...]` at its start.
+pub fn tail_excerpt(path: &Path, lines: usize) -> io::Result<String> {
+    let mut file = File::open(path)?;
+    let len = file.metadata()?.len();
+    let window = (lines as u64).saturating_mul(EXCERPT_LINE_BYTES as u64);
+    let start = len.saturating_sub(window);
+    // Whether the window starts a line: the byte before it ends one.
+    let mut before = [b'\n'];
+    if start > 0 {
+        file.seek(SeekFrom::Start(start - 1))?;
+        file.read_exact(&mut before)?;
+    }
+    let mut bytes = Vec::with_capacity((len - start) as usize);
+    file.take(len - start).read_to_end(&mut bytes)?;
+    let text = String::from_utf8_lossy(&bytes);
+    let body = text.strip_suffix('\n').unwrap_or(&text);
+    if lines == 0 || body.is_empty() {
+        return Ok(String::new());
+    }
+    let all: Vec<&str> = body.split('\n').collect();
+    let first = all.len().saturating_sub(lines);
+    let mut out = String::new();
+    for (i, line) in all.iter().enumerate().skip(first) {
+        if i == 0 && before[0] != b'\n' {
+            out.push_str("[...] ");
+        }
+        out.push_str(&cut_line(line, EXCERPT_LINE_BYTES));
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// `line`, cut to at most `max` bytes (at a character boundary) and marked when cut.
+fn cut_line(line: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if line.len() <= max {
+        return line.into();
+    }
+    let mut at = max;
+    while !line.is_char_boundary(at) {
+        at -= 1;
+    }
+    format!("{} [... cut: {} bytes more]", &line[..at], line.len() - at).into()
+}
+
 /// Whether process `pid`'s environment (as it was at exec) contains exactly
 /// `key=value`. False when unreadable, or overwritten (a process that retitles itself
 /// reuses that memory).
@@ -1241,6 +1292,41 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A log that ends in a 10 MB line without a newline: the excerpt is a few KiB,
+    /// its lines cut and marked; short lines come through whole.
+    #[test]
+    fn excerpts_are_bounded_whatever_the_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("long.log");
+        let mut f = fs::File::create(&path).unwrap();
+        f.write_all(b"first\nsecond\n").unwrap();
+        f.write_all(&vec![b'x'; 10 << 20]).unwrap();
+        drop(f);
+        let out = tail_excerpt(&path, 20).unwrap();
+        assert!(out.len() <= 20 * (EXCERPT_LINE_BYTES + 64), "{}", out.len());
+        assert!(
+            out.starts_with("[...] xxx") && out.contains("[... cut: "),
+            "{}",
+            &out[..80]
+        );
+        assert_eq!(out.lines().count(), 1);
+        fs::write(&path, "a\nbb\n\nccc\n").unwrap();
+        assert_eq!(tail_excerpt(&path, 2).unwrap(), "\nccc\n");
+        assert_eq!(tail_excerpt(&path, 9).unwrap(), "a\nbb\n\nccc\n");
+        assert_eq!(tail_excerpt(&path, 0).unwrap(), "");
+        let long = format!("{}\u{e9}tail\nshort\n", "y".repeat(EXCERPT_LINE_BYTES - 1));
+        fs::write(&path, &long).unwrap();
+        let out = tail_excerpt(&path, 2).unwrap();
+        assert_eq!(out.lines().nth(1), Some("short"));
+        assert!(
+            out.lines()
+                .next()
+                .unwrap()
+                .ends_with("y [... cut: 6 bytes more]"),
+            "{out}"
+        );
     }
 
     #[test]

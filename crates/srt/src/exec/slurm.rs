@@ -1264,7 +1264,7 @@ impl Executor for SlurmExecutor {
             let deadline = Instant::now() + timeout;
             let mut interval = Duration::from_millis(30);
             let tail = || {
-                process::tail_file(&started.log_path, 10)
+                process::tail_excerpt(&started.log_path, 10)
                     .map(|t| {
                         format!(
                             "\n--- last lines of {} ---\n{}",
@@ -1396,7 +1396,7 @@ impl Executor for SlurmExecutor {
     }
 
     fn log_tail(&self, address: &str, lines: usize) -> Option<String> {
-        process::tail_file(&self.log_path(address), lines).ok()
+        process::tail_excerpt(&self.log_path(address), lines).ok()
     }
 
     /// Rewrite the process's files (on the shared run directory) and signal its step

@@ -141,6 +141,64 @@ pub trait Frontend: Sync {
     ) -> Result<FrontendParts, Problem>;
 }
 
+/// Why a call to a Router's admin API failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdminError {
+    /// The request got no answer: the Router did not accept the connection, or accepted
+    /// it and did not answer in time (a stopped or overloaded process).
+    #[error("{}", transport_message(.operation, .router, .timed_out, .detail))]
+    Transport {
+        /// `POST /add_worker`, `GET /workers`, ...
+        operation: String,
+        /// The Router's base URL.
+        router: String,
+        /// It accepted the request and did not answer in time.
+        timed_out: bool,
+        /// The transport's own words.
+        detail: String,
+    },
+    /// The Router answered, with a refusal or an answer srt cannot read.
+    #[error("{0}")]
+    Answer(String),
+}
+
+fn transport_message(operation: &str, router: &str, timed_out: &bool, detail: &str) -> String {
+    if *timed_out {
+        format!("the Router at {router} did not answer `{operation}` in time (timed out)")
+    } else {
+        format!("cannot reach the Router at {router} for `{operation}`: {detail}")
+    }
+}
+
+impl AdminError {
+    /// A request to `router` for `operation` that got no answer.
+    pub fn transport(operation: &str, router: &str, e: &reqwest::Error) -> AdminError {
+        AdminError::Transport {
+            operation: operation.to_string(),
+            router: router.to_string(),
+            timed_out: e.is_timeout(),
+            detail: innermost(e),
+        }
+    }
+}
+
+/// The innermost cause of a transport error (reqwest's own words name only the URL).
+fn innermost(e: &reqwest::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(inner) = src {
+        s = inner.to_string();
+        src = inner.source();
+    }
+    s
+}
+
+impl From<String> for AdminError {
+    fn from(message: String) -> AdminError {
+        AdminError::Answer(message)
+    }
+}
+
 /// A running Router's worker list, through its admin API: what apply uses to add a
 /// worker once it is healthy and to take one out before it stops, and refresh to see
 /// what a Router routes to. URLs are the base URLs srt gives (a Router that expands
@@ -151,14 +209,14 @@ pub trait Admin: Sync {
         &'a self,
         http: &'a reqwest::Client,
         router: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<String>, String>>;
+    ) -> BoxFuture<'a, Result<Vec<String>, AdminError>>;
     /// Add `worker` (already healthy); adding a present worker succeeds.
     fn add<'a>(
         &'a self,
         http: &'a reqwest::Client,
         router: &'a str,
         worker: &'a str,
-    ) -> BoxFuture<'a, Result<(), String>>;
+    ) -> BoxFuture<'a, Result<(), AdminError>>;
     /// Take `worker` out: no new request goes to it, requests in flight finish. Removing
     /// an absent worker succeeds.
     fn remove<'a>(
@@ -166,7 +224,7 @@ pub trait Admin: Sync {
         http: &'a reqwest::Client,
         router: &'a str,
         worker: &'a str,
-    ) -> BoxFuture<'a, Result<(), String>>;
+    ) -> BoxFuture<'a, Result<(), AdminError>>;
     /// Whether the Router answers at all (it has bound its port).
     fn live<'a>(&'a self, http: &'a reqwest::Client, router: &'a str) -> BoxFuture<'a, bool>;
 }

@@ -8,6 +8,7 @@
 
 pub mod argv;
 mod context;
+pub mod env;
 pub mod render;
 
 pub use argv::Argv;

@@ -189,6 +189,11 @@ pub(crate) const BENCHMARK: &[Key] = &[
         "Seed of prompts, lengths and arrival times.",
     ),
     k(
+        "max_duration_seconds",
+        r#"{"type": "integer", "minimum": 1, "maximum": 604800, "default": 14400}"#,
+        "The longest a run may take (every level, warm-ups included): a recipe whose requests cannot be sent within it at `req_rate` is refused, and a run past it stops with an error.",
+    ),
+    k(
         "metric_percentiles",
         r#"{"type": "array", "items": {"type": "number", "exclusiveMinimum": 0, "maximum": 100}, "minItems": 1, "default": [90, 99]}"#,
         "Percentiles reported for TTFT, TPOT, ITL and E2EL, besides mean and median.",

@@ -24,6 +24,8 @@ pub const MAX_ADDITIONAL_FRONTENDS: u64 = 1024;
 /// Benchmark requests in one apply (every level's `level x (num_prompts_mult +
 /// num_warmup_mult)`).
 pub const MAX_BENCHMARK_REQUESTS: u64 = 1_000_000;
+/// The longest bound of a benchmark run (`benchmark.max_duration_seconds`): a week.
+pub const MAX_BENCHMARK_SECONDS: u64 = 7 * 24 * 3600;
 /// Entries of the Routers' worker lists together: Routers x worker processes. Every
 /// Router's membership lists every advertised worker and depends on each of them in the
 /// graph (a Router the workers' URLs are given on its command line, too), so this (not the resource count) is what grows fastest with

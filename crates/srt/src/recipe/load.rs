@@ -1208,6 +1208,16 @@ impl Loader<'_> {
             );
             return None;
         }
+        let max_duration_secs = match f.get("max_duration_seconds") {
+            Some(n) => self.uint(
+                n,
+                "benchmark.max_duration_seconds",
+                1,
+                crate::recipe::limits::MAX_BENCHMARK_SECONDS as i64,
+            )? as u64,
+            None => keys::default(table, "max_duration_seconds"),
+        };
+        let req_rate_span = f.get("req_rate").map_or(span, |n| n.span);
         Some(Benchmark {
             span,
             kind,
@@ -1218,6 +1228,8 @@ impl Loader<'_> {
             num_prompts_mult,
             num_warmup_mult,
             req_rate,
+            req_rate_span,
+            max_duration_secs,
             random_range_ratio,
             random_prefix_len,
             dataset_path: if dataset_name == "sharegpt" {
@@ -1653,6 +1665,7 @@ impl Loader<'_> {
             kind: Sp::new(keys::default(keys::FRONTEND, "type"), span),
             args: Args::default(),
             env: BTreeMap::new(),
+            env_spans: BTreeMap::new(),
             enable_multiple_frontends: Sp::new(
                 keys::default(keys::FRONTEND, "enable_multiple_frontends"),
                 span,
@@ -1679,6 +1692,7 @@ impl Loader<'_> {
         }
         fe.args = self.args(f.get("args"), "frontend.args");
         fe.env = self.env(&f, "env");
+        fe.env_spans = self.env_spans(&f, "env");
         fe.enable_multiple_frontends = self.bool_field(&f, "enable_multiple_frontends", true);
         if f.get("enable_multiple_frontends").is_none() {
             // Defaulted: the span of the parent key, like every other defaulted field.

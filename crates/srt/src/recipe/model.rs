@@ -85,6 +85,10 @@ pub struct Benchmark {
     pub num_warmup_mult: u32,
     /// Requests per second within a level; `None` is `inf` (all at once).
     pub req_rate: Option<f64>,
+    /// Where `req_rate` is written (the `benchmark` key when it is not).
+    pub req_rate_span: SourceSpan,
+    /// The longest a run may take, in seconds (`max_duration_seconds`).
+    pub max_duration_secs: u64,
     /// Length spread of the random dataset, in `[0, 1)`.
     pub random_range_ratio: f64,
     /// Tokens of a prefix shared by every random prompt.
@@ -306,6 +310,8 @@ pub struct Frontend {
     pub args: Args,
     /// Extra environment for frontend processes.
     pub env: BTreeMap<String, String>,
+    /// Span of each `env` key, so rules about a variable can point at it.
+    pub env_spans: BTreeMap<String, SourceSpan>,
     /// nginx + one Router per non-head node (default true, as srtctl).
     pub enable_multiple_frontends: Sp<bool>,
     /// Upper bound of extra Router replicas behind nginx (default 9).

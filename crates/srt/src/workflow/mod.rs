@@ -126,6 +126,9 @@ pub struct MissingProgram {
     pub count: usize,
     /// How to get it, from the component that runs it.
     pub hint: &'static str,
+    /// The `PATH` the processes' recipe `env` sets, when it does: the program was
+    /// looked for there (as the process would), not on srt's own `PATH`.
+    pub env_path: Option<String>,
 }
 
 impl std::fmt::Display for MissingProgram {
@@ -133,7 +136,7 @@ impl std::fmt::Display for MissingProgram {
         let more = self.count.saturating_sub(self.addresses.len());
         write!(
             f,
-            "`{}` (run by {}{}): {}",
+            "`{}` (run by {}{}): ",
             self.program,
             self.addresses.join(", "),
             if more > 0 {
@@ -141,8 +144,14 @@ impl std::fmt::Display for MissingProgram {
             } else {
                 String::new()
             },
-            self.hint
-        )
+        )?;
+        match &self.env_path {
+            Some(path) => write!(
+                f,
+                "not on the PATH the recipe's `env` sets for it (`PATH: {path}`); correct that `PATH` (or remove it: processes then get srt's own), or name the program by its full path"
+            ),
+            None => f.write_str(self.hint),
+        }
     }
 }
 
@@ -192,6 +201,7 @@ pub fn missing_programs(p: &Prepared, plan: &Plan) -> Vec<MissingProgram> {
             addresses: vec![process.address.clone()],
             count: 1,
             hint: install_hint(&p.recipe, process.kind),
+            env_path: process.env.get("PATH").cloned(),
         });
     }
     missing

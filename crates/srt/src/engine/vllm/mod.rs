@@ -63,6 +63,14 @@ const MANAGED_ENV: &[&str] = &[
     "VLLM_NIXL_SIDE_CHANNEL_PORT",
 ];
 
+/// Variables that narrow the GPUs a process sees (CUDA, ROCm, HIP): srt gives each
+/// worker its GPUs with `--device-ids`, which indexes the devices visible to it.
+const PLACEMENT_ENV: &[&str] = &[
+    "CUDA_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+];
+
 impl Engine for Vllm {
     fn name(&self) -> &'static str {
         "vllm"
@@ -107,6 +115,10 @@ impl Engine for Vllm {
 
     fn managed_env(&self) -> &'static [&'static str] {
         MANAGED_ENV
+    }
+
+    fn placement_env(&self) -> &'static [&'static str] {
+        PLACEMENT_ENV
     }
 
     fn catalog(&self, version: Option<&str>) -> Result<&'static Catalog, Vec<&'static str>> {

@@ -7,6 +7,7 @@ use super::process::includes_kv;
 use super::shape::sizes;
 use super::Vllm;
 use crate::engine::Engine;
+use crate::input;
 use crate::recipe::diag::Problem;
 use crate::recipe::{limits, DpLaunchMode, Recipe};
 
@@ -37,17 +38,36 @@ const EXPERT_KEYS: &[&str] = &[
 
 /// Whether the model at `path` is dense, when srt can tell: `path` is a directory on
 /// this machine with a `config.json` (its `text_config` too, for multimodal models).
-/// `None` when it cannot be read (a hub id, a path only the nodes see).
-pub(super) fn dense_model(path: &std::path::Path) -> Option<bool> {
-    let text = std::fs::read_to_string(path.join("config.json")).ok()?;
-    let config: serde_json::Value = serde_json::from_str(&text).ok()?;
+/// `Ok(None)` when it cannot be read or parsed (a hub id, a path only the nodes see); an
+/// error when it is there but not a regular file within [`input::MODEL_CONFIG`]'s limit
+/// (a link to `/dev/zero` would be read forever).
+pub(super) fn dense_model(path: &std::path::Path) -> Result<Option<bool>, input::InputError> {
+    let text = match input::read_text(&path.join("config.json"), input::MODEL_CONFIG) {
+        Ok(text) => text,
+        Err(input::InputError::Read { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let Ok(config) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Ok(None);
+    };
     let experts = |c: &serde_json::Value| {
         EXPERT_KEYS
             .iter()
             .any(|k| c.get(*k).and_then(serde_json::Value::as_u64).unwrap_or(0) > 0)
     };
     let moe = experts(&config) || config.get("text_config").is_some_and(experts);
-    Some(!moe)
+    Ok(Some(!moe))
+}
+
+/// A `config.json` srt refuses to read, as a problem at `model.path`.
+fn unreadable_config(recipe: &Recipe, e: &input::InputError) -> Problem {
+    Problem::new(
+        "srt::recipe::model_config",
+        recipe.model.path.span,
+        e.to_string(),
+    )
+    .label("this model")
+    .help("`model.path/config.json` must be the model's own configuration, a regular file; vLLM reads it too")
 }
 
 /// Data parallelism with one rank per node (DP over 1-GPU nodes): vLLM turns the hybrid
@@ -68,7 +88,17 @@ fn dense_external_lb(recipe: &Recipe, problems: &mut Vec<Problem>) {
             continue;
         }
         let path = std::path::Path::new(&recipe.model.path.value);
-        if !*dense.get_or_insert_with(|| dense_model(path).unwrap_or(false)) {
+        let known = match dense {
+            Some(known) => known,
+            None => match dense_model(path) {
+                Ok(d) => *dense.insert(d.unwrap_or(false)),
+                Err(e) => {
+                    problems.push(unreadable_config(recipe, &e));
+                    return;
+                }
+            },
+        };
+        if !known {
             return;
         }
         let span = role
@@ -186,6 +216,18 @@ fn managed_env(engine: &Vllm, recipe: &Recipe, problems: &mut Vec<Problem>) {
             if own && connector::SIDE_CHANNEL_ENV.contains(&key.as_str()) {
                 continue;
             }
+            if engine.placement_env().contains(&key.as_str()) {
+                problems.push(
+                    Problem::new(
+                        "srt::recipe::placement_env",
+                        role.env_spans.get(key).copied().unwrap_or(role.span),
+                        format!("`{path}.env.{key}` contradicts the placement: srt gives each worker its GPUs (`--device-ids`, from `gpus` and `resources.gpus_per_node`)"),
+                    )
+                    .label("chooses devices")
+                    .help("remove it; to run on fewer GPUs, lower `gpus` or `resources.gpus_per_node` (locally, `SRT_LOCAL_GPUS` or srt's own `CUDA_VISIBLE_DEVICES` say which GPUs this host has)"),
+                );
+                continue;
+            }
             if engine.managed_env().contains(&key.as_str()) {
                 problems.push(
                     Problem::new(
@@ -229,5 +271,36 @@ fn raw_connector_config(recipe: &Recipe, problems: &mut Vec<Problem>) {
                 .help("choose the connector with `engine.connector` / `args.connector`, or set `args.connector: none` to pass your own config"),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `config.json` linked to `/dev/zero` was read until 1.6 GB and the recipe called
+    /// valid; it is refused at once, naming the file.
+    #[test]
+    fn a_config_json_that_is_no_regular_file_or_too_large_is_refused() {
+        let model = tempfile::tempdir().unwrap();
+        let config = model.path().join("config.json");
+        std::os::unix::fs::symlink("/dev/zero", &config).unwrap();
+        let t = std::time::Instant::now();
+        let e = dense_model(model.path()).unwrap_err();
+        assert!(t.elapsed().as_secs() < 1);
+        assert!(
+            matches!(e, input::InputError::NotAFile { .. })
+                && e.to_string().contains(&config.display().to_string()),
+            "{e}"
+        );
+        std::fs::remove_file(&config).unwrap();
+        let f = std::fs::File::create(&config).unwrap();
+        f.set_len(input::MODEL_CONFIG.limit + 1).unwrap();
+        let e = dense_model(model.path()).unwrap_err();
+        assert!(matches!(e, input::InputError::TooLarge { .. }), "{e}");
+        std::fs::write(&config, r#"{"num_local_experts": 8}"#).unwrap();
+        assert_eq!(dense_model(model.path()).unwrap(), Some(false));
+        std::fs::remove_file(&config).unwrap();
+        assert_eq!(dense_model(model.path()).unwrap(), None);
     }
 }

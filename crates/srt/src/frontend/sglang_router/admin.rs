@@ -9,7 +9,7 @@
 //! - `GET /workers`: `{"workers": [{"id": ..., "url": ...}, ...]}`.
 //! - `GET /liveness`: 200 once bound.
 
-use crate::frontend::Admin;
+use crate::frontend::{Admin, AdminError};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use std::time::{Duration, Instant};
@@ -23,16 +23,22 @@ const JOB_TIMEOUT: Duration = Duration::from_secs(60);
 const JOB_POLL: Duration = Duration::from_millis(10);
 
 /// `GET /workers` as (id, url) pairs.
-async fn workers(http: &reqwest::Client, router: &str) -> Result<Vec<(String, String)>, String> {
+async fn workers(
+    http: &reqwest::Client,
+    router: &str,
+) -> Result<Vec<(String, String)>, AdminError> {
     let r = http
         .get(format!("{router}/workers"))
         .send()
         .await
-        .map_err(|e| format!("GET {router}/workers: {e}"))?;
+        .map_err(|e| AdminError::transport("GET /workers", router, &e))?;
     let status = r.status();
-    let body = r.text().await.unwrap_or_default();
+    let body = r
+        .text()
+        .await
+        .map_err(|e| AdminError::transport("GET /workers", router, &e))?;
     if !status.is_success() {
-        return Err(format!("GET {router}/workers: {status} {}", body.trim()));
+        return Err(format!("GET {router}/workers: {status} {}", body.trim()).into());
     }
     let v: serde_json::Value = serde_json::from_str(&body)
         .map_err(|e| format!("GET {router}/workers: {e}: {}", body.trim()))?;
@@ -56,24 +62,25 @@ async fn wait_job(
     id: &str,
     what: &str,
     done: impl Fn(u16, &serde_json::Value) -> Option<Result<(), String>>,
-) -> Result<(), String> {
+) -> Result<(), AdminError> {
     let start = Instant::now();
     loop {
         let r = http
             .get(format!("{router}/workers/{id}"))
             .send()
             .await
-            .map_err(|e| format!("GET {router}/workers/{id}: {e}"))?;
+            .map_err(|e| AdminError::transport("GET /workers/<id>", router, &e))?;
         let status = r.status().as_u16();
         let v: serde_json::Value = r.json().await.unwrap_or_default();
         if let Some(result) = done(status, &v) {
-            return result;
+            return result.map_err(AdminError::Answer);
         }
         if start.elapsed() > JOB_TIMEOUT {
             return Err(format!(
                 "{router} did not finish {what} within {}s: {v}",
                 JOB_TIMEOUT.as_secs()
-            ));
+            )
+            .into());
         }
         tokio::time::sleep(JOB_POLL).await;
     }
@@ -84,7 +91,7 @@ impl Admin for SglangRouterAdmin {
         &'a self,
         http: &'a reqwest::Client,
         router: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<String>, String>> {
+    ) -> BoxFuture<'a, Result<Vec<String>, AdminError>> {
         async move {
             let mut urls: Vec<String> = workers(http, router)
                 .await?
@@ -103,18 +110,18 @@ impl Admin for SglangRouterAdmin {
         http: &'a reqwest::Client,
         router: &'a str,
         worker: &'a str,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'a, Result<(), AdminError>> {
         async move {
             let r = http
                 .post(format!("{router}/workers"))
                 .json(&serde_json::json!({ "url": worker }))
                 .send()
                 .await
-                .map_err(|e| format!("POST {router}/workers: {e}"))?;
+                .map_err(|e| AdminError::transport("POST /workers", router, &e))?;
             let status = r.status();
             let v: serde_json::Value = r.json().await.unwrap_or_default();
             let Some(id) = v["worker_id"].as_str().filter(|_| status.is_success()) else {
-                return Err(format!("{router} refused to add {worker}: {status} {v}"));
+                return Err(format!("{router} refused to add {worker}: {status} {v}").into());
             };
             wait_job(http, router, id, "adding a worker", |status, v| {
                 match v["job_status"]["status"].as_str() {
@@ -141,7 +148,7 @@ impl Admin for SglangRouterAdmin {
         http: &'a reqwest::Client,
         router: &'a str,
         worker: &'a str,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'a, Result<(), AdminError>> {
         async move {
             let ids: Vec<String> = workers(http, router)
                 .await?
@@ -154,14 +161,15 @@ impl Admin for SglangRouterAdmin {
                     .delete(format!("{router}/workers/{id}"))
                     .send()
                     .await
-                    .map_err(|e| format!("DELETE {router}/workers/{id}: {e}"))?;
+                    .map_err(|e| AdminError::transport("DELETE /workers/<id>", router, &e))?;
                 if !r.status().is_success() {
                     let status = r.status();
                     let body = r.text().await.unwrap_or_default();
                     return Err(format!(
                         "{router} refused to remove {worker}: {status} {}",
                         body.trim()
-                    ));
+                    )
+                    .into());
                 }
                 wait_job(http, router, &id, "removing a worker", |status, _| {
                     (status == 404).then_some(Ok(()))

@@ -13,7 +13,7 @@
 //! add_prefill_server or add_decode_server methods`) and `remove_worker` works: srt
 //! takes a worker out before stopping it, and restarts the Router to put one in.
 
-use crate::frontend::Admin;
+use crate::frontend::{Admin, AdminError};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
@@ -28,11 +28,20 @@ fn base_url(url: &str) -> &str {
     }
 }
 
-/// The status and body of a response, or the transport error.
-async fn answer(r: reqwest::Result<reqwest::Response>) -> Result<(u16, String), String> {
-    let r = r.map_err(|e| e.to_string())?;
+/// The status and body of the response to `operation` at `router`, or why none came
+/// (a body cut short by the client's timeout counts as none).
+async fn answer(
+    operation: &str,
+    router: &str,
+    r: reqwest::Result<reqwest::Response>,
+) -> Result<(u16, String), AdminError> {
+    let r = r.map_err(|e| AdminError::transport(operation, router, &e))?;
     let status = r.status().as_u16();
-    Ok((status, r.text().await.unwrap_or_default()))
+    let body = r
+        .text()
+        .await
+        .map_err(|e| AdminError::transport(operation, router, &e))?;
+    Ok((status, body))
 }
 
 impl Admin for VllmRouterAdmin {
@@ -40,11 +49,12 @@ impl Admin for VllmRouterAdmin {
         &'a self,
         http: &'a reqwest::Client,
         router: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<String>, String>> {
+    ) -> BoxFuture<'a, Result<Vec<String>, AdminError>> {
         async move {
-            let (status, body) = answer(http.get(format!("{router}/workers")).send().await).await?;
+            let sent = http.get(format!("{router}/workers")).send().await;
+            let (status, body) = answer("GET /workers", router, sent).await?;
             if status != 200 {
-                return Err(format!("GET {router}/workers: {status} {}", body.trim()));
+                return Err(format!("GET {router}/workers: {status} {}", body.trim()).into());
             }
             // Only each worker's `url` is read (a Router of every worker lists thousands,
             // each with its whole configuration), borrowed from the body.
@@ -78,20 +88,21 @@ impl Admin for VllmRouterAdmin {
         http: &'a reqwest::Client,
         router: &'a str,
         worker: &'a str,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'a, Result<(), AdminError>> {
         async move {
             let r = http
                 .post(format!("{router}/add_worker"))
                 .query(&[("url", worker)])
                 .send()
                 .await;
-            match answer(r).await? {
+            match answer("POST /add_worker", router, r).await? {
                 (200, _) => Ok(()),
                 (_, body) if body.contains("already exists") => Ok(()),
                 (status, body) => Err(format!(
                     "{router} refused to add {worker}: {status} {}",
                     body.trim()
-                )),
+                )
+                .into()),
             }
         }
         .boxed()
@@ -102,19 +113,20 @@ impl Admin for VllmRouterAdmin {
         http: &'a reqwest::Client,
         router: &'a str,
         worker: &'a str,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'a, Result<(), AdminError>> {
         async move {
             let r = http
                 .post(format!("{router}/remove_worker"))
                 .query(&[("url", worker)])
                 .send()
                 .await;
-            match answer(r).await? {
+            match answer("POST /remove_worker", router, r).await? {
                 (200, _) => Ok(()),
                 (status, body) => Err(format!(
                     "{router} refused to remove {worker}: {status} {}",
                     body.trim()
-                )),
+                )
+                .into()),
             }
         }
         .boxed()
@@ -133,7 +145,39 @@ impl Admin for VllmRouterAdmin {
 
 #[cfg(test)]
 mod tests {
-    use super::base_url;
+    use super::*;
+
+    /// A Router that takes the connection and never answers (SIGSTOPped, hung): the
+    /// error says it timed out, at which Router, for which call.
+    #[tokio::test]
+    async fn a_router_that_never_answers_times_out_by_name() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let router = format!("http://{}", listener.local_addr().unwrap());
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_millis(300))
+            .no_proxy()
+            .build()
+            .unwrap();
+        let e = VllmRouterAdmin
+            .add(&http, &router, "http://127.0.0.1:6100")
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, AdminError::Transport { operation, router: at, timed_out: true, .. }
+                if operation == "POST /add_worker" && at == &router),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!("the Router at {router} did not answer `POST /add_worker` in time (timed out)")
+        );
+        drop(listener);
+        let e = VllmRouterAdmin.list(&http, &router).await.unwrap_err();
+        assert!(
+            matches!(&e, AdminError::Transport { timed_out: false, operation, .. } if operation == "GET /workers"),
+            "{e:?}"
+        );
+    }
 
     #[test]
     fn data_parallel_ranks_fold_to_the_base_url() {
