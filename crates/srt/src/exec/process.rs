@@ -672,7 +672,7 @@ pub const EXCERPT_LINE_BYTES: usize = 2048;
 /// 100 MB line once made apply print 104 MB). A line cut is marked `[... cut]`; a line
 /// whose start lies before that window is marked `[...]` at its start.
 pub fn tail_excerpt(path: &Path, lines: usize) -> io::Result<String> {
-    let mut file = File::open(path)?;
+    let mut file = files::open_read(path)?;
     let len = file.metadata()?.len();
     let window = (lines as u64).saturating_mul(EXCERPT_LINE_BYTES as u64);
     let start = len.saturating_sub(window);
