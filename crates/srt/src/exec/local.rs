@@ -472,7 +472,8 @@ mod tests {
         spec.lease = Some(lease_path(dir, "p"));
         let id = process::spawn_detached(&spec).unwrap();
         std::fs::remove_dir_all(dir.join(LEASES)).unwrap();
-        let fds = |pid: u32| std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count());
+        let fds =
+            |pid: u32| std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count);
         let started = std::time::Instant::now();
         while fds(id.pid) > 3 && started.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(20));
