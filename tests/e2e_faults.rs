@@ -181,9 +181,7 @@ rollout:
     let path = env.recipe("roll.yaml", &text(1500));
     let mut child = env.spawn(&["apply", "-f", &path, "--simulate", "--auto-approve"]);
     e2e_support::wait_for("the first replacement to start", || {
-        srt::exec::process::processes_with_env_marker("SRT_RESOURCE", first)
-            .iter()
-            .any(|&p| p != old)
+        env.processes_of(name, first).iter().any(|&p| p != old)
     });
     e2e_support::signal(router, Signal::SIGSTOP);
     let started = Instant::now();

@@ -6,7 +6,7 @@
 
 mod e2e_support;
 
-use e2e_support::{live_processes, repo, serial, sigkill, Env};
+use e2e_support::{repo, serial, sigkill, Env};
 use std::time::Duration;
 
 fn example(name: &str) -> String {
@@ -80,7 +80,7 @@ fn destroy(env: &Env, deployment: &str) {
     assert!(out.contains("Destroy complete"), "{out}");
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(
-        live_processes(deployment),
+        env.processes(deployment),
         Vec::<u32>::new(),
         "processes of {deployment} left behind"
     );

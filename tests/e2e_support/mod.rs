@@ -370,8 +370,29 @@ impl Env {
             "{out}"
         );
         wait_for("every process of the deployment to exit", || {
-            live_processes(deployment).is_empty()
+            self.processes(deployment).is_empty()
         });
+    }
+
+    /// Live processes of this scenario's deployment: those carrying its directory's
+    /// marker, so that a scenario running beside it with a deployment of the same name
+    /// (each in its own network namespace) is not counted.
+    pub(crate) fn processes(&self, deployment: &str) -> Vec<u32> {
+        let dir = self.deployment_dir(deployment).display().to_string();
+        srt::exec::process::processes_with_env_marker(srt::exec::local::DIR_MARKER, &dir)
+            .into_iter()
+            .filter(|&pid| alive(pid))
+            .collect()
+    }
+
+    /// The live processes of this scenario's `address` in `deployment`.
+    pub(crate) fn processes_of(&self, deployment: &str, address: &str) -> Vec<u32> {
+        self.processes(deployment)
+            .into_iter()
+            .filter(|&pid| {
+                srt::exec::process::has_env_marker(pid, srt::exec::local::RESOURCE_MARKER, address)
+            })
+            .collect()
     }
 }
 
