@@ -6,12 +6,13 @@
 //! model, never on each other or on this module.
 
 use crate::bench;
-use crate::engine::{self, ConnectorChoice, Engine, WorkerFeature};
+use crate::engine::{self, Engine};
 use crate::frontend::{self, Frontend, Layout};
 use crate::launch::{
     node_ip, node_name, BuildContext, DiscoveryTarget, Gate, HostLayout, LaunchPlan, LaunchProcess,
     NodeSlot, Probe, RolloutPlan, FORMAT_VERSION,
 };
+use crate::launch::{ConnectorChoice, WorkerFeature};
 use crate::ports::{PortBlock, DISCOVERY, PUBLIC};
 use crate::recipe::diag::{did_you_mean, Problem};
 use crate::recipe::{Nodes, Recipe, RoleKind};

@@ -10,40 +10,10 @@
 mod vllm;
 
 use crate::catalog::Catalog;
-use crate::launch::{BuildContext, LaunchProcess};
+use crate::launch::{BuildContext, ConnectorChoice, LaunchProcess, WorkerFeature};
 use crate::recipe::diag::Problem;
-use crate::recipe::{ArgValue, Recipe, Role, RoleKind};
+use crate::recipe::{ArgValue, Recipe, Role};
 use crate::topology::Endpoint;
-use miette::SourceSpan;
-
-/// A role's KV connector as the rest of srt sees it: a name, and whether its workers
-/// register themselves with the frontend (discovery) instead of being listed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConnectorChoice {
-    /// The role.
-    pub role: RoleKind,
-    /// Connector name (`nixl`, `moriio`, `none`).
-    pub name: &'static str,
-    /// Workers register with the frontend over its discovery listener.
-    pub discovery: bool,
-    /// Where it was chosen (the role's override or `engine.connector`).
-    pub span: SourceSpan,
-}
-
-/// Something a frontend needs every worker of a role to serve besides completions (see
-/// [`crate::frontend::Frontend::worker_features`]); the engine turns it into its own
-/// flags ([`Engine::feature_flags`]), so a frontend never writes an engine flag.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum WorkerFeature {
-    /// Render a request's prompt without running it (`POST /v1/completions/render`,
-    /// `/v1/chat/completions/render`): the token ids a Router routes on.
-    PromptRender,
-    /// Report the worker's load where the frontend polls it (`GET /get_load`).
-    LoadReport,
-    /// Describe the worker's KV cache (`GET /get_server_info`: block size and cache
-    /// identity) for a frontend that indexes the workers' KV-cache events.
-    KvCacheInfo,
-}
 
 /// An inference engine.
 pub trait Engine: Sync {

@@ -12,8 +12,8 @@ mod sglang_router;
 mod vllm_router;
 
 use crate::catalog::Catalog;
-use crate::engine::{ConnectorChoice, WorkerFeature};
 use crate::launch::{BuildContext, Gate, LaunchProcess, Membership};
+use crate::launch::{ConnectorChoice, WorkerFeature};
 use crate::ports::{PortBlock, FRONTEND_INTERNAL, PUBLIC, ROUTER_METRICS};
 use crate::recipe::diag::Problem;
 use crate::recipe::{Placement, Recipe, RoleKind};

@@ -16,6 +16,7 @@ pub use context::BuildContext;
 
 use crate::ports::PortBlock;
 use crate::recipe::RoleKind;
+use miette::SourceSpan;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -317,6 +318,38 @@ impl ProcessKind {
             ProcessKind::Nginx => "nginx",
         }
     }
+}
+
+// What engines and frontends tell each other about a role's workers goes through these
+// two types, owned here so that neither imports the other.
+
+/// A role's KV connector as the rest of srt sees it: a name, and whether its workers
+/// register themselves with the frontend (discovery) instead of being listed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnectorChoice {
+    /// The role.
+    pub role: RoleKind,
+    /// Connector name (`nixl`, `moriio`, `none`).
+    pub name: &'static str,
+    /// Workers register with the frontend over its discovery listener.
+    pub discovery: bool,
+    /// Where it was chosen (the role's override or `engine.connector`).
+    pub span: SourceSpan,
+}
+
+/// Something a frontend needs every worker of a role to serve besides completions (see
+/// `Frontend::worker_features`); the engine turns it into its own
+/// flags (`Engine::feature_flags`), so a frontend never writes an engine flag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum WorkerFeature {
+    /// Render a request's prompt without running it (`POST /v1/completions/render`,
+    /// `/v1/chat/completions/render`): the token ids a Router routes on.
+    PromptRender,
+    /// Report the worker's load where the frontend polls it (`GET /get_load`).
+    LoadReport,
+    /// Describe the worker's KV cache (`GET /get_server_info`: block size and cache
+    /// identity) for a frontend that indexes the workers' KV-cache events.
+    KvCacheInfo,
 }
 
 /// Worker-specific facts.

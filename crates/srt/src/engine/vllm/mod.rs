@@ -7,9 +7,10 @@ mod process;
 mod shape;
 mod validate;
 
-use super::{ConnectorChoice, Engine, WorkerFeature};
+use super::Engine;
 use crate::catalog::Catalog;
 use crate::launch::{BuildContext, LaunchProcess};
+use crate::launch::{ConnectorChoice, WorkerFeature};
 use crate::recipe::diag::Problem;
 use crate::recipe::{ArgValue, Recipe, Role};
 use crate::topology::Endpoint;

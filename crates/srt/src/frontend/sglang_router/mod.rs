@@ -16,7 +16,7 @@ mod admin;
 
 use super::{nginx, Frontend, FrontendParts, Layout};
 use crate::catalog::Catalog;
-use crate::engine::ConnectorChoice;
+use crate::launch::ConnectorChoice;
 use crate::launch::{
     membership_address, Argv, BuildContext, Count, Gate, LaunchProcess, Member, Membership,
     MembershipMode, Probe, ProcessKind,

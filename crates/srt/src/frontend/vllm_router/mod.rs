@@ -19,11 +19,11 @@ mod admin;
 
 use super::{nginx, FeatureNeed, Frontend, FrontendParts, Layout, RouterSlot};
 use crate::catalog::Catalog;
-use crate::engine::{ConnectorChoice, WorkerFeature};
 use crate::launch::{
     membership_address, Argv, BuildContext, Count, Gate, LaunchProcess, Member, Membership,
     MembershipMode, Probe, ProcessKind, WorkerInfo,
 };
+use crate::launch::{ConnectorChoice, WorkerFeature};
 use crate::ports::{PortBlock, DISCOVERY, DISCOVERY_PORT};
 use crate::recipe::diag::Problem;
 use crate::recipe::{ArgValue, Recipe, RoleKind};
