@@ -4,7 +4,8 @@
 #
 # Usage: scripts/flag-catalogs.sh [--check] [PROGRAM...]
 #
-#   PROGRAM is vllm, vllm-router or sglang-router (default: all three).
+#   PROGRAM is vllm, vllm-router, sglang-router, dynamo-frontend,
+#   dynamo-mocker or dynamo-vllm (default: all of them).
 #   Each runs with the interpreter of that program's venv under
 #   ${SRT_TOOLS_DIR:-<repo>/.tools}:
 #     vllm           vllm-venv           (scripts/install-vllm.sh)
@@ -13,6 +14,12 @@
 #                    -> crates/srt/src/frontend/vllm_router/catalog/vllm-router-<version>.json
 #     sglang-router  sglang-router-venv  (scripts/install-sglang-router.sh)
 #                    -> crates/srt/src/frontend/sglang_router/catalog/sglang-router-<version>.json
+#     dynamo-frontend, dynamo-mocker, dynamo-vllm
+#                    dynamo-venv         (scripts/install-dynamo.sh)
+#                    -> crates/srt/src/frontend/dynamo/catalog/<program>-<version>.json
+#                    (`python3 -m dynamo.frontend`, `python3 -m dynamo.mocker`
+#                    and the Dynamo-own options of `python3 -m dynamo.vllm`;
+#                    <version> is ai-dynamo's; see scripts/real_parsers.py)
 #   <version> is the installed release, so a catalog records the program that
 #   produced it. Spot checks (abbreviations, underscores, a few key options)
 #   are printed on stderr. A program whose venv is missing is an error.
@@ -25,13 +32,15 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROOT="$(repo_root)"
 TOOLS="$(tools_dir)"
+ALL_PROGRAMS=(vllm vllm-router sglang-router dynamo-frontend dynamo-mocker dynamo-vllm)
 
 venv_of() {
     case "$1" in
     vllm) printf '%s\n' "$TOOLS/vllm-venv" ;;
     vllm-router) printf '%s\n' "$TOOLS/router-venv" ;;
     sglang-router) printf '%s\n' "$TOOLS/sglang-router-venv" ;;
-    *) die "unknown program '$1' (want: vllm vllm-router sglang-router)" ;;
+    dynamo-frontend | dynamo-mocker | dynamo-vllm) printf '%s\n' "$TOOLS/dynamo-venv" ;;
+    *) die "unknown program '$1' (want: ${ALL_PROGRAMS[*]})" ;;
     esac
 }
 
@@ -40,6 +49,7 @@ out_dir_of() {
     vllm) printf '%s\n' "$ROOT/crates/srt/src/engine/vllm/catalog" ;;
     vllm-router) printf '%s\n' "$ROOT/crates/srt/src/frontend/vllm_router/catalog" ;;
     sglang-router) printf '%s\n' "$ROOT/crates/srt/src/frontend/sglang_router/catalog" ;;
+    dynamo-*) printf '%s\n' "$ROOT/crates/srt/src/frontend/dynamo/catalog" ;;
     esac
 }
 
@@ -55,7 +65,7 @@ main() {
         *) programs+=("$program") ;;
         esac
     done
-    ((${#programs[@]})) || programs=(vllm vllm-router sglang-router)
+    ((${#programs[@]})) || programs=("${ALL_PROGRAMS[@]}")
 
     local failed=0 venv tmp version out start
     for program in "${programs[@]}"; do
