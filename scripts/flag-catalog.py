@@ -4,6 +4,7 @@ as a JSON catalog on stdout; spot checks go to stderr.
 
 Usage: <venv>/bin/python scripts/flag-catalog.py PROGRAM
        PROGRAM: vllm | vllm-router | sglang-router
+                | dynamo-frontend | dynamo-mocker | dynamo-vllm
 
 Run it with the interpreter of the venv that holds PROGRAM;
 scripts/flag-catalogs.sh does that for every program and writes the files
@@ -44,6 +45,21 @@ gives the same bytes):
                  --log-config-file that way and passes deprecated=True for no
                  serve option)
   env (vllm only)                  sorted names in vllm.envs.environment_variables
+  Dynamo programs only:
+    env          sorted names of the environment variables that give an
+                 option its default (the options' env_var); the Rust runtime
+                 reads more (ETCD_ENDPOINTS, NATS_SERVER, DYN_*) that no
+                 option names
+    per option:
+    env_var      the variable Dynamo's add_argument() reads the option's
+                 default from (its help ends "env var: NAME | default: ..."),
+                 or null
+    parser       "dynamo", or for dynamo-vllm "worker-router": the second
+                 parser, which sees only the words the first left, and
+                 which accepts unique prefixes (allow_abbrev is the first
+                 parser's); see real_parsers.py
+  Dynamo marks a deprecated option by wrapping its action in a subclass
+  named DeprecatedAction; `action` is then that subclass's argparse base.
 """
 
 import argparse
@@ -73,7 +89,10 @@ _NO_VALUE = {"store_true", "store_false", "store_const", "append_const", "count"
 
 
 def action_name(action):
-    return _ACTIONS.get(type(action)) or "other:" + type(action).__name__
+    cls = type(action)
+    if cls.__name__ == "DeprecatedAction":  # Dynamo's wrapper (configuration/utils.py)
+        cls = cls.__mro__[1]
+    return _ACTIONS.get(cls) or "other:" + cls.__name__
 
 
 def _closure_value(fn, name):
@@ -114,7 +133,7 @@ def type_name(t):
 
 
 def is_deprecated(parser, action):
-    if getattr(action, "deprecated", False):
+    if getattr(action, "deprecated", False) or type(action).__name__ == "DeprecatedAction":
         return True
     if action in getattr(parser, "_deprecated", ()):
         return True
@@ -124,8 +143,14 @@ def is_deprecated(parser, action):
 
 # Options whose programs build `choices` from an unordered collection, so the
 # parser's order changes from run to run: sglang-router takes its tool-call
-# parsers from a Rust hash map (get_available_tool_call_parsers). Sorted.
-UNORDERED_CHOICES = {("sglang-router", "tool_call_parser")}
+# parsers from a Rust hash map (get_available_tool_call_parsers), and Dynamo's
+# workers take theirs from the Rust runtime's get_tool_parser_names() and
+# get_reasoning_parser_names() (also hash maps). Sorted.
+UNORDERED_CHOICES = {
+    ("sglang-router", "tool_call_parser"),
+    ("dynamo-vllm", "dyn_tool_call_parser"),
+    ("dynamo-vllm", "dyn_reasoning_parser"),
+}
 
 
 def choices_of(program, action):
@@ -137,9 +162,12 @@ def choices_of(program, action):
     return values
 
 
-def option_entry(program, parser, action):
+_ENV_VAR = re.compile(r"env var: ([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def option_entry(program, parser, action, role=None):
     kind = action_name(action)
-    return {
+    entry = {
         "flags": list(action.option_strings),
         "dest": action.dest,
         "action": kind,
@@ -150,6 +178,11 @@ def option_entry(program, parser, action):
         "deprecated": is_deprecated(parser, action),
         "required": bool(action.required),
     }
+    if program in real_parsers.DYNAMO_PROGRAMS:
+        m = _ENV_VAR.search(action.help or "")
+        entry["env_var"] = m.group(1) if m else None
+        entry["parser"] = role
+    return entry
 
 
 def _parses(program, argv):
@@ -193,14 +226,22 @@ def probe_underscore(program, options):
 
 
 def catalog(program):
-    parser = real_parsers.options_parser(program, with_help=True)
+    if program in real_parsers.DYNAMO_PROGRAMS:
+        parsers = real_parsers.dynamo_parsers(program)
+    else:
+        parsers = [(None, real_parsers.options_parser(program, with_help=True))]
+    parser = parsers[0][1]
     options, positionals = [], []
-    for action in parser._actions:
-        if not action.option_strings:
-            positionals.append({"dest": action.dest, "nargs": action.nargs})
-        elif not isinstance(action, argparse._HelpAction):
-            options.append(option_entry(program, parser, action))
+    for role, p in parsers:
+        for action in p._actions:
+            if not action.option_strings:
+                positionals.append({"dest": action.dest, "nargs": action.nargs})
+            elif not isinstance(action, argparse._HelpAction):
+                options.append(option_entry(program, p, action, role))
     options.sort(key=lambda o: o["flags"][0])
+    flags = [f for o in options for f in o["flags"]]
+    if len(flags) != len(set(flags)):
+        raise RuntimeError(f"{program}: an option string is defined twice")
 
     abbrev, abbrev_probe = probe_abbrev(program, options)
     if abbrev != parser.allow_abbrev:
@@ -209,7 +250,7 @@ def catalog(program):
         )
     underscore, underscore_probe = probe_underscore(program, options)
     out = {
-        "program": real_parsers.COMMANDS[program][0],
+        "program": program,
         "version": real_parsers.program_version(program),
         "command": real_parsers.COMMANDS[program],
         "allow_abbrev": parser.allow_abbrev,
@@ -221,6 +262,8 @@ def catalog(program):
         import vllm.envs
 
         out["env"] = sorted(vllm.envs.environment_variables)
+    if program in real_parsers.DYNAMO_PROGRAMS:
+        out["env"] = sorted({o["env_var"] for o in options if o["env_var"]})
     probes = {"abbrev": (abbrev_probe, abbrev), "underscore": (underscore_probe, underscore)}
     return out, probes
 
@@ -249,11 +292,12 @@ def spot_checks(program, cat, probes):
         f"{cat['underscore_equivalent']} (parsing {probes['underscore'][0]} -> {probes['underscore'][1]})",
     )
     show("deprecated", [o["flags"][0] for o in cat["options"] if o["deprecated"]])
-    try:
-        port = real_parsers.parse(program, _base_argv(program) + ["--por", "1"], validate=False).port
-        show("'--por 1'", f"accepted as --port {port}")
-    except real_parsers.ParseError as e:
-        show("'--por 1'", f"rejected ({e})")
+    if program not in real_parsers.DYNAMO_PROGRAMS:
+        try:
+            port = real_parsers.parse(program, _base_argv(program) + ["--por", "1"], validate=False).port
+            show("'--por 1'", f"accepted as --port {port}")
+        except real_parsers.ParseError as e:
+            show("'--por 1'", f"rejected ({e})")
     if program == "vllm":
         show("--enforce-eager", opt("--enforce-eager", "flags", "action", "takes_value"))
         show("--kv-transfer-config", opt("--kv-transfer-config", "action", "type"))
@@ -264,11 +308,21 @@ def spot_checks(program, cat, probes):
         show("json-typed", [o["flags"][0] for o in cat["options"] if o["type"] == "json"])
         show("env count", len(cat["env"]))
         show("VLLM_PORT in env", "VLLM_PORT" in cat["env"])
+    elif program in real_parsers.DYNAMO_PROGRAMS:
+        show("env", cat["env"])
+        show("by parser", {r: sum(o["parser"] == r for o in cat["options"]) for r in ("dynamo", "worker-router")})
+        for flag in ("--namespace", "--discovery-backend", "--request-plane", "--event-plane",
+                     "--router-mode", "--disaggregation-mode", "--migration-limit", "--http-port",
+                     "--bootstrap-ports", "--endpoint"):
+            if flag in by_flag:
+                show(flag, opt(flag, "action", "type", "choices", "env_var"))
+        show("'--bogus-flag 1'", parse_result(["--bogus-flag", "1"]))
     else:
         show("--policy", opt("--policy", "choices"))
         show("--prefill", opt("--prefill", "action", "nargs"))
-    show("'--port=18000'", parse_result(["--port=18000"]))
-    show("'--port 18000'", parse_result(["--port", "18000"]))
+    if program not in real_parsers.DYNAMO_PROGRAMS:
+        show("'--port=18000'", parse_result(["--port=18000"]))
+        show("'--port 18000'", parse_result(["--port", "18000"]))
 
 
 def main(argv):

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Writes the flag catalogs of the pinned real programs, read from each
-# program's own argparse parser by scripts/flag-catalog.py.
+# program's own argparse parser by scripts/flag-catalog.py, or, for the Go
+# programs etcd and nats-server, probed from the program by
+# scripts/go-flag-catalog.py.
 #
 # Usage: scripts/flag-catalogs.sh [--check] [PROGRAM...]
 #
-#   PROGRAM is vllm, vllm-router or sglang-router (default: all three).
+#   PROGRAM is vllm, vllm-router, sglang-router, dynamo-frontend,
+#   dynamo-mocker, dynamo-vllm, etcd or nats-server (default: all of them).
 #   Each runs with the interpreter of that program's venv under
 #   ${SRT_TOOLS_DIR:-<repo>/.tools}:
 #     vllm           vllm-venv           (scripts/install-vllm.sh)
@@ -13,6 +16,16 @@
 #                    -> crates/srt/src/frontend/vllm_router/catalog/vllm-router-<version>.json
 #     sglang-router  sglang-router-venv  (scripts/install-sglang-router.sh)
 #                    -> crates/srt/src/frontend/sglang_router/catalog/sglang-router-<version>.json
+#     dynamo-frontend, dynamo-mocker, dynamo-vllm
+#                    dynamo-venv         (scripts/install-dynamo.sh)
+#                    -> crates/srt/src/frontend/dynamo/catalog/<program>-<version>.json
+#                    (`python3 -m dynamo.frontend`, `python3 -m dynamo.mocker`
+#                    and the Dynamo-own options of `python3 -m dynamo.vllm`;
+#                    <version> is ai-dynamo's; see scripts/real_parsers.py)
+#     etcd, nats-server  Debian's etcd-server and nats-server
+#                    (scripts/install-deps.sh etcd nats), run with the
+#                    system python3 -> crates/srt/src/frontend/dynamo/catalog/
+#                    <program>-<version>.json ("syntax": "go-flag")
 #   <version> is the installed release, so a catalog records the program that
 #   produced it. Spot checks (abbreviations, underscores, a few key options)
 #   are printed on stderr. A program whose venv is missing is an error.
@@ -25,13 +38,15 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROOT="$(repo_root)"
 TOOLS="$(tools_dir)"
+ALL_PROGRAMS=(vllm vllm-router sglang-router dynamo-frontend dynamo-mocker dynamo-vllm etcd nats-server)
 
 venv_of() {
     case "$1" in
     vllm) printf '%s\n' "$TOOLS/vllm-venv" ;;
     vllm-router) printf '%s\n' "$TOOLS/router-venv" ;;
     sglang-router) printf '%s\n' "$TOOLS/sglang-router-venv" ;;
-    *) die "unknown program '$1' (want: vllm vllm-router sglang-router)" ;;
+    dynamo-frontend | dynamo-mocker | dynamo-vllm) printf '%s\n' "$TOOLS/dynamo-venv" ;;
+    *) die "unknown program '$1' (want: ${ALL_PROGRAMS[*]})" ;;
     esac
 }
 
@@ -40,6 +55,7 @@ out_dir_of() {
     vllm) printf '%s\n' "$ROOT/crates/srt/src/engine/vllm/catalog" ;;
     vllm-router) printf '%s\n' "$ROOT/crates/srt/src/frontend/vllm_router/catalog" ;;
     sglang-router) printf '%s\n' "$ROOT/crates/srt/src/frontend/sglang_router/catalog" ;;
+    dynamo-* | etcd | nats-server) printf '%s\n' "$ROOT/crates/srt/src/frontend/dynamo/catalog" ;;
     esac
 }
 
@@ -55,20 +71,28 @@ main() {
         *) programs+=("$program") ;;
         esac
     done
-    ((${#programs[@]})) || programs=(vllm vllm-router sglang-router)
+    ((${#programs[@]})) || programs=("${ALL_PROGRAMS[@]}")
 
-    local failed=0 venv tmp version out start
+    local failed=0 venv py script tmp version out start
     for program in "${programs[@]}"; do
         start="$(now)"
-        venv="$(venv_of "$program")"
-        [[ -x "$venv/bin/python" ]] || die "$program: no venv at $venv (run its install script)"
         tmp="$(mktemp)"
-        # -B: no __pycache__ in the work tree.
-        if ! "$venv/bin/python" -B "$ROOT/scripts/flag-catalog.py" "$program" >"$tmp"; then
-            rm -f "$tmp"
-            die "$program: flag-catalog.py failed"
+        if [[ "$program" == etcd || "$program" == nats-server ]]; then
+            have "$program" || die "$program: not installed (run scripts/install-deps.sh ${program%-server})"
+            py=python3
+            script=go-flag-catalog.py
+        else
+            venv="$(venv_of "$program")"
+            [[ -x "$venv/bin/python" ]] || die "$program: no venv at $venv (run its install script)"
+            py="$venv/bin/python"
+            script=flag-catalog.py
         fi
-        version="$("$venv/bin/python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["version"])' "$tmp")"
+        # -B: no __pycache__ in the work tree.
+        if ! "$py" -B "$ROOT/scripts/$script" "$program" >"$tmp"; then
+            rm -f "$tmp"
+            die "$program: $script failed"
+        fi
+        version="$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["version"])' "$tmp")"
         out="$(out_dir_of "$program")/$program-$version.json"
         if [[ -n "$check" ]]; then
             if cmp -s "$tmp" "$out"; then

