@@ -9,10 +9,34 @@
 //! (`--api-ke` is `--api-key`), so every other check (managed flags, secrets) applies
 //! to the flag a key really becomes. The same parser reads every rendered command back
 //! in the test suite.
+//!
+//! A program that does not use argparse names its rules in its catalog (`syntax`,
+//! [`Syntax`]): Go's `flag` package (etcd, nats-server, dumped by
+//! `scripts/go-flag-catalog.py`) is read by `go_flag.rs`. Resolving a name, reading an
+//! argv and rendering a flag each ask the catalog's syntax.
 
 use crate::recipe::diag::{did_you_mean, Problem};
 use crate::recipe::{looks_like_option, ArgValue, Args};
 use serde::Deserialize;
+
+mod go_flag;
+
+/// The rules a program reads its command line by, named by its catalog's `syntax`
+/// field (absent: argparse). Every question srt asks of a catalog (which option a name
+/// is, what an argv holds, how a flag and its value are written) is answered by the
+/// catalog's syntax, never by its program's name.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Syntax {
+    /// Python's argparse: `--name value` or `--name=value`, unique prefixes of long
+    /// options (where the parser allows them), `nargs`, `--no-` forms.
+    #[default]
+    Argparse,
+    /// Go's `flag` package (`go_flag.rs`): `-name` and `--name` are one flag, a value
+    /// is the next word or follows `=`, a bool takes a value only after `=`, exact
+    /// names only, parsing stops at the first word that is not a flag.
+    GoFlag,
+}
 
 /// Who sets `flag`, in a table of the flags an engine or frontend derives (`(flag, who
 /// sets it)`), or `None` when a recipe may set it.
@@ -33,6 +57,9 @@ pub struct Catalog {
     pub allow_abbrev: bool,
     /// Whether `--foo_bar` is read as `--foo-bar` (vLLM's parser normalises).
     pub underscore_equivalent: bool,
+    /// The rules its command line is read by.
+    #[serde(default)]
+    pub syntax: Syntax,
     /// Positional arguments.
     #[serde(default)]
     pub positionals: Vec<Positional>,
@@ -159,20 +186,35 @@ impl Catalog {
     /// Resolve `--name` as the program's parser does: an exact option string, else (when
     /// the parser allows abbreviations) the one option string it is a prefix of.
     pub fn resolve(&self, name: &str) -> Resolution<'_> {
-        let typed = format!("--{}", self.normalise(name));
+        match self.syntax {
+            Syntax::Argparse => self.resolve_argparse(name),
+            Syntax::GoFlag => go_flag::resolve(self, name),
+        }
+    }
+
+    /// The option holding exactly the option string `flag` (with its dashes).
+    fn exact(&self, flag: &str) -> Option<(&OptionSpec, &str)> {
         let exact = self.exact.get_or_init(|| {
             let mut index = std::collections::HashMap::new();
             for (i, o) in self.options.iter().enumerate() {
                 for (j, f) in o.flags.iter().enumerate() {
-                    // The first option holding a string wins, as the scan below finds it.
+                    // The first option holding a string wins, as a scan finds it.
                     index.entry(f.clone()).or_insert((i, j));
                 }
             }
             index
         });
-        if let Some(&(i, j)) = exact.get(&typed) {
+        exact.get(flag).map(|&(i, j)| {
             let o = &self.options[i];
-            return Resolution::Exact(o, &o.flags[j]);
+            (o, o.flags[j].as_str())
+        })
+    }
+
+    /// [`Catalog::resolve`] by argparse's rules.
+    fn resolve_argparse(&self, name: &str) -> Resolution<'_> {
+        let typed = format!("--{}", self.normalise(name));
+        if let Some((o, f)) = self.exact(&typed) {
+            return Resolution::Exact(o, f);
         }
         let mut prefixed: Vec<(&OptionSpec, &str)> = Vec::new();
         for o in &self.options {
@@ -221,6 +263,14 @@ impl Catalog {
     /// program has. Returns the options seen (by their long name, in order) or the
     /// first problem, in argparse's words where it has them.
     pub fn parse_argv(&self, argv: &[String]) -> Result<Vec<String>, String> {
+        match self.syntax {
+            Syntax::Argparse => self.parse_argv_argparse(argv),
+            Syntax::GoFlag => go_flag::parse_argv(self, argv),
+        }
+    }
+
+    /// [`Catalog::parse_argv`] by argparse's rules.
+    fn parse_argv_argparse(&self, argv: &[String]) -> Result<Vec<String>, String> {
         let mut seen = Vec::new();
         let mut positionals: Vec<&str> = Vec::new();
         let mut i = 0;
@@ -313,6 +363,12 @@ impl Catalog {
                 spec.check_value(flag, v)?;
             }
         }
+        self.check_positionals(&positionals)?;
+        Ok(seen)
+    }
+
+    /// Refuse more positional arguments than the program has.
+    fn check_positionals(&self, positionals: &[&str]) -> Result<(), String> {
         let max = self
             .positionals
             .iter()
@@ -327,7 +383,7 @@ impl Catalog {
                 positionals[max..].join(" ")
             ));
         }
-        Ok(seen)
+        Ok(())
     }
 }
 
@@ -563,37 +619,60 @@ impl RenderMemo {
 /// the default), a list is one `--flag a b` for an option taking many values and a
 /// repeated flag for an appending one, a value starting with `-` is attached with `=`
 /// (a separate word starting with `-` reads as an option). Without a catalog, lists
-/// repeat the flag.
+/// repeat the flag. A Go-flag program gets every value attached (`--name=value`) and
+/// `false` as `--name=false` (`Syntax::push_value`, `Syntax::push_false`).
 pub fn render(catalog: Option<&Catalog>, flags: &[(String, ArgValue)]) -> Vec<String> {
+    let syntax = catalog.map_or(Syntax::Argparse, |c| c.syntax);
     let mut out = Vec::new();
     for (key, value) in flags {
         let spec = catalog.and_then(|c| match c.resolve(key) {
             Resolution::Exact(o, _) => Some(o),
             _ => None,
         });
-        push_flag(&mut out, key, value, spec);
+        push_flag(&mut out, syntax, key, value, spec);
     }
     out
 }
 
-fn push_flag(out: &mut Vec<String>, key: &str, value: &ArgValue, spec: Option<&OptionSpec>) {
-    let flag = format!("--{key}");
-    let token = |out: &mut Vec<String>, v: String| {
-        if v.starts_with('-') {
-            out.push(format!("{flag}={v}"));
-        } else {
-            out.push(flag.clone());
-            out.push(v);
+impl Syntax {
+    /// Append `flag` with one value, as the program reads it back: argparse takes the
+    /// value as the next word unless it starts with `-` (it would read as an option);
+    /// Go's `flag` package takes `--name=value` for every kind of flag, bools included.
+    fn push_value(self, out: &mut Vec<String>, flag: &str, v: String) {
+        match self {
+            Syntax::Argparse if !v.starts_with('-') => {
+                out.push(flag.to_string());
+                out.push(v);
+            }
+            _ => out.push(format!("{flag}={v}")),
         }
-    };
+    }
+
+    /// Append a switch set to `false`: argparse's `--no-` form when the option has one
+    /// (else nothing: the default); Go's `--name=false`.
+    fn push_false(self, out: &mut Vec<String>, key: &str, spec: Option<&OptionSpec>) {
+        match self {
+            Syntax::Argparse if spec.is_some_and(OptionSpec::negatable) => {
+                out.push(format!("--no-{key}"));
+            }
+            Syntax::Argparse => {}
+            Syntax::GoFlag => out.push(format!("--{key}=false")),
+        }
+    }
+}
+
+fn push_flag(
+    out: &mut Vec<String>,
+    syntax: Syntax,
+    key: &str,
+    value: &ArgValue,
+    spec: Option<&OptionSpec>,
+) {
+    let flag = format!("--{key}");
     match value {
         ArgValue::Null => {}
         ArgValue::Bool(true) => out.push(flag.clone()),
-        ArgValue::Bool(false) => {
-            if spec.is_some_and(OptionSpec::negatable) {
-                out.push(format!("--no-{key}"));
-            }
-        }
+        ArgValue::Bool(false) => syntax.push_false(out, key, spec),
         ArgValue::List(items) if spec.is_some_and(|s| matches!(s.arity(), Arity::Many { .. })) => {
             if items.is_empty() {
                 return;
@@ -605,10 +684,10 @@ fn push_flag(out: &mut Vec<String>, key: &str, value: &ArgValue, spec: Option<&O
         }
         ArgValue::List(items) => {
             for item in items {
-                push_flag(out, key, item, spec);
+                push_flag(out, syntax, key, item, spec);
             }
         }
-        scalar => token(out, scalar.render()),
+        scalar => syntax.push_value(out, &flag, scalar.render()),
     }
 }
 
@@ -715,6 +794,58 @@ mod tests {
             let c = Catalog::parse(text).unwrap();
             assert!(c.options.len() > 50, "{}", c.program);
         }
+    }
+
+    /// Every catalog file checked in under a `catalog/` folder of the crate loads and
+    /// says which rules its program reads a command line by: a `syntax` srt knows
+    /// (absent: argparse), or a getopt_long catalog of a C program (`long` and `short`
+    /// options, read by `crate::getopt`). A new program's catalog cannot be read by the
+    /// wrong rules unnoticed.
+    #[test]
+    fn every_checked_in_catalog_names_a_known_syntax() {
+        let mut files = Vec::new();
+        let mut dirs = vec![std::path::PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/src"
+        ))];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|e| e == "json")
+                    && dir.file_name().is_some_and(|d| d == "catalog")
+                {
+                    files.push(path);
+                }
+            }
+        }
+        assert!(files.len() >= 10, "{files:?}");
+        for path in files {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let shown = path.display();
+            if json.get("long").is_some() && json.get("syntax").is_none() {
+                let c = crate::getopt::OptionCatalog::from_json(&text)
+                    .unwrap_or_else(|e| panic!("{shown}: {e}"));
+                assert!(!c.long.is_empty(), "{shown}");
+                continue;
+            }
+            let c = Catalog::parse(&text).unwrap_or_else(|e| panic!("{shown}: {e}"));
+            assert!(!c.options.is_empty(), "{shown}");
+            let named = json.get("syntax").is_some();
+            assert!(
+                named || c.syntax == Syntax::Argparse,
+                "{shown}: {:?}",
+                c.syntax
+            );
+        }
+        assert!(Catalog::parse(
+            r#"{"program": "p", "version": "1", "command": ["p"],
+            "allow_abbrev": false, "underscore_equivalent": false, "options": [],
+            "syntax": "docopt"}"#
+        )
+        .is_err());
     }
 
     /// The memo gives what rendering each time gives, whatever changes between calls.
