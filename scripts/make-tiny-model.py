@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes a tiny random Llama model that real vLLM can load, without a model hub.
 
-Usage: python scripts/make-tiny-model.py OUT_DIR
+Usage: python scripts/make-tiny-model.py [--config-only] OUT_DIR
 
 Run it with the interpreter of the vLLM venv (scripts/install-vllm.sh), which
 has torch, transformers and tokenizers:
@@ -21,6 +21,11 @@ max_position_embeddings=512), i.e. head_dim 64 (vLLM's CPU attention backend
 refuses smaller head dims), vocab 300, random weights (372,352 parameters,
 a 1.5 MB model.safetensors). Its answers are gibberish; it exists so that engine start-up, the HTTP
 API and routing can be exercised with the real program in seconds.
+
+--config-only writes the tokenizer and config.json without weights and
+without torch: what a simulated engine (the Dynamo mocker) reads to tokenize
+and to describe the model. Any interpreter with transformers and tokenizers
+runs it (the Dynamo venv of scripts/install-dynamo.sh).
 
 Deterministic: fixed seeds and a fixed training text, so the same versions of
 torch, transformers and tokenizers write byte-identical files.
@@ -90,9 +95,8 @@ def build_tokenizer():
     return fast
 
 
-def build_model(tokenizer):
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+def build_config(tokenizer):
+    from transformers import LlamaConfig
 
     config = LlamaConfig(
         vocab_size=VOCAB_SIZE,
@@ -108,6 +112,17 @@ def build_model(tokenizer):
         tie_word_embeddings=False,
         torch_dtype="float32",
     )
+    # What a model's saved config says; a bare LlamaConfig leaves it out, and
+    # Dynamo's frontend cannot describe a model without it.
+    config.architectures = ["LlamaForCausalLM"]
+    return config
+
+
+def build_model(tokenizer):
+    import torch
+    from transformers import LlamaForCausalLM
+
+    config = build_config(tokenizer)
     torch.manual_seed(SEED)
     model = LlamaForCausalLM(config)
     model.eval()
@@ -115,10 +130,14 @@ def build_model(tokenizer):
 
 
 def main(argv):
-    if len(argv) != 2 or argv[1] in ("-h", "--help"):
-        print(__doc__.strip(), file=sys.stderr if len(argv) != 2 else sys.stdout)
-        return 0 if len(argv) == 2 else 2
-    out = argv[1]
+    config_only = "--config-only" in argv[1:]
+    args = [a for a in argv[1:] if a != "--config-only"]
+    if len(args) != 1 or args[0] in ("-h", "--help"):
+        print(__doc__.strip(), file=sys.stderr if len(args) != 1 else sys.stdout)
+        return 0 if len(args) == 1 else 2
+    out = args[0]
+    if config_only:
+        return write_config_only(out)
 
     random.seed(SEED)
     import numpy as np
@@ -140,6 +159,17 @@ def main(argv):
         raise SystemExit(f"{out}/tokenizer.json was not written")
     params = sum(p.numel() for p in model.parameters())
     print(f"wrote a tiny Llama ({params} parameters, vocab {VOCAB_SIZE}) to {out}", file=sys.stderr)
+    return 0
+
+
+def write_config_only(out):
+    tokenizer = build_tokenizer()
+    if len(tokenizer) != VOCAB_SIZE:
+        raise SystemExit(f"tokenizer has {len(tokenizer)} tokens, expected {VOCAB_SIZE}")
+    os.makedirs(out, exist_ok=True)
+    tokenizer.save_pretrained(out)
+    build_config(tokenizer).save_pretrained(out)
+    print(f"wrote a tiny Llama's tokenizer and config (no weights) to {out}", file=sys.stderr)
     return 0
 
 
