@@ -57,7 +57,7 @@ fn processes() -> Vec<(String, LaunchProcess)> {
 fn every_rendered_command_parses_with_the_programs_catalog() {
     let mut checked: BTreeMap<&str, usize> = BTreeMap::new();
     for (example, p) in processes() {
-        if p.kind == ProcessKind::Nginx {
+        if p.kind.name() == "nginx" {
             continue;
         }
         let (catalog, words) = parsed_by(&p).unwrap_or_else(|| {
@@ -154,7 +154,7 @@ const ROUTER_VENVS: &[(&str, &str)] = &[
 fn every_rendered_router_command_parses_with_the_real_router() {
     let mut commands: BTreeMap<&str, Vec<(String, Vec<String>)>> = BTreeMap::new();
     for (example, p) in processes() {
-        if p.kind != ProcessKind::Router {
+        if p.kind.name() != "router" {
             continue;
         }
         let (catalog, words) = parsed_by(&p).unwrap();

@@ -136,7 +136,7 @@ fn save_then_load_round_trips() {
     assert_eq!(loaded.srt_version, env!("CARGO_PKG_VERSION"));
     // Human-readable, deterministic: saving the loaded state again writes the same bytes.
     let text = fs::read_to_string(store.state_path()).unwrap();
-    assert!(text.starts_with("{\n  \"format_version\": 1,\n"), "{text}");
+    assert!(text.starts_with("{\n  \"format_version\": 2,\n"), "{text}");
     assert!(text.contains("\"status\": \"running\""));
 }
 
@@ -921,4 +921,51 @@ fn the_first_append_writes_the_state_file() {
     store.append(&lock, &mut state, &["worker[0]"]).unwrap();
     assert!(!store.journal_path().exists());
     assert_eq!(store.load().unwrap().unwrap(), state);
+}
+
+/// Version 1 named resource kinds from a closed list; version 2 names a process by its
+/// component. A version 1 file reads as it is, and is written back as version 2.
+#[test]
+fn a_version_1_state_with_routers_and_nginx_reads_as_components() {
+    let (_tmp, store) = store();
+    let (lock, s) = saved(&store, 2);
+    let mut v1: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(store.state_path()).unwrap()).unwrap();
+    v1["format_version"] = json!(1);
+    let resources = v1["resources"].as_object_mut().unwrap();
+    let worker = resources.values().next().unwrap().clone();
+    for (address, kind) in [("router[0]", "router"), ("nginx", "nginx")] {
+        let mut r = worker.clone();
+        r["kind"] = json!(kind);
+        resources.insert(address.into(), r);
+    }
+    fs::write(store.state_path(), serde_json::to_vec_pretty(&v1).unwrap()).unwrap();
+    let mut loaded = store.load().unwrap().unwrap();
+    assert_eq!(loaded.format_version, 1);
+    let kind = |a: &str| loaded.resources[a].kind.name();
+    assert_eq!((kind("router[0]"), kind("nginx")), ("router", "nginx"));
+    assert!(loaded.resources["nginx"].kind.is_process());
+    assert_eq!(loaded.resources.len(), s.resources.len() + 2);
+    assert!(store.save(&lock, &mut loaded).unwrap());
+    let text = fs::read_to_string(store.state_path()).unwrap();
+    assert!(text.starts_with("{\n  \"format_version\": 2,\n"), "{text}");
+}
+
+/// A kind no frontend of this srt has is a corrupt state, named, not a guess.
+#[test]
+fn a_resource_kind_no_frontend_has_is_refused_by_name() {
+    let (_tmp, store) = store();
+    let _saved = saved(&store, 1);
+    let mut v: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(store.state_path()).unwrap()).unwrap();
+    let r = v["resources"]
+        .as_object_mut()
+        .unwrap()
+        .values_mut()
+        .next()
+        .unwrap();
+    r["kind"] = json!("teleporter");
+    fs::write(store.state_path(), serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    let e = store.load().unwrap_err().to_string();
+    assert!(e.contains("unknown resource kind `teleporter`"), "{e}");
 }

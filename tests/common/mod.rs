@@ -123,13 +123,13 @@ pub(crate) fn workers(plan: &LaunchPlan) -> Vec<&LaunchProcess> {
 pub(crate) fn routers(plan: &LaunchPlan) -> Vec<&LaunchProcess> {
     plan.processes
         .iter()
-        .filter(|p| p.kind == ProcessKind::Router)
+        .filter(|p| p.kind.name() == "router")
         .collect()
 }
 
 /// The nginx process, if any.
 pub(crate) fn nginx(plan: &LaunchPlan) -> Option<&LaunchProcess> {
-    plan.processes.iter().find(|p| p.kind == ProcessKind::Nginx)
+    plan.processes.iter().find(|p| p.kind.name() == "nginx")
 }
 
 /// A process by address.

@@ -134,7 +134,7 @@ impl Apply<'_> {
             .changes
             .iter()
             .filter(|c| {
-                c.kind == Kind::Router
+                matches!(c.kind, Kind::Component(_))
                     && matches!(
                         c.action,
                         crate::plan::Action::Destroy | crate::plan::Action::Replace

@@ -499,7 +499,7 @@ impl Apply<'_> {
                 let mut s = state.lock().expect("state mutex");
                 let mut emptied = Vec::new();
                 for &(i, _) in &stopped {
-                    if kinds[i] == Kind::Router {
+                    if matches!(kinds[i], Kind::Component(_)) {
                         emptied.extend(self.router_stopped(&mut s, &order[i]));
                     }
                     if action_of(i) == Action::Destroy {

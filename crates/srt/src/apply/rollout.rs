@@ -39,7 +39,7 @@ const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 pub(super) struct Unit {
     /// Graph positions, leader first.
     pub members: Vec<usize>,
-    /// The turn group: a role, or `routers`.
+    /// The turn group: a role, or a component (`router`: one at a time).
     pub group: String,
     /// Down before the roll (exited, unhealthy, failed, interrupted, stopped for a
     /// replacement): it serves nothing, so replacing it costs no availability.
@@ -163,8 +163,8 @@ impl Apply<'_> {
                     format!("{}[{}]", w.role.name(), w.endpoint),
                     w.role.name().to_string(),
                 ),
-                (None, Kind::Router) => (r.address.clone(), "routers".to_string()),
-                _ => (r.address.clone(), r.address.clone()),
+                (None, Kind::Component(c)) => (r.address.clone(), c.name.to_string()),
+                (None, _) => (r.address.clone(), r.address.clone()),
             };
             let u = *by_key.entry(key).or_insert_with(|| {
                 units.push(Unit {
@@ -458,7 +458,7 @@ impl Apply<'_> {
         // A Router's members, to give back to its new process.
         let routers: Vec<&str> = resources
             .iter()
-            .filter(|r| r.kind == Kind::Router)
+            .filter(|r| matches!(r.kind, Kind::Component(_)))
             .map(|r| r.address.as_str())
             .collect();
         let members_before: Vec<(String, Vec<(String, String)>)> = {

@@ -191,11 +191,16 @@ fn pipeline() -> Vec<LaunchProcess> {
         worker("w.other", &[]),
         process(
             "router",
-            ProcessKind::Router,
+            ProcessKind::Component(&crate::frontend::ROUTER),
             &[],
             &["w.leader", "w.follower", "w.other"],
         ),
-        process("nginx", ProcessKind::Nginx, &[], &["router"]),
+        process(
+            "nginx",
+            ProcessKind::Component(&crate::frontend::nginx::NGINX),
+            &[],
+            &["router"],
+        ),
     ]
 }
 
@@ -255,7 +260,12 @@ async fn a_failed_start_skips_only_its_descendants() {
         worker("a.grandchild", &["a.child"]),
         worker("b", &[]),
         worker("b.child", &["b"]),
-        process("router", ProcessKind::Router, &[], &["a", "b"]),
+        process(
+            "router",
+            ProcessKind::Component(&crate::frontend::ROUTER),
+            &[],
+            &["a", "b"],
+        ),
     ];
     let exec = FakeExecutor::new().with(
         "a",

@@ -259,9 +259,9 @@ pub(super) fn write_files(bindings: &Bindings, p: &LaunchProcess) -> Result<(), 
             },
         )?;
     }
-    if p.kind == ProcessKind::Nginx {
-        for sub in ["body", "proxy", "fastcgi", "uwsgi", "scgi"] {
-            create(&PathBuf::from(&bindings.run_dir).join("nginx-tmp").join(sub))?;
+    if let ProcessKind::Component(c) = p.kind {
+        for dir in c.scratch_dirs {
+            create(&PathBuf::from(&bindings.run_dir).join(dir))?;
         }
     }
     Ok(())

@@ -12,7 +12,7 @@ mod sglang_router;
 mod vllm_router;
 
 use crate::catalog::Catalog;
-use crate::launch::{BuildContext, Gate, LaunchProcess, Membership};
+use crate::launch::{BuildContext, Component, Gate, LaunchProcess, Membership};
 use crate::launch::{ConnectorChoice, WorkerFeature};
 use crate::ports::{PortBlock, FRONTEND_INTERNAL, PUBLIC, ROUTER_METRICS};
 use crate::recipe::diag::Problem;
@@ -95,6 +95,9 @@ pub trait Frontend: Sync {
     /// How to get [`Frontend::default_binary`] when it is not on this machine's `PATH`:
     /// named when a plan would start it and cannot find it.
     fn install_hint(&self) -> &'static str;
+    /// The kinds of process it runs besides the workers (nginx, which any frontend may
+    /// put in front of several of its entry processes, is not one of them).
+    fn components(&self) -> &'static [&'static Component];
     /// The flag catalog of the program it runs, which `frontend.args` are checked
     /// against.
     fn catalog(&self) -> &'static Catalog;
@@ -229,8 +232,33 @@ pub trait Admin: Sync {
     fn live<'a>(&'a self, http: &'a reqwest::Client, router: &'a str) -> BoxFuture<'a, bool>;
 }
 
+/// A Router with an admin API: the program of the frontends that are one.
+pub static ROUTER: Component = Component {
+    name: "router",
+    install_hint: None,
+    reloads_files: false,
+    scratch_dirs: &[],
+};
+
+/// The components of a frontend that runs only Routers.
+static ROUTER_ONLY: &[&Component] = &[&ROUTER];
+
 /// Every frontend srt knows.
 pub const FRONTENDS: &[&dyn Frontend] = &[&vllm_router::VllmRouter, &sglang_router::SglangRouter];
+
+/// Every component a frontend may run, whatever the frontend: what a recorded
+/// resource kind is read back as.
+pub fn components() -> impl Iterator<Item = &'static Component> {
+    FRONTENDS
+        .iter()
+        .flat_map(|f| f.components().iter().copied())
+        .chain([&nginx::NGINX])
+}
+
+/// The component named `name`, of any frontend.
+pub fn component(name: &str) -> Option<&'static Component> {
+    components().find(|c| c.name == name)
+}
 
 /// Look a frontend up by `frontend.type`.
 pub fn lookup(name: &str) -> Option<&'static dyn Frontend> {
@@ -313,5 +341,29 @@ pub fn default_layout(recipe: &Recipe, topology: &Topology) -> Layout {
             node,
             behind_nginx: false,
         }],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A recorded kind is read back by name: one name, one component, whichever
+    /// frontends declare it.
+    #[test]
+    fn component_names_have_one_meaning() {
+        let all: Vec<&Component> = components().collect();
+        for c in &all {
+            let same: Vec<_> = all.iter().filter(|d| d.name == c.name).collect();
+            assert!(
+                same.iter().all(|d| std::ptr::eq(**d, *c)),
+                "two components are named `{}`",
+                c.name
+            );
+            assert_ne!(crate::graph::Kind::named(c.name), None);
+        }
+        for fixed in ["worker", "ports", "gate", "membership", "allocation"] {
+            assert!(component(fixed).is_none(), "`{fixed}` is not a component's");
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! nginx in front of several identical Routers.
 
-use crate::launch::{LaunchProcess, ProcessKind, RUN_DIR};
+use crate::launch::{Component, LaunchProcess, ProcessKind, RUN_DIR};
 use crate::ports::PortBlock;
 use crate::recipe::Nginx;
 use std::collections::BTreeMap;
@@ -8,10 +8,23 @@ use std::collections::BTreeMap;
 /// Address of the nginx resource.
 pub(crate) const ADDRESS: &str = "nginx";
 
-/// How to get nginx when it is not on this machine's `PATH`.
-pub(crate) const INSTALL_HINT: &str = "install nginx (Debian: `apt-get install nginx`, or \
-     `scripts/install-deps.sh nginx`); with `frontend.num_additional_frontends: 0` one Router \
-     serves without it";
+/// nginx as a component: a configuration change is a reload, and it needs its temp
+/// directories (the `*_temp_path`s of [`config`]) under the run directory.
+pub(crate) static NGINX: Component = Component {
+    name: "nginx",
+    install_hint: Some(
+        "install nginx (Debian: `apt-get install nginx`, or `scripts/install-deps.sh nginx`); \
+         with `frontend.num_additional_frontends: 0` one Router serves without it",
+    ),
+    reloads_files: true,
+    scratch_dirs: &[
+        "nginx-tmp/body",
+        "nginx-tmp/proxy",
+        "nginx-tmp/fastcgi",
+        "nginx-tmp/uwsgi",
+        "nginx-tmp/scgi",
+    ],
+};
 
 /// The nginx configuration for `upstreams` (`ip:port`), listening on `port`, with the
 /// recipe's limits (`frontend.nginx`). Settings follow what long-lived LLM streams need:
@@ -108,7 +121,7 @@ pub(crate) fn process(
     );
     LaunchProcess {
         address: ADDRESS.to_string(),
-        kind: ProcessKind::Nginx,
+        kind: ProcessKind::Component(&NGINX),
         node,
         devices: Vec::new(),
         ports,

@@ -23,9 +23,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
-/// What a resource is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// What a resource is. Recorded by its name ([`Kind::name`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     /// The nodes everything runs on (a SLURM job). Replacing it replaces every resource
     /// that depends on it, whatever their hashes.
@@ -34,10 +33,8 @@ pub enum Kind {
     Ports,
     /// An engine worker process.
     Worker,
-    /// A Router process.
-    Router,
-    /// nginx.
-    Nginx,
+    /// A process of a frontend-owned component (a Router, nginx, a discovery service).
+    Component(&'static crate::launch::Component),
     /// The workers one Router routes to, kept current through its admin API: updated in
     /// place, never replaced.
     Membership,
@@ -56,8 +53,7 @@ impl Kind {
             Kind::Allocation => "allocation",
             Kind::Ports => "ports",
             Kind::Worker => "worker",
-            Kind::Router => "router",
-            Kind::Nginx => "nginx",
+            Kind::Component(c) => c.name,
             Kind::Membership => "membership",
             Kind::Gate => "gate",
             Kind::Smoke => "smoke",
@@ -65,9 +61,26 @@ impl Kind {
         }
     }
 
+    /// The kind named `name` (as [`Kind::name`] writes it), of any frontend.
+    pub fn named(name: &str) -> Option<Kind> {
+        const FIXED: [Kind; 7] = [
+            Kind::Allocation,
+            Kind::Ports,
+            Kind::Worker,
+            Kind::Membership,
+            Kind::Gate,
+            Kind::Smoke,
+            Kind::Benchmark,
+        ];
+        FIXED
+            .into_iter()
+            .find(|k| k.name() == name)
+            .or_else(|| crate::frontend::component(name).map(Kind::Component))
+    }
+
     /// Processes are started and stopped; the other kinds are checks.
     pub fn is_process(self) -> bool {
-        matches!(self, Kind::Worker | Kind::Router | Kind::Nginx)
+        matches!(self, Kind::Worker | Kind::Component(_))
     }
 
     /// Checks re-run on every apply.
@@ -79,6 +92,23 @@ impl Kind {
     /// on it, so they cannot survive it).
     pub fn replaces_dependents(self) -> bool {
         matches!(self, Kind::Allocation)
+    }
+}
+
+impl Serialize for Kind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Kind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Kind, D::Error> {
+        let name = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        Kind::named(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "unknown resource kind `{name}` (a frontend this srt does not have)"
+            ))
+        })
     }
 }
 
@@ -474,8 +504,7 @@ fn process_resources(
         });
         let kind = match p.kind {
             crate::launch::ProcessKind::Worker => Kind::Worker,
-            crate::launch::ProcessKind::Router => Kind::Router,
-            crate::launch::ProcessKind::Nginx => Kind::Nginx,
+            crate::launch::ProcessKind::Component(c) => Kind::Component(c),
         };
         // Every Router shares one watch list: sorted once.
         if !sorted_watches
@@ -951,7 +980,7 @@ mod tests {
                 false => Vec::new(),
             };
             let kind = match router {
-                true => crate::launch::ProcessKind::Router,
+                true => crate::launch::ProcessKind::Component(&crate::frontend::ROUTER),
                 false => crate::launch::ProcessKind::Worker,
             };
             let argv = (0..i % 13).map(|k| format!("--a{k}")).collect();
@@ -1113,7 +1142,7 @@ mod tests {
             after: vec!["f".into()].into(),
             ..Resource::new(
                 "router".into(),
-                Kind::Router,
+                Kind::Component(&crate::frontend::ROUTER),
                 Spec::of(&json!({})),
                 deps,
                 Target::Allocation,

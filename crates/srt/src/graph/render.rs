@@ -33,7 +33,7 @@ fn shape(kind: Kind) -> &'static str {
         Kind::Allocation => "cylinder",
         Kind::Ports => "note",
         Kind::Worker => "box",
-        Kind::Router | Kind::Nginx => "box3d",
+        Kind::Component(_) => "box3d",
         Kind::Gate | Kind::Smoke | Kind::Benchmark => "diamond",
         Kind::Membership => "ellipse",
     }

@@ -297,16 +297,15 @@ pub struct NodeSlot {
     pub gpus: u32,
 }
 
-/// What a process is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+/// What a process is: an engine's worker, or a component a frontend brings (its
+/// Router, nginx, a discovery service). Open: a frontend names its components, and
+/// core code asks a component what it needs instead of comparing names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProcessKind {
     /// An engine worker.
     Worker,
-    /// A Router (or other frontend process).
-    Router,
-    /// nginx in front of several Routers.
-    Nginx,
+    /// A frontend-owned component.
+    Component(&'static Component),
 }
 
 impl ProcessKind {
@@ -314,11 +313,41 @@ impl ProcessKind {
     pub fn name(self) -> &'static str {
         match self {
             ProcessKind::Worker => "worker",
-            ProcessKind::Router => "router",
-            ProcessKind::Nginx => "nginx",
+            ProcessKind::Component(c) => c.name,
         }
     }
 }
+
+impl Serialize for ProcessKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+/// A kind of process a frontend runs besides the workers, and what the rest of srt
+/// must know about it. Declared once, as a `static`, by the frontend that owns it;
+/// two components are the same when their names are.
+#[derive(Debug)]
+pub struct Component {
+    /// Resource kind name (`router`, `nginx`, `etcd`): one meaning among all frontends'.
+    pub name: &'static str,
+    /// How to get its program when it is not on this machine's `PATH` (`None`: the
+    /// frontend's own program, whose hint the frontend gives).
+    pub install_hint: Option<&'static str>,
+    /// A change to its generated files alone is applied by reloading it in place
+    /// (SIGHUP) instead of restarting it.
+    pub reloads_files: bool,
+    /// Directories it needs under the run directory before it starts.
+    pub scratch_dirs: &'static [&'static str],
+}
+
+impl PartialEq for Component {
+    fn eq(&self, other: &Component) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for Component {}
 
 // What engines and frontends tell each other about a role's workers goes through these
 // two types, owned here so that neither imports the other.

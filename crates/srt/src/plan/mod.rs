@@ -556,7 +556,7 @@ pub fn diff(
                 if r.kind == Kind::Membership {
                     // A replaced Router starts with no member: every one is added again.
                     let restarted = change.reasons.iter().any(|x| {
-                        matches!(x, Reason::DependencyChanged { dependencies } if dependencies.iter().any(|d| graph.get(d).is_some_and(|g| g.kind == Kind::Router)))
+                        matches!(x, Reason::DependencyChanged { dependencies } if dependencies.iter().any(|d| graph.get(d).is_some_and(|g| matches!(g.kind, Kind::Component(_)))))
                     });
                     let before = (!restarted).then_some(&prior.spec);
                     // Every Router lists every worker: the same two lists give the same
@@ -639,12 +639,12 @@ pub fn diff(
 }
 
 /// Whether a resource with these reasons changes in place: a membership always (its
-/// Router's worker list is edited, the Router keeps running); nginx when only its
-/// configuration changed (it is reloaded).
+/// Router's worker list is edited, the Router keeps running); a component that reloads
+/// its files (nginx) when only they changed.
 fn in_place(kind: Kind, reasons: &[Reason]) -> bool {
     match kind {
         Kind::Membership => true,
-        Kind::Nginx => reasons.iter().all(
+        Kind::Component(c) if c.reloads_files => reasons.iter().all(
             |r| matches!(r, Reason::SpecChanged { fields } if fields.iter().all(|f| f == "files")),
         ),
         _ => false,
@@ -864,7 +864,7 @@ mod tests {
             for (r, n) in [(0, 3), (1, 3), (2, 2), (3, 3)] {
                 let mut router = LaunchProcess::bare(
                     &format!("router[{r}]"),
-                    ProcessKind::Router,
+                    ProcessKind::Component(&crate::frontend::ROUTER),
                     ["vllm-router"].into(),
                 );
                 router.depends_on = (0..n).map(|i| format!("worker.agg[{i}].node[0]")).collect();
@@ -1013,7 +1013,10 @@ mod tests {
             .enumerate()
         {
             let router = format!("router[{i}]");
-            launch.processes.push(process(&router, ProcessKind::Router));
+            launch.processes.push(process(
+                &router,
+                ProcessKind::Component(&crate::frontend::ROUTER),
+            ));
             launch.memberships.push(Membership {
                 address: format!("members.{router}"),
                 router,

@@ -24,7 +24,12 @@ use crate::graph::Spec;
 /// Bumped on any change that an older `srt` could not read correctly; a file with a
 /// higher version is refused rather than misread (see
 /// [`StateError::NewerFormat`](super::StateError::NewerFormat)).
-pub const FORMAT_VERSION: u32 = 1;
+///
+/// - 1: resource kinds from a closed list (`worker`, `router`, `nginx`, ...).
+/// - 2: a process's kind is `worker` or the name of a frontend's component (`router`,
+///   `nginx`, `etcd`, ...): a srt that reads version 1 only would misread the names it
+///   does not know. Version 1 files read as they are (their names are version 2's).
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The recorded state of one deployment.
 ///

@@ -248,9 +248,10 @@ fn install_hint(recipe: &Recipe, kind: launch::ProcessKind) -> &'static str {
     match kind {
         launch::ProcessKind::Worker => crate::engine::lookup(&recipe.engine.kind.value)
             .map_or("install the engine's program", |e| e.install_hint()),
-        launch::ProcessKind::Router => crate::frontend::lookup(&recipe.frontend.kind.value)
-            .map_or("install the frontend's program", |f| f.install_hint()),
-        launch::ProcessKind::Nginx => crate::frontend::nginx::INSTALL_HINT,
+        launch::ProcessKind::Component(c) => c.install_hint.unwrap_or_else(|| {
+            crate::frontend::lookup(&recipe.frontend.kind.value)
+                .map_or("install the frontend's program", |f| f.install_hint())
+        }),
     }
 }
 

@@ -18,8 +18,8 @@ use super::{nginx, Frontend, FrontendParts, Layout};
 use crate::catalog::Catalog;
 use crate::launch::ConnectorChoice;
 use crate::launch::{
-    membership_address, Argv, BuildContext, Count, Gate, LaunchProcess, Member, Membership,
-    MembershipMode, Probe, ProcessKind,
+    membership_address, Argv, BuildContext, Component, Count, Gate, LaunchProcess, Member,
+    Membership, MembershipMode, Probe, ProcessKind,
 };
 use crate::recipe::diag::Problem;
 use crate::recipe::{ArgValue, Recipe, RoleKind};
@@ -85,6 +85,10 @@ impl Frontend for SglangRouter {
 
     fn default_binary(&self) -> &'static str {
         "sglang-router"
+    }
+
+    fn components(&self) -> &'static [&'static Component] {
+        super::ROUTER_ONLY
     }
 
     fn install_hint(&self) -> &'static str {
@@ -172,7 +176,7 @@ impl Frontend for SglangRouter {
             upstreams.push(format!("{ip}:{port}"));
             processes.push(LaunchProcess {
                 address,
-                kind: ProcessKind::Router,
+                kind: ProcessKind::Component(&super::ROUTER),
                 node: slot.node,
                 devices: Vec::new(),
                 ports,

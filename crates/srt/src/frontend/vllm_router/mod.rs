@@ -20,8 +20,8 @@ mod admin;
 use super::{nginx, FeatureNeed, Frontend, FrontendParts, Layout, RouterSlot};
 use crate::catalog::Catalog;
 use crate::launch::{
-    membership_address, Argv, BuildContext, Count, Gate, LaunchProcess, Member, Membership,
-    MembershipMode, Probe, ProcessKind, WorkerInfo,
+    membership_address, Argv, BuildContext, Component, Count, Gate, LaunchProcess, Member,
+    Membership, MembershipMode, Probe, ProcessKind, WorkerInfo,
 };
 use crate::launch::{ConnectorChoice, WorkerFeature};
 use crate::ports::{PortBlock, DISCOVERY, DISCOVERY_PORT};
@@ -130,6 +130,10 @@ impl Frontend for VllmRouter {
 
     fn default_binary(&self) -> &'static str {
         "vllm-router"
+    }
+
+    fn components(&self) -> &'static [&'static Component] {
+        super::ROUTER_ONLY
     }
 
     fn install_hint(&self) -> &'static str {
@@ -600,7 +604,7 @@ fn router_process(
     argv.extend(user_flags);
     let process = LaunchProcess {
         address,
-        kind: ProcessKind::Router,
+        kind: ProcessKind::Component(&super::ROUTER),
         node: slot.node,
         devices: Vec::new(),
         ports,
