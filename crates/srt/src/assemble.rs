@@ -12,7 +12,7 @@ use crate::launch::{
     node_ip, node_name, BuildContext, DiscoveryTarget, Gate, HostLayout, LaunchPlan, LaunchProcess,
     NodeSlot, Probe, RolloutPlan, FORMAT_VERSION,
 };
-use crate::launch::{ConnectorChoice, WorkerFeature};
+use crate::launch::{ConnectorChoice, WorkerFeature, WorkerRuntime};
 use crate::ports::{PortBlock, DISCOVERY, PUBLIC};
 use crate::recipe::diag::{did_you_mean, Problem};
 use crate::recipe::{Nodes, Recipe, RoleKind};
@@ -88,6 +88,18 @@ fn check(recipe: &Recipe, options: &BuildOptions) -> Result<Checked, Vec<Problem
     check_discovery(frontend, &connectors, &mut problems);
     frontend.validate(recipe, &connectors, &mut problems);
     let features = worker_features(recipe, engine, frontend, &mut problems);
+    if let Some(runtime) = frontend.worker_runtime() {
+        if let Err(why) = engine.runtime_wrapper(runtime) {
+            problems.push(
+                Problem::new("srt::recipe::runtime", recipe.engine.kind.span, why)
+                    .label("this engine")
+                    .help(format!(
+                        "frontend `{}` runs its workers under the `{runtime}` runtime; choose an engine that has a wrapper for it, or another frontend",
+                        frontend.name()
+                    )),
+            );
+        }
+    }
     if problems.iter().any(|p| !p.is_warning()) {
         return Err(problems);
     }
@@ -151,14 +163,21 @@ fn build(
     if connectors.iter().any(|c| c.discovery) {
         reserve_discovery(recipe, frontend, &layout, &mut ctx)?;
     }
-    let workers = workers(recipe, engine, &topo, &features, &mut ctx)?;
+    let infra = frontend
+        .infrastructure(&mut ctx, recipe, &layout)
+        .map_err(|p| vec![p])?;
+    ctx.set_services(infra.services.clone());
+    let runtime = infra.runtime.as_deref();
+    let workers = workers(recipe, engine, &topo, &features, runtime, &mut ctx)?;
     let parts = frontend
         .build(&mut ctx, recipe, &layout, &workers, &connectors)
         .map_err(|p| vec![p])?;
     warnings.extend(parts.warnings);
-    let mut gates = parts.gates;
+    let mut gates = infra.gates;
+    gates.extend(parts.gates);
     gates.extend(checks(recipe, &parts.public_url, &gates, &parts.processes));
-    let mut processes = workers;
+    let mut processes = infra.processes;
+    processes.extend(workers);
     processes.extend(parts.processes);
     let too_large = crate::launch::env::check_processes(recipe, &processes);
     if !too_large.is_empty() {
@@ -442,6 +461,7 @@ fn workers(
     engine: &dyn Engine,
     topo: &Topology,
     features: &[(RoleKind, WorkerFeature)],
+    runtime: Option<&dyn WorkerRuntime>,
     ctx: &mut BuildContext<'_>,
 ) -> Result<Vec<LaunchProcess>, Vec<Problem>> {
     let mut problems: Vec<Problem> = Vec::new();
@@ -457,7 +477,20 @@ fn workers(
             .filter(|(r, _)| *r == role.kind)
             .map(|(_, f)| *f)
             .collect();
-        match engine.worker_processes(ctx, recipe, role, endpoint, &wanted) {
+        let built = engine
+            .worker_processes(
+                ctx,
+                recipe,
+                role,
+                endpoint,
+                &wanted,
+                runtime.map(WorkerRuntime::name),
+            )
+            .and_then(|mut p| {
+                adopt(ctx, engine, recipe, role, runtime, &mut p)?;
+                Ok(p)
+            });
+        match built {
             Ok(p) => workers.extend(p),
             Err(p) => {
                 if !problems
@@ -474,6 +507,33 @@ fn workers(
     } else {
         Err(problems)
     }
+}
+
+/// Workers under a frontend's runtime: each adopted by it, and dependent on what the
+/// frontend's infrastructure provides.
+fn adopt(
+    ctx: &mut BuildContext<'_>,
+    engine: &dyn Engine,
+    recipe: &Recipe,
+    role: &crate::recipe::Role,
+    runtime: Option<&dyn WorkerRuntime>,
+    processes: &mut [LaunchProcess],
+) -> Result<(), Problem> {
+    let providers = ctx.services().providers.clone();
+    for p in processes.iter_mut() {
+        if let Some(runtime) = runtime {
+            let serving = engine.serving(recipe, role, p);
+            runtime.adopt(ctx, p, &serving).map_err(|why| {
+                Problem::new("srt::recipe::runtime", role.span, why).label("this role's workers")
+            })?;
+        }
+        for provider in &providers {
+            if !p.depends_on.contains(provider) {
+                p.depends_on.push(provider.clone());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The smoke completion through the public URL, after every readiness gate (and nginx,

@@ -35,6 +35,19 @@ fn client(budget: Duration) -> reqwest::Client {
         .expect("http client")
 }
 
+/// The JSON answer of `GET url`, or what went wrong.
+async fn json_of(client: &reqwest::Client, url: &str) -> Result<serde_json::Value, String> {
+    client
+        .get(url)
+        .timeout(REQUEST_TIMEOUT)
+        .send()
+        .await
+        .map_err(|e| format!("{url}: {}", short(&e)))?
+        .json()
+        .await
+        .map_err(|e| format!("{url}: {}", short(&e)))
+}
+
 /// One probe attempt: `Ok(())` when passed, `Err(what we are waiting for)` otherwise.
 pub(super) async fn probe_once(
     client: &reqwest::Client,
@@ -45,15 +58,7 @@ pub(super) async fn probe_once(
         Probe::JsonCounts { urls, path, counts } => {
             for url in urls {
                 let url = format!("{}{path}", resolve(url));
-                let body: serde_json::Value = client
-                    .get(&url)
-                    .timeout(REQUEST_TIMEOUT)
-                    .send()
-                    .await
-                    .map_err(|e| format!("{url}: {}", short(&e)))?
-                    .json()
-                    .await
-                    .map_err(|e| format!("{url}: {}", short(&e)))?;
+                let body = json_of(client, &url).await?;
                 let short_of: Vec<String> = counts
                     .iter()
                     .filter_map(|c| {
@@ -75,6 +80,23 @@ pub(super) async fn probe_once(
                 }
             }
             Ok(format!("{} answer(s) reach every count", urls.len()))
+        }
+        Probe::JsonItems { urls, path, lists } => {
+            for url in urls {
+                let url = format!("{}{path}", resolve(url));
+                let body = json_of(client, &url).await?;
+                let short_of: Vec<String> = lists
+                    .iter()
+                    .filter_map(|l| {
+                        let have = l.count(&body, resolve);
+                        (have < l.at_least).then(|| format!("{have}/{} {}", l.at_least, l.name))
+                    })
+                    .collect();
+                if !short_of.is_empty() {
+                    return Err(format!("{url}: {}", short_of.join(", ")));
+                }
+            }
+            Ok(format!("{} answer(s) list every item", urls.len()))
         }
         Probe::Http { urls, path } => {
             // A few at a time, results in URL order: the first failing URL is the one

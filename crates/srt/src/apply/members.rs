@@ -10,7 +10,7 @@
 use super::{Apply, Event, Shared, StepError, StepResult};
 use crate::frontend::{Admin, AdminError};
 use crate::graph::{Kind, Target};
-use crate::launch::MembershipMode;
+use crate::launch::{MembershipMode, Probe};
 use crate::plan::members_of;
 use crate::state::{ResourceState, Status};
 use std::collections::BTreeSet;
@@ -321,24 +321,37 @@ impl Apply<'_> {
         urls: &[String],
         processes: &[(String, crate::state::Runtime)],
     ) -> Result<(), StepError> {
-        let http = http();
+        let probes: Vec<Probe> = urls
+            .iter()
+            .map(|u| Probe::Http {
+                urls: vec![u.clone()],
+                path: "/health".into(),
+            })
+            .collect();
+        self.wait_serving(&probes, processes).await
+    }
+
+    /// Wait until every probe passes (a worker's own health probe), failing early when
+    /// one of `processes` (address, runtime) dies; bounded by the health budget.
+    pub(super) async fn wait_serving(
+        &self,
+        probes: &[Probe],
+        processes: &[(String, crate::state::Runtime)],
+    ) -> Result<(), StepError> {
+        let client = http();
         let deadline = Instant::now() + Duration::from_secs(self.health.timeout_secs);
         let mut last_liveness = Instant::now();
-        let mut pending: Vec<String> = urls
-            .iter()
-            .map(|u| self.exec.bindings().resolve(u))
-            .collect();
+        let bindings = self.exec.bindings();
+        let resolve = |s: &str| bindings.resolve(s);
+        let mut pending: Vec<&Probe> = probes.iter().collect();
         loop {
             let mut still = Vec::new();
-            for url in pending {
-                let ok = http
-                    .get(format!("{url}/health"))
-                    .timeout(Duration::from_secs(2))
-                    .send()
+            for probe in pending {
+                if super::gate::probe_once(&client, probe, &resolve)
                     .await
-                    .is_ok_and(|r| r.status().is_success());
-                if !ok {
-                    still.push(url);
+                    .is_err()
+                {
+                    still.push(probe);
                 }
             }
             pending = still;
@@ -350,17 +363,18 @@ impl Apply<'_> {
                 for (address, rt) in processes {
                     if let crate::plan::Observation::Gone(detail) = self.exec.observe(rt).await {
                         return Err(StepError::caused_by(
-                            format!("`{address}` died before it answered /health: {detail}"),
+                            format!("`{address}` died before it was healthy: {detail}"),
                             address.clone(),
                         ));
                     }
                 }
             }
             if Instant::now() >= deadline {
+                let waited: Vec<String> = pending.iter().map(|p| awaited(p, &resolve)).collect();
                 return Err(format!(
-                    "timed out after {}s waiting for {}/health",
+                    "timed out after {}s waiting for {}",
                     self.health.timeout_secs,
-                    pending.join(", ")
+                    waited.join(", ")
                 )
                 .into());
             }
@@ -533,6 +547,19 @@ impl Apply<'_> {
             }
         }
         addresses
+    }
+}
+
+/// What a health probe waits for, in a message: `http://ip:port/health` for a plain
+/// GET, else the probe in one line.
+fn awaited(probe: &Probe, resolve: &dyn Fn(&str) -> String) -> String {
+    match probe {
+        Probe::Http { urls, path } => urls
+            .iter()
+            .map(|u| format!("{}{path}", resolve(u)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        other => resolve(&crate::launch::render::describe_probe(other)),
     }
 }
 

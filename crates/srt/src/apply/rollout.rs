@@ -52,7 +52,8 @@ pub(super) struct Unit {
 struct Rolled {
     address: String,
     processes: Vec<(String, Runtime)>,
-    urls: Vec<String>,
+    /// Its workers' health probes.
+    probes: Vec<crate::launch::Probe>,
     /// Taken out only of Routers that list it on their command line: none routes to it
     /// until they restart, after its role rolled.
     awaits_restart: bool,
@@ -358,8 +359,8 @@ impl Apply<'_> {
         }
     }
 
-    /// The first process of a rolled unit that is gone, or worker that does not answer
-    /// `/health`, and what was seen.
+    /// The first process of a rolled unit that is gone, or worker whose health probe
+    /// fails, and what was seen.
     async fn check_rolled(&self, rolled: &Rolled) -> Option<(String, String)> {
         for (address, rt) in &rolled.processes {
             if let Observation::Gone(detail) = self.exec.observe(rt).await {
@@ -367,13 +368,24 @@ impl Apply<'_> {
             }
         }
         let http = super::members::http();
-        for url in &rolled.urls {
-            let url = format!("{}/health", self.exec.bindings().resolve(url));
-            let answer = http.get(&url).timeout(HEALTH_TIMEOUT).send().await;
-            match answer {
-                Ok(r) if r.status().is_success() => {}
-                Ok(r) => return Some((rolled.address.clone(), format!("{url}: {}", r.status()))),
-                Err(_) => return Some((rolled.address.clone(), format!("{url}: no answer"))),
+        let bindings = self.exec.bindings();
+        let resolve = |s: &str| bindings.resolve(s);
+        for probe in &rolled.probes {
+            let seen = tokio::time::timeout(
+                HEALTH_TIMEOUT,
+                super::gate::probe_once(&http, probe, &resolve),
+            )
+            .await;
+            match seen {
+                Ok(Ok(_)) => {}
+                Ok(Err(why)) => return Some((rolled.address.clone(), why)),
+                Err(_) => {
+                    let what = crate::launch::render::describe_probe(probe);
+                    return Some((
+                        rolled.address.clone(),
+                        format!("{}: no answer", resolve(&what)),
+                    ));
+                }
             }
         }
         None
@@ -445,6 +457,10 @@ impl Apply<'_> {
         let urls: Vec<String> = processes
             .iter()
             .filter_map(|p| p.worker.as_ref()?.advertised_url.clone())
+            .collect();
+        let probes: Vec<crate::launch::Probe> = processes
+            .iter()
+            .filter_map(|p| p.worker.as_ref()?.health_probe())
             .collect();
         // 1. Out of every Router, then drained.
         let mut withdrawn: Vec<Withdrawn> = Vec::new();
@@ -556,13 +572,13 @@ impl Apply<'_> {
             }
         }
         // 4. Healthy, then back into its Routers.
-        let detail = if urls.is_empty() {
+        let detail = if probes.is_empty() {
             for (membership, members) in members_before {
                 self.give_back(state, &membership, &members).await?;
             }
             "rolled".to_string()
         } else {
-            self.wait_healthy(&urls, &confirmed).await?;
+            self.wait_serving(&probes, &confirmed).await?;
             self.put_back(state, &withdrawn).await?;
             format!(
                 "rolled; {} Router(s) route to it again",
@@ -572,7 +588,7 @@ impl Apply<'_> {
         let rolled = Rolled {
             address: resources[0].address.clone(),
             processes: confirmed,
-            urls,
+            probes,
             awaits_restart: !withdrawn.is_empty()
                 && withdrawn.iter().all(|w| w.membership.is_none()),
         };

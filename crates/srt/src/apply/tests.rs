@@ -594,6 +594,8 @@ fn agg_workers(n: u32) -> Vec<LaunchProcess> {
                 advertised_url: None,
                 local_dp: 1,
                 bootstrap_port: None,
+                health: None,
+                simulated: None,
             }),
             ..worker(&format!("w{e}"), &[])
         })

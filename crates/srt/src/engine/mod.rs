@@ -10,7 +10,7 @@
 mod vllm;
 
 use crate::catalog::Catalog;
-use crate::launch::{BuildContext, ConnectorChoice, LaunchProcess, WorkerFeature};
+use crate::launch::{BuildContext, ConnectorChoice, LaunchProcess, Serving, WorkerFeature};
 use crate::recipe::diag::Problem;
 use crate::recipe::{ArgValue, Recipe, Role};
 use crate::topology::Endpoint;
@@ -48,7 +48,9 @@ pub trait Engine: Sync {
         feature: WorkerFeature,
     ) -> Result<Vec<(String, ArgValue)>, String>;
     /// The processes of one endpoint of `role`, with their ports allocated from `ctx`,
-    /// serving `features` (checked with [`Engine::feature_flags`] beforehand).
+    /// serving `features` (checked with [`Engine::feature_flags`] beforehand). Under a
+    /// frontend's runtime (`runtime`, its name), each process runs the engine's wrapper
+    /// for it instead of the engine's own server; the runtime adopts them afterwards.
     fn worker_processes(
         &self,
         ctx: &mut BuildContext<'_>,
@@ -56,7 +58,17 @@ pub trait Engine: Sync {
         role: &Role,
         endpoint: &Endpoint,
         features: &[WorkerFeature],
+        runtime: Option<&'static str>,
     ) -> Result<Vec<LaunchProcess>, Problem>;
+    /// Whether the engine has a wrapper for the runtime named `runtime`, or why not.
+    fn runtime_wrapper(&self, runtime: &str) -> Result<(), String> {
+        Err(format!(
+            "{} has no wrapper for the `{runtime}` runtime",
+            self.name()
+        ))
+    }
+    /// What one of its worker processes serves, for a runtime's simulated engine.
+    fn serving(&self, recipe: &Recipe, role: &Role, process: &LaunchProcess) -> Serving;
     /// Make one of the engine's worker processes run `simulator` in place of the
     /// engine's program (`--simulate`): the simulator takes the engine's own arguments,
     /// so only the program changes. Applied to the processes handed to the executor,

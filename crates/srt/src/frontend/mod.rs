@@ -14,6 +14,7 @@ mod vllm_router;
 use crate::catalog::Catalog;
 use crate::launch::{BuildContext, Component, Gate, LaunchProcess, Membership};
 use crate::launch::{ConnectorChoice, WorkerFeature};
+use crate::launch::{Services, WorkerRuntime};
 use crate::ports::{PortBlock, FRONTEND_INTERNAL, PUBLIC, ROUTER_METRICS};
 use crate::recipe::diag::Problem;
 use crate::recipe::{Placement, Recipe, RoleKind};
@@ -61,6 +62,20 @@ pub struct FrontendParts {
     /// What the frontend decided that the recipe did not say, as located warnings
     /// (e.g. a flag it left out, and why).
     pub warnings: Vec<Problem>,
+}
+
+/// What a frontend runs before the workers, for them: the first phase of its build.
+#[derive(Debug, Default)]
+pub struct Infrastructure {
+    /// Its processes (a discovery store, a message bus), started before everything
+    /// that uses them.
+    pub processes: Vec<LaunchProcess>,
+    /// Their readiness gates.
+    pub gates: Vec<Gate>,
+    /// What they offer: the workers and the entry processes are built against it.
+    pub services: Services,
+    /// The runtime the workers run under and register with, if any.
+    pub runtime: Option<Box<dyn WorkerRuntime>>,
 }
 
 /// A feature the frontend needs the workers of one role to serve, and why.
@@ -133,7 +148,24 @@ pub trait Frontend: Sync {
     fn admin(&self) -> Option<&'static dyn Admin> {
         None
     }
-    /// Its processes and readiness gates, given the workers.
+    /// The name of the runtime its workers run under and register with, if any (its
+    /// [`Infrastructure::runtime`]): the engine must have a wrapper for it.
+    fn worker_runtime(&self) -> Option<&'static str> {
+        None
+    }
+    /// Its infrastructure: what it runs before the workers and offers them (the first
+    /// phase of its build; nothing for a frontend that lists its workers itself).
+    fn infrastructure(
+        &self,
+        ctx: &mut BuildContext<'_>,
+        recipe: &Recipe,
+        layout: &Layout,
+    ) -> Result<Infrastructure, Problem> {
+        let _ = (ctx, recipe, layout);
+        Ok(Infrastructure::default())
+    }
+    /// Its entry processes and readiness gates, given the workers (the second phase;
+    /// what its infrastructure offers is in `ctx.services()`).
     fn build(
         &self,
         ctx: &mut BuildContext<'_>,
@@ -360,7 +392,6 @@ mod tests {
                 "two components are named `{}`",
                 c.name
             );
-            assert_ne!(crate::graph::Kind::named(c.name), None);
         }
         for fixed in ["worker", "ports", "gate", "membership", "allocation"] {
             assert!(component(fixed).is_none(), "`{fixed}` is not a component's");

@@ -3,7 +3,7 @@
 //! model. The port allocator, the host map and the rest of the assembly's state stay
 //! private behind these methods.
 
-use super::{node_ip, DiscoveryTarget, HostLayout};
+use super::{node_ip, DiscoveryTarget, HostLayout, Services};
 use crate::ports::{Lease, PortAllocator, PortBlock, PortError, PortKind};
 use crate::recipe::{HealthCheck, Model};
 
@@ -16,6 +16,7 @@ pub struct BuildContext<'r> {
     layout: HostLayout,
     gpus_per_node: u32,
     discovery: Option<DiscoveryTarget>,
+    services: Services,
     flags: std::cell::RefCell<crate::catalog::RenderMemo>,
 }
 
@@ -37,6 +38,7 @@ impl<'r> BuildContext<'r> {
             layout,
             gpus_per_node,
             discovery: None,
+            services: Services::default(),
             flags: Default::default(),
         }
     }
@@ -126,6 +128,17 @@ impl<'r> BuildContext<'r> {
     /// Where discovery-connector workers register, when the frontend listens for them.
     pub fn discovery(&self) -> Option<&DiscoveryTarget> {
         self.discovery.as_ref()
+    }
+
+    /// What the frontend's infrastructure offers the workers and the frontend's entry
+    /// processes (set once it is built; empty before, and for frontends without any).
+    pub fn services(&self) -> &Services {
+        &self.services
+    }
+
+    /// Record what the frontend's infrastructure offers.
+    pub(crate) fn set_services(&mut self, services: Services) {
+        self.services = services;
     }
 
     pub(crate) fn set_discovery(&mut self, target: DiscoveryTarget) {

@@ -65,6 +65,53 @@ pub struct DiscoveryTarget {
     pub port: u16,
 }
 
+/// What a frontend's infrastructure processes offer the rest of the deployment, by
+/// service name (`etcd` -> `http://<node0-ip>:2379`): the workers and the frontend's
+/// entry processes are built against them and depend on `providers`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Services {
+    /// Service name -> endpoint (placeholder IPs).
+    pub endpoints: BTreeMap<String, String>,
+    /// The processes offering them: whatever uses a service depends on these.
+    pub providers: Vec<String>,
+}
+
+/// A runtime a frontend brings for its workers to run under (Dynamo's): its workers
+/// register themselves with it, and it shapes what every worker needs for that. The
+/// engine renders its own program for it (the runtime's wrapper of that engine); the
+/// runtime then adopts each worker.
+pub trait WorkerRuntime: Send + Sync + std::fmt::Debug {
+    /// Name, which an engine's table of runtime wrappers is keyed by (`dynamo`).
+    fn name(&self) -> &'static str;
+    /// Make `process`, a worker whose program is the engine's wrapper for this runtime,
+    /// register with it: ports, environment, flags, dependencies, its health probe, and
+    /// what runs in its place under `--simulate`.
+    fn adopt(
+        &self,
+        ctx: &mut BuildContext<'_>,
+        process: &mut LaunchProcess,
+        serving: &Serving,
+    ) -> Result<(), String>;
+}
+
+/// What an engine's worker serves, in terms any runtime understands: what a runtime
+/// hands its own simulated engine.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Serving {
+    /// Model path (or hub name) the engine loads.
+    pub model_path: String,
+    /// Name clients request.
+    pub served_name: String,
+    /// KV-cache block size in tokens, when the recipe sets it.
+    pub block_size: Option<String>,
+    /// Sequences batched at once, when the recipe sets it.
+    pub max_num_seqs: Option<String>,
+    /// Data-parallel ranks this process serves.
+    pub data_parallel: u32,
+    /// Ports the prefill side of a KV transfer listens on (one per rank), if any.
+    pub kv_ports: Option<PortBlock>,
+}
+
 /// Concrete values for the placeholders, provided by an executor at apply time.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Bindings {
@@ -382,7 +429,7 @@ pub enum WorkerFeature {
 }
 
 /// Worker-specific facts.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct WorkerInfo {
     /// Role.
     pub role: RoleKind,
@@ -396,6 +443,28 @@ pub struct WorkerInfo {
     pub local_dp: u32,
     /// Port advertised after a prefill URL (the NIXL side channel of its first rank).
     pub bootstrap_port: Option<u16>,
+    /// How srt checks this worker serves, when that is not `GET /health` on
+    /// `advertised_url` (a worker that registers with its frontend: the frontend lists
+    /// it). Apart from where a frontend routes to it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health: Option<Probe>,
+    /// What `--simulate` runs in its place when that is not the engine's simulator
+    /// taking the same arguments (a runtime's own simulated engine), program first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub simulated: Option<Argv>,
+}
+
+impl WorkerInfo {
+    /// The probe that shows this worker serves: its own, or `GET /health` on the URL
+    /// it advertises; `None` for a process that serves nothing itself (a headless rank).
+    pub fn health_probe(&self) -> Option<Probe> {
+        self.health.clone().or_else(|| {
+            self.advertised_url.as_ref().map(|url| Probe::Http {
+                urls: vec![url.clone()],
+                path: "/health".into(),
+            })
+        })
+    }
 }
 
 impl Serialize for RoleKind {
@@ -495,6 +564,15 @@ pub enum Probe {
         /// The counts to reach.
         counts: Vec<Count>,
     },
+    /// `GET <url><path>` must answer JSON listing items that match, for every URL.
+    JsonItems {
+        /// Base URLs.
+        urls: Vec<String>,
+        /// Path, e.g. `/health`.
+        path: String,
+        /// The lists to reach.
+        lists: Vec<Listed>,
+    },
     /// A one-token completion through the public URL must succeed.
     Completion {
         /// Public base URL.
@@ -516,6 +594,69 @@ pub struct Count {
     pub pointers: Vec<String>,
     /// The minimum.
     pub at_least: u32,
+}
+
+/// Items a [`Probe::JsonItems`] answer must list: in the array at `array`, at least
+/// `at_least` items whose every field matches.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Listed {
+    /// What is counted, for messages (`decode workers`).
+    pub name: String,
+    /// JSON pointer of the array (`/instances`).
+    pub array: String,
+    /// What an item must hold.
+    pub fields: Vec<Field>,
+    /// The minimum.
+    pub at_least: u32,
+}
+
+/// One field of a [`Listed`] item: the string at `pointer` is `value`, or starts with
+/// it when `prefix`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Field {
+    /// JSON pointer within the item (`/transport/tcp`).
+    pub pointer: String,
+    /// The value (placeholders resolved before comparing).
+    pub value: String,
+    /// Compare as a prefix.
+    pub prefix: bool,
+}
+
+impl Listed {
+    /// The items of `body` that match, with placeholders of the fields resolved by
+    /// `resolve`.
+    pub fn count(&self, body: &serde_json::Value, resolve: &dyn Fn(&str) -> String) -> u32 {
+        let fields: Vec<(&str, String, bool)> = self
+            .fields
+            .iter()
+            .map(|f| (f.pointer.as_str(), resolve(&f.value), f.prefix))
+            .collect();
+        let items = body.pointer(&self.array).and_then(|a| a.as_array());
+        let matches = |item: &serde_json::Value| {
+            fields.iter().all(|(pointer, value, prefix)| {
+                let have = item.pointer(pointer).and_then(|v| v.as_str());
+                match (have, prefix) {
+                    (Some(h), true) => h.starts_with(value.as_str()),
+                    (Some(h), false) => h == value,
+                    (None, _) => false,
+                }
+            })
+        };
+        items.map_or(0, |a| a.iter().filter(|i| matches(i)).count() as u32)
+    }
+
+    /// `name: pointer == value and ...` in one line.
+    pub fn describe(&self) -> String {
+        let fields: Vec<String> = self
+            .fields
+            .iter()
+            .map(|f| {
+                let op = if f.prefix { "^=" } else { "==" };
+                format!("{}{} {op} {}", self.array, f.pointer, f.value)
+            })
+            .collect();
+        format!("{} >= {} ({})", self.name, self.at_least, fields.join(", "))
+    }
 }
 
 /// A gate: a check re-run on every apply.

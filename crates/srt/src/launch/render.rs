@@ -180,6 +180,15 @@ pub fn describe_probe(probe: &Probe) -> String {
                 .collect::<Vec<_>>()
                 .join(" and ")
         ),
+        Probe::JsonItems { urls, path, lists } => format!(
+            "GET {{{}}}{path} until {}",
+            urls.join(", "),
+            lists
+                .iter()
+                .map(crate::launch::Listed::describe)
+                .collect::<Vec<_>>()
+                .join(" and ")
+        ),
         Probe::Http { urls, path } => format!("GET {{{}}}{path} answers 2xx", urls.join(", ")),
         Probe::Benchmark(spec) => spec.describe(),
         Probe::Completion { url, model } => {

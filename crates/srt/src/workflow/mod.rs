@@ -321,7 +321,8 @@ impl Prepared {
 }
 
 /// The launch plan as run under `--simulate`: every worker process runs `simulator`
-/// in place of its engine's program ([`Engine::simulate`]), and no process runs in a
+/// in place of its engine's program ([`Engine::simulate`]), or what its runtime
+/// simulates it with ([`WorkerInfo::simulated`]), and no process runs in a
 /// container (the simulator and the Router run on the node directly).
 ///
 /// Only the processes handed to the executor are transformed: the graph is lowered
@@ -330,6 +331,7 @@ impl Prepared {
 /// [`Executor::execution`] (`"simulate": true`), so switching it replaces them.
 ///
 /// [`Engine::simulate`]: crate::engine::Engine::simulate
+/// [`WorkerInfo::simulated`]: crate::launch::WorkerInfo::simulated
 pub fn simulated(
     plan: &LaunchPlan,
     engine: &dyn crate::engine::Engine,
@@ -337,8 +339,12 @@ pub fn simulated(
 ) -> LaunchPlan {
     let mut run = plan.clone();
     for p in &mut run.processes {
-        if p.kind == launch::ProcessKind::Worker {
-            engine.simulate(p, simulator);
+        let own = p.worker.as_ref().and_then(|w| w.simulated.clone());
+        match own {
+            // A runtime's own simulated engine (Dynamo's mocker).
+            Some(argv) => p.argv = argv,
+            None if p.kind == launch::ProcessKind::Worker => engine.simulate(p, simulator),
+            None => {}
         }
         p.container_image = None;
     }

@@ -9,7 +9,7 @@ mod validate;
 
 use super::Engine;
 use crate::catalog::Catalog;
-use crate::launch::{BuildContext, LaunchProcess};
+use crate::launch::{BuildContext, LaunchProcess, Serving};
 use crate::launch::{ConnectorChoice, WorkerFeature};
 use crate::recipe::diag::Problem;
 use crate::recipe::{ArgValue, Recipe, Role};
@@ -19,6 +19,22 @@ use crate::topology::Endpoint;
 pub(super) struct Vllm;
 
 /// Flags srt derives, with who sets them (what a recipe changes instead).
+/// A program that runs vLLM's engine under a frontend's runtime, in place of `vllm
+/// serve`: it takes vLLM's engine flags (its own parser leaves them to vLLM's) and
+/// registers the worker with the runtime.
+pub(crate) struct Wrapper {
+    /// The runtime's name.
+    runtime: &'static str,
+    /// argv before the flags.
+    program: &'static [&'static str],
+}
+
+/// vLLM's runtime wrappers: one row per runtime.
+const WRAPPERS: &[Wrapper] = &[Wrapper {
+    runtime: "dynamo",
+    program: &["python3", "-m", "dynamo.vllm"],
+}];
+
 const MANAGED: &[(&str, &str)] = &[
     ("host", "every worker listens on 0.0.0.0"),
     ("port", "each worker's HTTP port is allocated (port kind `http`)"),
@@ -196,14 +212,40 @@ impl Engine for Vllm {
         role: &Role,
         endpoint: &Endpoint,
         features: &[WorkerFeature],
+        runtime: Option<&'static str>,
     ) -> Result<Vec<LaunchProcess>, Problem> {
         let connector = connector::for_role(recipe, role)?;
+        // Checked by the assembly (`runtime_wrapper`) before any worker is built.
+        let wrapper = runtime.and_then(|r| WRAPPERS.iter().find(|w| w.runtime == r));
         let mut extra = Vec::new();
         for f in features {
             // Checked by the assembly before any worker is built.
             extra.extend(self.feature_flags(recipe, *f).unwrap_or_default());
         }
-        process::endpoint_processes(self, ctx, recipe, role, connector, endpoint, &extra)
+        let serve_as = process::ServeAs {
+            feature_flags: extra,
+            wrapper,
+        };
+        process::endpoint_processes(self, ctx, recipe, role, connector, endpoint, serve_as)
+    }
+
+    fn runtime_wrapper(&self, runtime: &str) -> Result<(), String> {
+        match WRAPPERS.iter().any(|w| w.runtime == runtime) {
+            true => Ok(()),
+            false => Err(format!("vLLM has no wrapper for the `{runtime}` runtime")),
+        }
+    }
+
+    fn serving(&self, recipe: &Recipe, role: &Role, process: &LaunchProcess) -> Serving {
+        let arg = |flag: &str| role.args.get(flag).map(|a| a.value.render());
+        Serving {
+            model_path: recipe.model.path.value.clone(),
+            served_name: recipe.model.served_name.clone(),
+            block_size: arg("block-size"),
+            max_num_seqs: arg("max-num-seqs"),
+            data_parallel: shape::sizes(role).map_or(1, |s| s.dp),
+            kv_ports: process.ports.get(crate::ports::NIXL.name).copied(),
+        }
     }
 }
 

@@ -34,6 +34,8 @@ struct EndpointPlan<'a> {
     /// Flags that make the workers serve what the frontend needs (the recipe's own
     /// value wins when it sets one: a conflicting one was refused).
     feature_flags: Vec<(String, ArgValue)>,
+    /// The runtime wrapper the workers run as, when a frontend's runtime hosts them.
+    wrapper: Option<&'static super::Wrapper>,
 }
 
 /// An endpoint's NIXL side channels: one run of one port per DP rank, from one base
@@ -54,6 +56,13 @@ fn port_problem(role: &Role) -> impl Fn(PortError) -> Problem + '_ {
     }
 }
 
+/// What the frontend asks of an endpoint's workers: the flags of the features it needs,
+/// and the runtime wrapper they run as.
+pub(super) struct ServeAs {
+    pub feature_flags: Vec<(String, ArgValue)>,
+    pub wrapper: Option<&'static super::Wrapper>,
+}
+
 /// The processes of one endpoint of `role` running `connector`.
 pub(super) fn endpoint_processes(
     engine: &Vllm,
@@ -62,10 +71,11 @@ pub(super) fn endpoint_processes(
     role: &Role,
     connector: &'static Connector,
     endpoint: &Endpoint,
-    feature_flags: &[(String, ArgValue)],
+    serve_as: ServeAs,
 ) -> Result<Vec<LaunchProcess>, Problem> {
     let mut plan = endpoint_plan(ctx, recipe, role, connector, endpoint)?;
-    plan.feature_flags = feature_flags.to_vec();
+    plan.feature_flags = serve_as.feature_flags;
+    plan.wrapper = serve_as.wrapper;
     endpoint
         .nodes
         .iter()
@@ -132,6 +142,7 @@ fn endpoint_plan<'a>(
         master,
         nixl,
         feature_flags: Vec::new(),
+        wrapper: None,
     })
 }
 
@@ -201,7 +212,9 @@ fn node_process(
 ) -> Result<LaunchProcess, Problem> {
     let address = format!("{}.node[{rank}]", plan.address);
     let ip = ctx.node_ip(node);
-    let serves_http = matches!(plan.shape, Shape::DpLocal { .. }) || rank == 0;
+    // Under a runtime the wrapper serves through the runtime, not over HTTP.
+    let serves_http =
+        plan.wrapper.is_none() && (matches!(plan.shape, Shape::DpLocal { .. }) || rank == 0);
     let local_dp = match plan.shape {
         Shape::DpLocal { local_dp } => local_dp,
         _ => 1,
@@ -279,7 +292,12 @@ fn node_process(
             node_rank: rank,
             advertised_url: http.map(|p| format!("http://{ip}:{p}")),
             local_dp,
-            bootstrap_port: if serves_http { bootstrap_port } else { None },
+            bootstrap_port: match plan.wrapper {
+                Some(_) => bootstrap_port.filter(|_| rank == 0),
+                None => bootstrap_port.filter(|_| serves_http),
+            },
+            health: None,
+            simulated: None,
         }),
         container_image: ctx.model().container.clone(),
     })
@@ -299,9 +317,18 @@ fn argv(
 ) -> Result<Argv, Problem> {
     let recipe = plan.recipe;
     let mut argv = Argv::new();
-    argv.push(recipe.engine.serve_binary.as_deref().unwrap_or("vllm"));
-    argv.push("serve");
-    argv.push(&ctx.model().path.value);
+    match plan.wrapper {
+        // The wrapper hands vLLM's own parser what its parsers leave: the model is a flag.
+        Some(w) => {
+            argv.extend(w.program.iter().copied());
+            argv.extend(["--model", &ctx.model().path.value]);
+        }
+        None => {
+            argv.push(recipe.engine.serve_binary.as_deref().unwrap_or("vllm"));
+            argv.push("serve");
+            argv.push(&ctx.model().path.value);
+        }
+    }
     if let Some(port) = http {
         argv.extend(["--host", "0.0.0.0", "--port", &port.to_string()]);
     }
@@ -344,7 +371,7 @@ fn argv(
             dp_address(&mut argv);
         }
     }
-    if http.is_none() {
+    if http.is_none() && plan.wrapper.is_none() {
         argv.push("--headless");
     }
     let devices: Vec<String> = ctx
