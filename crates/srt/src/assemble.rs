@@ -159,7 +159,7 @@ fn build(
             .help("nginx runs only with `enable_multiple_frontends: true` and more than one worker node; remove `nginx`, or enable multiple frontends"),
         );
     }
-    reserve_public(recipe, &layout, &mut ctx)?;
+    reserve_public(recipe, frontend, &layout, &mut ctx)?;
     if connectors.iter().any(|c| c.discovery) {
         reserve_discovery(recipe, frontend, &layout, &mut ctx)?;
     }
@@ -394,6 +394,7 @@ fn check_discovery(
 /// The public port, on the node clients reach.
 fn reserve_public(
     recipe: &Recipe,
+    frontend: &dyn Frontend,
     layout: &Layout,
     ctx: &mut BuildContext<'_>,
 ) -> Result<(), Vec<Problem>> {
@@ -401,7 +402,7 @@ fn reserve_public(
     let owner = layout
         .nginx_node
         .map(|_| frontend::nginx::ADDRESS.to_string())
-        .unwrap_or_else(|| "router[0]".into());
+        .unwrap_or_else(|| format!("{}[0]", frontend.entry().name));
     let block = PortBlock {
         base: fe.port.value,
         count: 1,

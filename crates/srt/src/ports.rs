@@ -109,6 +109,33 @@ pub const ROUTER_METRICS: PortKind = PortKind {
     purpose: "--prometheus-port",
 };
 
+/// etcd's client port (a frontend's discovery store).
+pub const ETCD_CLIENT: PortKind = PortKind {
+    name: "etcd_client",
+    base: 12379,
+    stride: 2,
+    span: 1,
+    purpose: "etcd --listen-client-urls",
+};
+
+/// etcd's peer port.
+pub const ETCD_PEER: PortKind = PortKind {
+    name: "etcd_peer",
+    base: 12380,
+    stride: 2,
+    span: 1,
+    purpose: "etcd --listen-peer-urls",
+};
+
+/// A worker's request-plane listener under a runtime (Dynamo's `DYN_TCP_RPC_PORT`).
+pub const RUNTIME_RPC: PortKind = PortKind {
+    name: "runtime_rpc",
+    base: 24100,
+    stride: 1,
+    span: 1,
+    purpose: "DYN_TCP_RPC_PORT (a worker's request plane)",
+};
+
 /// Every declared kind, for documentation and invariant checks.
 pub const KINDS: &[PortKind] = &[
     HTTP,
@@ -120,6 +147,9 @@ pub const KINDS: &[PortKind] = &[
     MORIIO_NOTIFY,
     FRONTEND_INTERNAL,
     ROUTER_METRICS,
+    ETCD_CLIENT,
+    ETCD_PEER,
+    RUNTIME_RPC,
 ];
 
 /// Fixed (not counted) port uses: the public frontend port and the discovery listener.

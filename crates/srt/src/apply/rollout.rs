@@ -580,10 +580,11 @@ impl Apply<'_> {
         } else {
             self.wait_serving(&probes, &confirmed).await?;
             self.put_back(state, &withdrawn).await?;
-            format!(
-                "rolled; {} Router(s) route to it again",
-                withdrawn.iter().filter(|w| w.membership.is_some()).count()
-            )
+            match withdrawn.iter().filter(|w| w.membership.is_some()).count() {
+                // It registered itself: its health probe saw its frontend list it.
+                0 if withdrawn.is_empty() => "rolled; registered and serving".to_string(),
+                n => format!("rolled; {n} Router(s) route to it again"),
+            }
         };
         let rolled = Rolled {
             address: resources[0].address.clone(),

@@ -110,6 +110,11 @@ pub trait Frontend: Sync {
     /// How to get [`Frontend::default_binary`] when it is not on this machine's `PATH`:
     /// named when a plan would start it and cannot find it.
     fn install_hint(&self) -> &'static str;
+    /// The component of its entry processes (`router[0]`, ...): what holds the public
+    /// port when no nginx does.
+    fn entry(&self) -> &'static Component {
+        &ROUTER
+    }
     /// The kinds of process it runs besides the workers (nginx, which any frontend may
     /// put in front of several of its entry processes, is not one of them).
     fn components(&self) -> &'static [&'static Component];
@@ -276,7 +281,10 @@ pub static ROUTER: Component = Component {
 static ROUTER_ONLY: &[&Component] = &[&ROUTER];
 
 /// Every frontend srt knows.
-pub const FRONTENDS: &[&dyn Frontend] = &[&vllm_router::VllmRouter, &sglang_router::SglangRouter];
+pub const FRONTENDS: &[&dyn Frontend] = &[
+    &vllm_router::VllmRouter,
+    &sglang_router::SglangRouter,
+];
 
 /// Every component a frontend may run, whatever the frontend: what a recorded
 /// resource kind is read back as.
