@@ -88,7 +88,18 @@ write_launcher() {
 }
 
 complete() {
-    [[ "$(installed_versions)" == "$DYNAMO_VERSION $DYNAMO_VERSION" ]] && launcher_ok
+    [[ "$(installed_versions)" == "$DYNAMO_VERSION $DYNAMO_VERSION" ]] && launcher_ok && model_ok
+}
+
+# The tiny model's tokenizer and config (no weights), which the Dynamo mocker
+# reads to tokenize and describe the model: <tools>/models/tiny.
+MODEL="$TOOLS/models/tiny"
+model_ok() {
+    [[ -f "$MODEL/tokenizer.json" && -f "$MODEL/config.json" ]]
+}
+write_model() {
+    "$VENV/bin/python" "$(dirname "${BASH_SOURCE[0]}")/make-tiny-model.py" --config-only "$MODEL" >&2 ||
+        die "writing the tiny model's tokenizer into $MODEL failed"
 }
 
 # ai-dynamo's requirements but aisimulate (never installed: its build fetches
@@ -110,6 +121,9 @@ help_works() {
 main() {
     local start
     start="$(now)"
+    if [[ "$(installed_versions)" == "$DYNAMO_VERSION $DYNAMO_VERSION" ]] && launcher_ok && ! model_ok; then
+        write_model
+    fi
     if complete; then
         log "ai-dynamo $DYNAMO_VERSION already installed ($(elapsed_since "$start") s)"
         printf '%s\n' "$LINK"
@@ -148,6 +162,7 @@ main() {
     help_works frontend --http-port || die "'$VENV/bin/python -m dynamo.frontend --help' failed"
     help_works mocker --model-path || die "'$VENV/bin/python -m dynamo.mocker --help' failed"
     write_launcher
+    write_model
     "$LINK" -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)' ||
         die "$LINK does not start the venv's interpreter"
     log "ai-dynamo $DYNAMO_VERSION installed in $VENV ($(du -sh "$VENV" | cut -f1), $(elapsed_since "$start") s)"

@@ -7,6 +7,7 @@
 //! [`BuildContext`], and the workers through the [`crate::launch::WorkerInfo`] the
 //! engine put on them.
 
+mod dynamo;
 pub(crate) mod nginx;
 mod sglang_router;
 mod vllm_router;
@@ -284,6 +285,7 @@ static ROUTER_ONLY: &[&Component] = &[&ROUTER];
 pub const FRONTENDS: &[&dyn Frontend] = &[
     &vllm_router::VllmRouter,
     &sglang_router::SglangRouter,
+    &dynamo::Dynamo,
 ];
 
 /// Every component a frontend may run, whatever the frontend: what a recorded

@@ -1,0 +1,465 @@
+//! NVIDIA Dynamo's frontend (`python3 -m dynamo.frontend`, ai-dynamo 1.6.1): an
+//! OpenAI-compatible server whose workers register themselves in a discovery store
+//! (etcd) and which routes to whatever is registered under its namespace.
+//!
+//! Its build has both phases: the infrastructure (etcd on the head node, its gate, and
+//! the runtime the workers run under: the engine's Dynamo wrapper, registered under the
+//! deployment's own namespace with a request-plane port srt allocates), then the entry
+//! processes (one frontend, or several behind nginx) and the readiness gates. srt never
+//! lists workers to it: membership is self-registration, which srt observes in the
+//! frontend's `/health` (a worker serves once it is listed there), and a stopped worker
+//! deregisters itself on SIGTERM and finishes what it was serving. What was observed
+//! running all of it here: `docs/dynamo-notes.md`.
+
+mod runtime;
+
+use super::{nginx, Frontend, FrontendParts, Infrastructure, Layout};
+use crate::catalog::Catalog;
+use crate::launch::{
+    Argv, BuildContext, Component, ConnectorChoice, Field, Gate, LaunchProcess, Listed, Probe,
+    ProcessKind, Services,
+};
+use crate::ports::{PortBlock, ETCD_CLIENT, ETCD_PEER, FRONTEND_INTERNAL, PUBLIC};
+use crate::recipe::diag::Problem;
+use crate::recipe::{ArgValue, Recipe};
+use std::collections::BTreeMap;
+
+/// The Dynamo frontend.
+pub(super) struct Dynamo;
+
+/// The frontend process: the entry point clients use.
+static FRONTEND: Component = Component {
+    name: "frontend",
+    install_hint: None,
+    reloads_files: false,
+    scratch_dirs: &[],
+};
+
+/// etcd, the discovery store the workers register in.
+static ETCD: Component = Component {
+    name: "etcd",
+    install_hint: Some(
+        "install etcd (Debian: `apt-get install etcd-server`, or `scripts/install-deps.sh etcd`)",
+    ),
+    reloads_files: false,
+    scratch_dirs: &[],
+};
+
+static COMPONENTS: &[&Component] = &[&FRONTEND, &ETCD];
+
+/// Address of the etcd process.
+const ETCD_ADDRESS: &str = "etcd";
+
+/// Service names in [`Services::endpoints`].
+const ETCD_SERVICE: &str = "etcd";
+
+/// Flags of `dynamo.frontend` srt sets, and why.
+const MANAGED: &[(&str, &str)] = &[
+    ("http-host", "the frontend listens on 0.0.0.0"),
+    (
+        "http-port",
+        "the frontend's port is `frontend.port` (or an internal port behind nginx)",
+    ),
+    (
+        "namespace",
+        "every deployment has its own Dynamo namespace, named after it",
+    ),
+    (
+        "discovery-backend",
+        "the workers register in the deployment's own etcd",
+    ),
+];
+
+/// Environment srt sets for Dynamo's processes (the runtime reads it), and why.
+const MANAGED_ENV: &[(&str, &str)] = &[
+    (
+        "ETCD_ENDPOINTS",
+        "the deployment's own etcd, which srt starts on the head node",
+    ),
+    (
+        "NATS_SERVER",
+        "the deployment's request and event planes are srt's to choose",
+    ),
+    (
+        "DYN_NAMESPACE",
+        "every deployment has its own Dynamo namespace",
+    ),
+    ("DYN_DISCOVERY_BACKEND", "the workers register in etcd"),
+    (
+        "DYN_TCP_RPC_HOST",
+        "each worker's request plane listens on its node's address",
+    ),
+    (
+        "DYN_TCP_RPC_PORT",
+        "each worker's request-plane port is allocated (port kind `runtime_rpc`)",
+    ),
+    (
+        "DYN_EVENT_PLANE_HOST",
+        "each worker publishes its events on its node's address",
+    ),
+];
+
+fn catalog() -> &'static Catalog {
+    static PARSED: std::sync::OnceLock<Catalog> = std::sync::OnceLock::new();
+    PARSED.get_or_init(|| {
+        Catalog::parse(include_str!("catalog/dynamo-frontend-1.6.1.json"))
+            .expect("the shipped catalog parses")
+    })
+}
+
+/// The deployment's Dynamo namespace: its name, with what a `dyn://` path cannot hold
+/// (its separator `.`) made a dash.
+fn namespace(recipe: &Recipe) -> String {
+    recipe
+        .name
+        .value
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' => c,
+            _ => '-',
+        })
+        .collect()
+}
+
+impl Frontend for Dynamo {
+    fn name(&self) -> &'static str {
+        "dynamo"
+    }
+
+    fn default_binary(&self) -> &'static str {
+        "python3"
+    }
+
+    fn install_hint(&self) -> &'static str {
+        "install ai-dynamo with `scripts/install-dynamo.sh` and put its venv first on PATH \
+         (`export PATH=\"$PWD/.tools/dynamo-venv/bin:$PATH\"`), so that `python3` imports \
+         `dynamo`; or name the interpreter with `frontend.binary`"
+    }
+
+    fn entry(&self) -> &'static Component {
+        &FRONTEND
+    }
+
+    fn components(&self) -> &'static [&'static Component] {
+        COMPONENTS
+    }
+
+    fn catalog(&self) -> &'static Catalog {
+        catalog()
+    }
+
+    fn managed_by(&self, flag: &str) -> Option<&'static str> {
+        crate::catalog::managed_by(MANAGED, flag)
+    }
+
+    fn worker_runtime(&self) -> Option<&'static str> {
+        Some(runtime::NAME)
+    }
+
+    fn validate(&self, recipe: &Recipe, _: &[ConnectorChoice], problems: &mut Vec<Problem>) {
+        let fe = &recipe.frontend;
+        let envs = std::iter::once(("frontend.env".to_string(), &fe.env_spans)).chain(
+            recipe
+                .roles
+                .iter()
+                .map(|r| (format!("roles.{}.env", r.kind.name()), &r.env_spans)),
+        );
+        for (key, spans) in envs {
+            for (name, span) in spans {
+                if let Some(why) = crate::catalog::managed_by(MANAGED_ENV, name) {
+                    problems.push(
+                        Problem::new(
+                            "srt::recipe::managed_env",
+                            *span,
+                            format!("`{key}.{name}` is set by srt under the Dynamo frontend"),
+                        )
+                        .label("srt-managed")
+                        .help(format!("remove it: {why}")),
+                    );
+                }
+            }
+        }
+    }
+
+    fn infrastructure(
+        &self,
+        ctx: &mut BuildContext<'_>,
+        recipe: &Recipe,
+        layout: &Layout,
+    ) -> Result<Infrastructure, Problem> {
+        let fe = &recipe.frontend;
+        let port_problem = |e: crate::ports::PortError| {
+            Problem::new("srt::recipe::ports", fe.span, e.to_string())
+                .label("while allocating the Dynamo frontend's ports")
+        };
+        let node = layout.public_node();
+        let ip = ctx.node_ip(node);
+        let client = ctx
+            .allocate(&ETCD_CLIENT, node, 1, ETCD_ADDRESS)
+            .map_err(port_problem)?;
+        let peer = ctx
+            .allocate(&ETCD_PEER, node, 1, ETCD_ADDRESS)
+            .map_err(port_problem)?;
+        let etcd_url = format!("http://{ip}:{}", client.base);
+        let etcd = etcd_process(ctx, recipe, node, client, peer);
+        let mut services = Services {
+            endpoints: BTreeMap::from([(ETCD_SERVICE.to_string(), etcd_url.clone())]),
+            providers: vec![ETCD_ADDRESS.to_string()],
+        };
+        let entries = entry_urls(ctx, recipe, layout).map_err(port_problem)?;
+        for (i, (url, _)) in entries.iter().enumerate() {
+            services.endpoints.insert(entry_address(i), url.clone());
+        }
+        let gate = Gate {
+            address: "gate.etcd".into(),
+            description: "etcd answers /health".into(),
+            probe: Probe::Http {
+                urls: vec![etcd_url.clone()],
+                path: "/health".into(),
+            },
+            depends_on: vec![ETCD_ADDRESS.into()],
+        };
+        let runtime = runtime::DynamoRuntime {
+            namespace: namespace(recipe),
+            etcd: etcd_url,
+            frontend: entries[0].0.clone(),
+        };
+        Ok(Infrastructure {
+            processes: vec![etcd],
+            gates: vec![gate],
+            services,
+            runtime: Some(Box::new(runtime)),
+        })
+    }
+
+    fn build(
+        &self,
+        ctx: &mut BuildContext<'_>,
+        recipe: &Recipe,
+        layout: &Layout,
+        workers: &[LaunchProcess],
+        _: &[ConnectorChoice],
+    ) -> Result<FrontendParts, Problem> {
+        let fe = &recipe.frontend;
+        let services = ctx.services().clone();
+        let etcd = &services.endpoints[ETCD_SERVICE];
+        let program = fe.binary.as_deref().unwrap_or(self.default_binary());
+        let user = user_flags(recipe);
+        let mut processes = Vec::new();
+        let mut urls = Vec::new();
+        let mut upstreams = Vec::new();
+        for (i, slot) in layout.routers.iter().enumerate() {
+            let address = entry_address(i);
+            let url = services.endpoints[&address].clone();
+            let port = url.rsplit(':').next().unwrap_or_default().to_string();
+            let mut argv = Argv::from([program, "-m", "dynamo.frontend"]);
+            argv.extend(["--http-host", "0.0.0.0", "--http-port", &port]);
+            argv.extend([
+                "--namespace",
+                &namespace(recipe),
+                "--discovery-backend",
+                "etcd",
+            ]);
+            argv.extend(&user);
+            let mut env = fe.env.clone();
+            env.insert("ETCD_ENDPOINTS".into(), etcd.clone());
+            let key = if slot.behind_nginx {
+                FRONTEND_INTERNAL.name
+            } else {
+                PUBLIC
+            };
+            let block = PortBlock {
+                base: port.parse().unwrap_or_default(),
+                count: 1,
+            };
+            upstreams.push(url.trim_start_matches("http://").to_string());
+            urls.push(url);
+            processes.push(LaunchProcess {
+                address,
+                kind: ProcessKind::Component(&FRONTEND),
+                node: slot.node,
+                devices: Vec::new(),
+                ports: BTreeMap::from([(key.to_string(), block)]),
+                env,
+                env_unset: Vec::new(),
+                argv,
+                files: BTreeMap::new(),
+                // The workers register themselves: it depends on none of them, and a
+                // worker's change never restarts it.
+                depends_on: services.providers.clone(),
+                watches: Default::default(),
+                worker: None,
+                container_image: fe
+                    .container_image
+                    .clone()
+                    .or_else(|| ctx.model().container.clone()),
+            });
+        }
+        let entries: Vec<String> = processes.iter().map(|p| p.address.clone()).collect();
+        if let Some(node) = layout.nginx_node {
+            processes.push(nginx::process(node, fe.port.value, &upstreams, &fe.nginx));
+        }
+        let public_url = format!(
+            "http://{}:{}",
+            ctx.node_ip(layout.public_node()),
+            fe.port.value
+        );
+        Ok(FrontendParts {
+            gates: gates(recipe, &urls, entries, workers),
+            processes,
+            memberships: Vec::new(),
+            public_url,
+            warnings: Vec::new(),
+        })
+    }
+}
+
+/// Address of entry process `i`.
+fn entry_address(i: usize) -> String {
+    format!("{}[{i}]", FRONTEND.name)
+}
+
+/// Each entry process's URL and port: the public port, or an internal one behind nginx.
+fn entry_urls(
+    ctx: &mut BuildContext<'_>,
+    recipe: &Recipe,
+    layout: &Layout,
+) -> Result<Vec<(String, u16)>, crate::ports::PortError> {
+    let mut out = Vec::new();
+    for (i, slot) in layout.routers.iter().enumerate() {
+        let port = match slot.behind_nginx {
+            true => {
+                ctx.allocate(&FRONTEND_INTERNAL, slot.node, 1, &entry_address(i))?
+                    .base
+            }
+            false => recipe.frontend.port.value,
+        };
+        out.push((format!("http://{}:{port}", ctx.node_ip(slot.node)), port));
+    }
+    Ok(out)
+}
+
+/// `etcd` as one member cluster on `node`, its data under the run directory.
+fn etcd_process(
+    ctx: &BuildContext<'_>,
+    recipe: &Recipe,
+    node: usize,
+    client: PortBlock,
+    peer: PortBlock,
+) -> LaunchProcess {
+    let ip = ctx.node_ip(node);
+    let client_url = format!("http://{ip}:{}", client.base);
+    let peer_url = format!("http://{ip}:{}", peer.base);
+    let name = namespace(recipe);
+    let data_dir = format!("{}/etcd-data", crate::launch::RUN_DIR);
+    let cluster = format!("{name}={peer_url}");
+    let argv = Argv::from([
+        "etcd",
+        "--name",
+        &name,
+        "--data-dir",
+        &data_dir,
+        "--listen-client-urls",
+        &client_url,
+        "--advertise-client-urls",
+        &client_url,
+        "--listen-peer-urls",
+        &peer_url,
+        "--initial-advertise-peer-urls",
+        &peer_url,
+        "--initial-cluster",
+        &cluster,
+    ]);
+    LaunchProcess {
+        address: ETCD_ADDRESS.into(),
+        kind: ProcessKind::Component(&ETCD),
+        node,
+        devices: Vec::new(),
+        ports: BTreeMap::from([
+            (ETCD_CLIENT.name.to_string(), client),
+            (ETCD_PEER.name.to_string(), peer),
+        ]),
+        env: BTreeMap::new(),
+        env_unset: Vec::new(),
+        argv,
+        files: BTreeMap::new(),
+        depends_on: Vec::new(),
+        watches: Default::default(),
+        worker: None,
+        container_image: None,
+    }
+}
+
+/// The recipe's `frontend.args`, sorted, as `dynamo.frontend` parses them.
+fn user_flags(recipe: &Recipe) -> Vec<String> {
+    let mut flags: Vec<(String, ArgValue)> = recipe
+        .frontend
+        .args
+        .0
+        .iter()
+        .map(|a| (a.key.clone(), a.value.clone()))
+        .collect();
+    flags.sort_by(|a, b| a.0.cmp(&b.0));
+    crate::catalog::render(Some(catalog()), &flags)
+}
+
+/// Every frontend lists every endpoint of every role under the deployment's namespace
+/// (its `/health` is healthy with none, and lists every namespace's: only the count of
+/// the deployment's own says anything); then it serves the model.
+fn gates(
+    recipe: &Recipe,
+    urls: &[String],
+    entries: Vec<String>,
+    workers: &[LaunchProcess],
+) -> Vec<Gate> {
+    let ns = namespace(recipe);
+    let lists: Vec<Listed> = recipe
+        .roles
+        .iter()
+        .map(|role| {
+            let endpoints = workers
+                .iter()
+                .filter_map(|w| w.worker.as_ref())
+                .filter(|w| w.role == role.kind && w.node_rank == 0)
+                .count() as u32;
+            Listed {
+                name: format!("{} workers", role.kind.name()),
+                array: "/instances".into(),
+                fields: runtime::instance_fields(&ns, role.kind),
+                at_least: endpoints,
+            }
+        })
+        .collect();
+    let mut depends_on = entries;
+    depends_on.extend(workers.iter().map(|w| w.address.clone()));
+    let listed = Gate {
+        address: "gate.frontend".into(),
+        description: format!("every frontend lists every worker registered under namespace `{ns}`"),
+        probe: Probe::JsonItems {
+            urls: urls.to_vec(),
+            path: "/health".into(),
+            lists,
+        },
+        depends_on,
+    };
+    let model = Gate {
+        address: "gate.model".into(),
+        description: format!("every frontend serves model `{}`", recipe.model.served_name),
+        probe: Probe::JsonItems {
+            urls: urls.to_vec(),
+            path: "/v1/models".into(),
+            lists: vec![Listed {
+                name: "models".into(),
+                array: "/data".into(),
+                fields: vec![Field {
+                    pointer: "/id".into(),
+                    value: recipe.model.served_name.clone(),
+                    prefix: false,
+                }],
+                at_least: 1,
+            }],
+        },
+        depends_on: vec![listed.address.clone()],
+    };
+    vec![listed, model]
+}

@@ -1,0 +1,150 @@
+//! The Dynamo runtime the workers run under: what makes an engine's Dynamo wrapper
+//! (`python3 -m dynamo.vllm`) register in the deployment's namespace, how srt sees that
+//! it did, and the Dynamo mocker that stands in for it under `--simulate`.
+
+use crate::launch::{
+    Argv, BuildContext, Field, LaunchProcess, Listed, Probe, Serving, WorkerRuntime,
+};
+use crate::ports::RUNTIME_RPC;
+use crate::recipe::RoleKind;
+
+/// The runtime's name, which engines key their wrappers by.
+pub(super) const NAME: &str = "dynamo";
+
+/// The runtime of one deployment.
+#[derive(Debug)]
+pub(super) struct DynamoRuntime {
+    /// The deployment's namespace.
+    pub namespace: String,
+    /// etcd's client URL.
+    pub etcd: String,
+    /// The first frontend's base URL, whose `/health` lists registered workers.
+    pub frontend: String,
+}
+
+/// The component a role's workers register as: Dynamo's frontend sends prefill work to
+/// `prefill` and everything else to `backend`.
+fn component(role: RoleKind) -> &'static str {
+    match role {
+        RoleKind::Prefill => "prefill",
+        RoleKind::Decode | RoleKind::Agg => "backend",
+    }
+}
+
+/// `--disaggregation-mode` of a role (the wrappers' and the mocker's).
+fn mode(role: RoleKind) -> &'static str {
+    match role {
+        RoleKind::Prefill => "prefill",
+        RoleKind::Decode => "decode",
+        RoleKind::Agg => "agg",
+    }
+}
+
+/// What identifies a `generate` instance of `role`'s workers in the frontend's
+/// `/health` list.
+pub(super) fn instance_fields(namespace: &str, role: RoleKind) -> Vec<Field> {
+    let exact = |pointer: &str, value: &str| Field {
+        pointer: pointer.into(),
+        value: value.into(),
+        prefix: false,
+    };
+    vec![
+        exact("/namespace", namespace),
+        exact("/component", component(role)),
+        exact("/endpoint", "generate"),
+    ]
+}
+
+impl WorkerRuntime for DynamoRuntime {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn adopt(
+        &self,
+        ctx: &mut BuildContext<'_>,
+        process: &mut LaunchProcess,
+        serving: &Serving,
+    ) -> Result<(), String> {
+        let Some(info) = process.worker.as_mut() else {
+            return Ok(());
+        };
+        if info.node_rank > 0 {
+            return Err(
+                "a worker spanning several nodes is not supported under the Dynamo frontend yet \
+                 (srt gives each endpoint one registration, on its first node)"
+                    .into(),
+            );
+        }
+        let role = info.role;
+        let ip = ctx.node_ip(process.node);
+        let rpc = ctx
+            .allocate(&RUNTIME_RPC, process.node, 1, &process.address)
+            .map_err(|e| e.to_string())?;
+        process.ports.insert(RUNTIME_RPC.name.to_string(), rpc);
+        for (name, value) in [
+            ("ETCD_ENDPOINTS", self.etcd.clone()),
+            ("DYN_TCP_RPC_HOST", ip.clone()),
+            ("DYN_TCP_RPC_PORT", rpc.base.to_string()),
+            ("DYN_EVENT_PLANE_HOST", ip.clone()),
+        ] {
+            process.env.insert(name.into(), value);
+        }
+        let endpoint = format!("dyn://{}.{}.generate", self.namespace, component(role));
+        let registration = [
+            "--endpoint",
+            &endpoint,
+            "--discovery-backend",
+            "etcd",
+            "--disaggregation-mode",
+            mode(role),
+        ];
+        process.argv.extend(registration);
+        let mut fields = instance_fields(&self.namespace, role);
+        fields.push(Field {
+            pointer: "/transport/tcp".into(),
+            value: format!("{ip}:{}/", rpc.base),
+            prefix: true,
+        });
+        info.health = Some(Probe::JsonItems {
+            urls: vec![self.frontend.clone()],
+            path: "/health".into(),
+            lists: vec![Listed {
+                name: format!("`{}` registered", process.address),
+                array: "/instances".into(),
+                fields,
+                at_least: 1,
+            }],
+        });
+        let python = process.argv.program().unwrap_or("python3").to_string();
+        info.simulated = Some(mocker(&python, serving, &registration));
+        Ok(())
+    }
+}
+
+/// The Dynamo mocker serving `serving`, registered as the worker would be.
+fn mocker(python: &str, serving: &Serving, registration: &[&str]) -> Argv {
+    let mut argv = Argv::from([python, "-m", "dynamo.mocker"]);
+    argv.extend(["--model-path", &serving.model_path]);
+    argv.extend(["--model-name", &serving.served_name]);
+    argv.extend(registration.iter().copied());
+    for (flag, value) in [
+        ("--block-size", &serving.block_size),
+        ("--max-num-seqs", &serving.max_num_seqs),
+    ] {
+        if let Some(v) = value {
+            argv.extend([flag, v.as_str()]);
+        }
+    }
+    if serving.data_parallel > 1 {
+        argv.extend(["--data-parallel-size", &serving.data_parallel.to_string()]);
+    }
+    let prefill = registration.last() == Some(&mode(RoleKind::Prefill));
+    if let (true, Some(ports)) = (prefill, serving.kv_ports) {
+        let list: Vec<String> = (0..ports.count)
+            .map(|i| (ports.base + i).to_string())
+            .collect();
+        argv.extend(["--bootstrap-ports", &list.join(",")]);
+    }
+    argv
+}
