@@ -206,18 +206,23 @@ fn json_format_3_fields() {
                 assert_eq!(keys(block), ["base", "count"]);
             }
             match p["kind"].as_str().unwrap() {
-                "worker" => assert_eq!(
-                    keys(&p["worker"]),
-                    [
+                "worker" => {
+                    let mut want = vec![
                         "role",
                         "endpoint",
                         "node_rank",
                         "advertised_url",
                         "local_dp",
-                        "bootstrap_port"
-                    ]
-                ),
-                "router" | "nginx" => assert!(p["worker"].is_null()),
+                        "bootstrap_port",
+                    ];
+                    // A worker under a frontend's runtime has its own health probe and
+                    // what runs in its place under `--simulate`: both or neither.
+                    if !p["worker"]["health"].is_null() {
+                        want.extend(["health", "simulated"]);
+                    }
+                    assert_eq!(keys(&p["worker"]), want);
+                }
+                "router" | "nginx" | "frontend" | "etcd" => assert!(p["worker"].is_null()),
                 other => panic!("unknown process kind {other}"),
             }
         }
@@ -233,6 +238,15 @@ fn json_format_3_fields() {
                     &["type", "urls", "path", "counts"]
                 }
                 "http" => &["type", "urls", "path"],
+                "json_items" => {
+                    for l in probe["lists"].as_array().unwrap() {
+                        assert_eq!(keys(l), ["name", "array", "fields", "at_least"]);
+                        for f in l["fields"].as_array().unwrap() {
+                            assert_eq!(keys(f), ["pointer", "value", "prefix"]);
+                        }
+                    }
+                    &["type", "urls", "path", "lists"]
+                }
                 "completion" => &["type", "url", "model"],
                 "benchmark" => {
                     assert_eq!(
@@ -269,7 +283,13 @@ fn json_format_3_fields() {
     }
     assert_eq!(
         probe_types.into_iter().collect::<Vec<_>>(),
-        ["benchmark", "completion", "http", "json_counts"]
+        [
+            "benchmark",
+            "completion",
+            "http",
+            "json_counts",
+            "json_items"
+        ]
     );
     assert!(memberships > 5, "{memberships}");
 }

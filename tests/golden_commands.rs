@@ -18,8 +18,49 @@ fn catalogs() -> Vec<&'static Catalog> {
     let engines = srt::engine::ENGINES
         .iter()
         .map(|e| e.catalog(None).unwrap());
-    let frontends = srt::frontend::FRONTENDS.iter().map(|f| f.catalog());
+    let frontends = srt::frontend::FRONTENDS
+        .iter()
+        .flat_map(|f| f.program_catalogs());
     engines.chain(frontends).collect()
+}
+
+/// A runtime wrapper's command (`python3 -m dynamo.vllm`): its own parser takes the
+/// flags it knows and leaves the rest to the engine's, so each part is read by its
+/// catalog. `None` for a program that reads every flag itself.
+fn wrapper_parts(c: &Catalog, words: &[String]) -> Option<(Vec<String>, Vec<String>)> {
+    use srt::catalog::{Arity, Resolution};
+    if !c.program.starts_with("dynamo-")
+        || c.program == "dynamo-frontend"
+        || c.program == "dynamo-mocker"
+    {
+        return None;
+    }
+    let (mut own, mut rest) = (Vec::new(), Vec::new());
+    let mut i = 0;
+    while i < words.len() {
+        let Some(name) = words[i].strip_prefix("--") else {
+            rest.push(words[i].clone());
+            i += 1;
+            continue;
+        };
+        let name = name.split('=').next().unwrap_or_default();
+        let taken = match c.resolve(name) {
+            Resolution::Exact(o, _) if !words[i].contains('=') => match o.arity() {
+                Arity::Zero => 1,
+                _ => 2,
+            },
+            Resolution::Exact(..) => 1,
+            _ => 0,
+        };
+        if taken > 0 {
+            own.extend(words[i..(i + taken).min(words.len())].iter().cloned());
+            i += taken;
+        } else {
+            rest.push(words[i].clone());
+            i += 1;
+        }
+    }
+    Some((own, rest))
 }
 
 fn catalog(program: &str) -> &'static Catalog {
@@ -46,7 +87,18 @@ fn processes() -> Vec<(String, LaunchProcess)> {
         for layout in [HostLayout::Shared, HostLayout::Distinct] {
             let plan = common::plan_with(&path, None, layout);
             for p in plan.processes {
-                out.push((format!("{} ({layout:?})", path.display()), p));
+                let name = format!("{} ({layout:?})", path.display());
+                // What runs in its place under `--simulate` (a runtime's simulated
+                // engine) is a real program's command too.
+                if let Some(argv) = p.worker.as_ref().and_then(|w| w.simulated.clone()) {
+                    let sim = LaunchProcess {
+                        address: format!("{} (simulated)", p.address),
+                        argv,
+                        ..p.clone()
+                    };
+                    out.push((name.clone(), sim));
+                }
+                out.push((name, p));
             }
         }
     }
@@ -66,6 +118,19 @@ fn every_rendered_command_parses_with_the_programs_catalog() {
                 p.address, p.argv
             )
         });
+        if let Some((own, rest)) = wrapper_parts(catalog, &words) {
+            let engine = srt::engine::ENGINES[0].catalog(None).unwrap();
+            for (c, part) in [(catalog, own), (engine, rest)] {
+                if let Err(e) = c.parse_argv(&part) {
+                    panic!(
+                        "{example} {}: {} would refuse {part:?}: {e}",
+                        p.address, c.program
+                    );
+                }
+            }
+            *checked.entry(catalog.program.as_str()).or_default() += 1;
+            continue;
+        }
         if let Err(e) = catalog.parse_argv(&words) {
             panic!(
                 "{example} {}: {} would refuse it: {e}\n{:?}",
@@ -163,7 +228,11 @@ fn every_rendered_router_command_parses_with_the_real_router() {
             .or_default()
             .push((format!("{example} {}", p.address), words));
     }
-    for f in srt::frontend::FRONTENDS {
+    // The Routers, whose parsers are installed by the test command's default parts.
+    for f in srt::frontend::FRONTENDS
+        .iter()
+        .filter(|f| f.admin().is_some())
+    {
         let program = f.catalog().program.as_str();
         let venv = ROUTER_VENVS
             .iter()

@@ -122,6 +122,12 @@ pub trait Frontend: Sync {
     /// The flag catalog of the program it runs, which `frontend.args` are checked
     /// against.
     fn catalog(&self) -> &'static Catalog;
+    /// The flag catalogs of every program it renders a command for (its own, its
+    /// infrastructure's, the runtime wrappers' of its workers), each dumped from the
+    /// program's parser: what golden commands are read back with.
+    fn program_catalogs(&self) -> Vec<&'static Catalog> {
+        vec![self.catalog()]
+    }
     /// Who sets a flag the frontend derives, or `None` when a recipe may set it.
     fn managed_by(&self, flag: &str) -> Option<&'static str>;
     /// Whether it can discover workers that register themselves (discovery connectors).

@@ -99,12 +99,25 @@ const MANAGED_ENV: &[(&str, &str)] = &[
     ),
 ];
 
-fn catalog() -> &'static Catalog {
-    static PARSED: std::sync::OnceLock<Catalog> = std::sync::OnceLock::new();
+/// The catalogs of the programs it runs: the frontend (first), etcd, the mocker, and
+/// `dynamo.vllm`'s own flags (it leaves the rest to vLLM's parser).
+fn catalogs() -> &'static [Catalog] {
+    static PARSED: std::sync::OnceLock<Vec<Catalog>> = std::sync::OnceLock::new();
     PARSED.get_or_init(|| {
-        Catalog::parse(include_str!("catalog/dynamo-frontend-1.6.1.json"))
-            .expect("the shipped catalog parses")
+        [
+            include_str!("catalog/dynamo-frontend-1.6.1.json"),
+            include_str!("catalog/etcd-3.4.23.json"),
+            include_str!("catalog/dynamo-mocker-1.6.1.json"),
+            include_str!("catalog/dynamo-vllm-1.6.1.json"),
+        ]
+        .iter()
+        .map(|text| Catalog::parse(text).expect("the shipped catalog parses"))
+        .collect()
     })
+}
+
+fn catalog() -> &'static Catalog {
+    &catalogs()[0]
 }
 
 /// The deployment's Dynamo namespace: its name, with what a `dyn://` path cannot hold
@@ -150,6 +163,10 @@ impl Frontend for Dynamo {
 
     fn managed_by(&self, flag: &str) -> Option<&'static str> {
         crate::catalog::managed_by(MANAGED, flag)
+    }
+
+    fn program_catalogs(&self) -> Vec<&'static Catalog> {
+        catalogs().iter().collect()
     }
 
     fn worker_runtime(&self) -> Option<&'static str> {
