@@ -13,6 +13,8 @@
 //! see another test's processes.
 #![allow(dead_code)]
 
+pub(crate) mod load;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -176,11 +178,14 @@ pub(crate) fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Where the project's install scripts put tools (`SRT_TOOLS_DIR`, else `.tools`).
+pub(crate) fn tools_dir() -> PathBuf {
+    std::env::var_os("SRT_TOOLS_DIR").map_or_else(|| repo().join(".tools"), PathBuf::from)
+}
+
 /// `PATH` with the project's pinned `vllm-router` first.
 pub(crate) fn tools_path() -> String {
-    let dir = std::env::var_os("SRT_TOOLS_DIR")
-        .map_or_else(|| repo().join(".tools"), PathBuf::from)
-        .join("bin");
+    let dir = tools_dir().join("bin");
     assert!(
         dir.join("vllm-router").exists(),
         "the real vllm-router is not installed in {}: run scripts/install-router.sh (the test command does)",
@@ -230,6 +235,18 @@ impl Default for Env {
 }
 
 impl Env {
+    /// An environment whose `PATH` starts with the Dynamo venv's `bin` (its `python3`
+    /// imports `dynamo`), or `None` when `scripts/install-dynamo.sh` has not run.
+    pub(crate) fn dynamo() -> Option<Env> {
+        let venv = tools_dir().join("dynamo-venv").join("bin");
+        if !venv.join("python3").exists() {
+            return None;
+        }
+        let mut env = Env::new();
+        env.path = format!("{}:{}", venv.display(), env.path);
+        Some(env)
+    }
+
     pub(crate) fn new() -> Env {
         Env {
             dir: tempfile::tempdir().unwrap(),

@@ -1,0 +1,165 @@
+//! NVIDIA Dynamo's frontend end to end, with the real programs: ai-dynamo 1.6.1's
+//! frontend and its mocker as every worker (`--simulate`), the deployment's own etcd.
+//! While a load loop sends completions through the public URL, `srt apply` changes a
+//! role's args and scales roles up and down: no request may fail, and the frontend
+//! keeps its pid (the workers register and deregister themselves). Destroy leaves no
+//! process, etcd included.
+//!
+//! Needs `scripts/install-dynamo.sh` (the test command runs it).
+
+mod e2e_support;
+
+use e2e_support::load::Load;
+use e2e_support::{serial, tools_dir, Env};
+
+const PUBLIC: &str = "http://127.0.0.1:8000";
+
+fn env() -> Option<Env> {
+    let env = Env::dynamo();
+    assert!(
+        env.is_some(),
+        "ai-dynamo is not installed in {}: run scripts/install-dynamo.sh (the test command does)",
+        tools_dir().display()
+    );
+    env
+}
+
+fn model() -> String {
+    tools_dir().join("models/tiny").display().to_string()
+}
+
+fn agg(name: &str, workers: u32, max_model_len: u32) -> String {
+    format!(
+        "schema: 2
+name: {name}
+model:
+  path: {model}
+  served_name: tiny
+resources:
+  gpus_per_node: 4
+frontend:
+  type: dynamo
+  enable_multiple_frontends: false
+roles:
+  agg:
+    nodes: 1
+    workers: {workers}
+    gpus: 1
+    args:
+      max-model-len: {max_model_len}
+health_check:
+  timeout_seconds: 90
+",
+        model = model()
+    )
+}
+
+fn pd(name: &str, decode: u32, decode_len: u32) -> String {
+    format!(
+        "schema: 2
+name: {name}
+model:
+  path: {model}
+  served_name: tiny
+resources:
+  gpus_per_node: 4
+frontend:
+  type: dynamo
+  enable_multiple_frontends: false
+roles:
+  prefill:
+    nodes: 1
+    workers: 1
+    gpus: 1
+  decode:
+    nodes: colocate
+    workers: {decode}
+    gpus: 1
+    args:
+      max-model-len: {decode_len}
+health_check:
+  timeout_seconds: 90
+",
+        model = model()
+    )
+}
+
+/// Apply `text` under `in_flight` requests at a time; fails on any failed request.
+fn apply_under_load(env: &Env, what: &str, text: &str, in_flight: usize) -> String {
+    let path = env.recipe("dynamo.yaml", text);
+    let load = Load::start(env, PUBLIC, in_flight);
+    let out = env.apply(&path);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (ok, failed) = load.finish();
+    assert!(
+        failed.is_empty(),
+        "{what}: {} of {} requests failed: {:?}\n{out}",
+        failed.len(),
+        ok + failed.len(),
+        &failed[..failed.len().min(5)]
+    );
+    eprintln!("{what}: {ok} ok, 0 failed");
+    out
+}
+
+#[test]
+fn aggregate_args_change_and_scaling_serve_every_request_with_one_frontend() {
+    let _serial = serial();
+    let Some(env) = env() else { return };
+    let name = "dyn-agg";
+    env.apply(&env.recipe("dynamo.yaml", &agg(name, 3, 2048)));
+    assert_eq!(env.completion(PUBLIC)["object"], "text_completion");
+    let frontend = env.pid(name, "frontend[0]");
+    let etcd = env.pid(name, "etcd");
+    let out = apply_under_load(&env, "args change", &agg(name, 3, 1024), 1);
+    assert!(out.contains("3 replaced"), "{out}");
+    apply_under_load(&env, "scale 3 -> 4", &agg(name, 4, 1024), 8);
+    apply_under_load(&env, "scale 4 -> 2", &agg(name, 2, 1024), 8);
+    assert_eq!(
+        env.pid(name, "frontend[0]"),
+        frontend,
+        "the frontend restarted"
+    );
+    assert_eq!(env.pid(name, "etcd"), etcd, "etcd restarted");
+    let listed = env.get(&format!("{PUBLIC}/health"));
+    let generate = listed["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["endpoint"] == "generate" && i["namespace"] == name)
+        .count();
+    assert_eq!(generate, 2, "{listed}");
+    // Unchanged: nothing to do.
+    let again = env.apply(&env.recipe("dynamo.yaml", &agg(name, 2, 1024)));
+    assert!(again.contains("nothing to change"), "{again}");
+    env.destroy(name);
+    assert_eq!(
+        env.processes(name),
+        Vec::<u32>::new(),
+        "processes left after destroy"
+    );
+}
+
+#[test]
+fn disaggregated_decode_change_and_decode_scale_up_keep_serving() {
+    let _serial = serial();
+    let Some(env) = env() else { return };
+    let name = "dyn-pd";
+    env.apply(&env.recipe("dynamo.yaml", &pd(name, 2, 2048)));
+    let frontend = env.pid(name, "frontend[0]");
+    let out = apply_under_load(&env, "decode args change", &pd(name, 2, 1024), 1);
+    assert!(out.contains("2 replaced"), "{out}");
+    let out = apply_under_load(&env, "decode 2 -> 3", &pd(name, 3, 1024), 8);
+    assert!(out.contains("0 replaced"), "{out}");
+    assert_eq!(
+        env.pid(name, "frontend[0]"),
+        frontend,
+        "the frontend restarted"
+    );
+    env.destroy(name);
+    assert_eq!(
+        env.processes(name),
+        Vec::<u32>::new(),
+        "processes left after destroy"
+    );
+}
