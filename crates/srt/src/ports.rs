@@ -112,8 +112,8 @@ pub const ROUTER_METRICS: PortKind = PortKind {
 /// etcd's client port (a frontend's discovery store).
 pub const ETCD_CLIENT: PortKind = PortKind {
     name: "etcd_client",
-    base: 12379,
-    stride: 2,
+    base: 12300,
+    stride: 1,
     span: 1,
     purpose: "etcd --listen-client-urls",
 };
@@ -121,8 +121,8 @@ pub const ETCD_CLIENT: PortKind = PortKind {
 /// etcd's peer port.
 pub const ETCD_PEER: PortKind = PortKind {
     name: "etcd_peer",
-    base: 12380,
-    stride: 2,
+    base: 12400,
+    stride: 1,
     span: 1,
     purpose: "etcd --listen-peer-urls",
 };
