@@ -14,6 +14,7 @@
 
 mod gate;
 mod members;
+mod record;
 mod rollout;
 #[cfg(test)]
 mod tests;
@@ -26,6 +27,7 @@ use crate::recipe::HealthCheck;
 use crate::state::{ResourceState, State, StateError, StateLock, StateStore, Status};
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
+use record::{Recorder, Stopped, Unrecorded};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -266,31 +268,7 @@ pub fn shared(state: State) -> Shared {
     Arc::new(Mutex::new(state))
 }
 
-/// Record the current records of `addresses` (an append to the state journal: its cost
-/// is those records, not the whole state).
-fn append(
-    store: &StateStore,
-    lock: &StateLock,
-    state: &mut State,
-    addresses: &[&str],
-) -> Result<(), String> {
-    store
-        .append(lock, state, addresses)
-        .map_err(|e| format!("saving state: {e}"))
-}
-
 impl Apply<'_> {
-    fn record(
-        &self,
-        state: &Shared,
-        address: &str,
-        f: impl FnOnce(&mut State),
-    ) -> Result<(), String> {
-        let mut s = state.lock().expect("state mutex");
-        f(&mut s);
-        append(self.store, self.lock, &mut s, &[address])
-    }
-
     fn new_record(&self, i: usize, status: Status) -> ResourceState {
         let r = &self.graph.resources[i];
         let (ports, node) = match r.target {
@@ -328,13 +306,13 @@ impl Apply<'_> {
     /// Run the plan. `state` is updated and saved as resources complete.
     pub async fn run(&self, state: &Shared) -> Outcome {
         let mut outcome = Outcome::default();
-        self.stop_phase(state, &mut outcome).await;
+        let rec = Recorder::new(state, self.store, self.lock, self.graph);
+        self.stop_phase(&rec, &mut outcome).await;
         if !self.cancel.is_cancelled() {
-            self.create_phase(state, &mut outcome).await;
+            self.create_phase(&rec, &mut outcome).await;
             // Check results are saved with the next launch; whatever came after the
             // last one is saved here.
-            let mut s = state.lock().expect("state mutex");
-            if let Err(e) = self.store.save(self.lock, &mut s) {
+            if let Err(e) = rec.save() {
                 outcome.unrecorded(&["state".into()], &e);
             }
         }
@@ -347,7 +325,7 @@ impl Apply<'_> {
     /// stopped has stopped (a Router before its workers). Stops that finish together are
     /// recorded with one state save; a crash before it leaves them recorded as running,
     /// which the next refresh reports as drift.
-    async fn stop_phase(&self, state: &Shared, outcome: &mut Outcome) {
+    async fn stop_phase(&self, rec: &Recorder<'_>, outcome: &mut Outcome) {
         self.stop_untracked(outcome).await;
         // Replaced processes roll in the create phase (unless their allocation goes).
         let rolling = self.rolling();
@@ -364,13 +342,12 @@ impl Apply<'_> {
             .collect();
         // Per target (in a dependents-first order): its runtime, the targets it depends
         // on, and how many targets depend on it and are not stopped yet.
-        let (order, runtimes, kinds, dependencies, mut waiting) = {
-            let s = state.lock().expect("state mutex");
+        let (order, runtimes, kinds, dependencies, mut waiting) = rec.read(|s| {
             let recorded: Vec<&String> = targets
                 .into_iter()
                 .filter(|a| s.resources.contains_key(*a))
                 .collect();
-            let order = crate::plan::destroy_order(&s, &recorded);
+            let order = crate::plan::destroy_order(s, &recorded);
             let position: HashMap<&str, usize> = order
                 .iter()
                 .enumerate()
@@ -409,7 +386,7 @@ impl Apply<'_> {
                 .collect();
             let kinds: Vec<Kind> = order.iter().map(|a| s.resources[a].kind).collect();
             (order, runtimes, kinds, dependencies, waiting)
-        };
+        });
         let actions = self.actions();
         let action_of = |i: usize| {
             actions
@@ -440,7 +417,7 @@ impl Apply<'_> {
                     let t = Instant::now();
                     // A worker leaves its Routers and finishes its requests first.
                     if worker && runtime.is_some() {
-                        let withdrawn = match self.withdraw(state, address).await {
+                        let withdrawn = match self.withdraw(rec, address).await {
                             Ok(w) => w,
                             Err(e) => return (i, t, Err(e.message)),
                         };
@@ -495,27 +472,15 @@ impl Apply<'_> {
             if stopped.is_empty() {
                 continue;
             }
-            let saved = {
-                let mut s = state.lock().expect("state mutex");
-                let mut emptied = Vec::new();
-                for &(i, _) in &stopped {
-                    if kinds[i] == Kind::Router {
-                        emptied.extend(self.router_stopped(&mut s, &order[i]));
-                    }
-                    if action_of(i) == Action::Destroy {
-                        s.resources.remove(&order[i]);
-                    } else if let Some(r) = s.resources.get_mut(&order[i]) {
-                        // Stopped for replacement: if apply stops here, the next plan
-                        // replaces it.
-                        r.status = Status::Tainted;
-                        r.runtime = None;
-                    }
-                }
-                let mut addresses: Vec<&str> =
-                    stopped.iter().map(|&(i, _)| order[i].as_str()).collect();
-                addresses.extend(emptied.iter().map(String::as_str));
-                self.store.append(self.lock, &mut s, &addresses)
-            };
+            let stops: Vec<Stopped<'_>> = stopped
+                .iter()
+                .map(|&(i, _)| Stopped {
+                    address: &order[i],
+                    destroyed: action_of(i) == Action::Destroy,
+                    router: kinds[i] == Kind::Router,
+                })
+                .collect();
+            let saved = rec.stopped(&stops);
             if let Err(e) = &saved {
                 let addresses: Vec<String> =
                     stopped.iter().map(|&(i, _)| order[i].clone()).collect();
@@ -578,7 +543,7 @@ impl Apply<'_> {
         }
     }
 
-    async fn create_phase(&self, state: &Shared, outcome: &mut Outcome) {
+    async fn create_phase(&self, rec: &Recorder<'_>, outcome: &mut Outcome) {
         let n = self.graph.resources.len();
         let by_address = self.actions();
         let actions: Vec<Action> = self
@@ -651,7 +616,7 @@ impl Apply<'_> {
                     let leads = roll.leader(i).is_some();
                     running.push(Box::pin(async move {
                         if leads {
-                            (i, self.roll_unit(state, roll, &roll.units[u]).await)
+                            (i, self.roll_unit(rec, roll, &roll.units[u]).await)
                         } else {
                             // Replaced with its unit's leader, which it waited for.
                             (i, Ok("replaced with its endpoint".to_string()))
@@ -666,9 +631,9 @@ impl Apply<'_> {
                     });
                     running.push(Box::pin(async move {
                         let result = if kind == Kind::Membership {
-                            self.sync_members(state, i).await
+                            self.sync_members(rec, i).await
                         } else {
-                            self.reload_in_place(state, i).await
+                            self.reload_in_place(rec, i).await
                         };
                         (i, result)
                     }));
@@ -678,18 +643,18 @@ impl Apply<'_> {
                     launches.push((i, action));
                     continue;
                 }
-                running.push(Box::pin(async move {
-                    (i, self.run_one(state, i, action).await)
-                }));
+                running.push(Box::pin(
+                    async move { (i, self.run_one(rec, i, action).await) },
+                ));
             }
             if !launches.is_empty() {
-                for (i, started) in self.launch_batch(state, &launches, &mut unsaved) {
+                for (i, started) in self.launch_batch(rec, &launches, &mut unsaved) {
                     match started {
                         Err(e) => done.push_back((i, Err(e.into()))),
                         // Identity recorded: wait (without the state mutex) until the
                         // executor confirms the process runs, e.g. its SLURM step id.
                         Ok(st) => running.push(Box::pin(async move {
-                            (i, self.confirm_launch(state, i, st).await)
+                            (i, self.confirm_launch(rec, i, st).await)
                         })),
                     }
                 }
@@ -840,14 +805,13 @@ impl Apply<'_> {
     /// plan). A batch is at most `parallelism` launches.
     fn launch_batch(
         &self,
-        state: &Shared,
+        rec: &Recorder<'_>,
         batch: &[(usize, Action)],
         unsaved: &mut Vec<usize>,
     ) -> Vec<(usize, Result<crate::exec::Started, String>)> {
         // Executor errors are rendered as text from here on: in events, the outcome and
         // the state record.
         let address = |i: usize| self.graph.resources[i].address.as_str();
-        let launched: Vec<&str> = batch.iter().map(|&(i, _)| address(i)).collect();
         for &(i, action) in batch {
             let r = &self.graph.resources[i];
             (self.events)(Event::Started {
@@ -855,55 +819,38 @@ impl Apply<'_> {
                 action: verb_ing(action, r.kind),
             });
         }
-        let mut s = state.lock().expect("state mutex");
-        for &(i, _) in batch {
-            let address = self.graph.resources[i].address.clone();
-            s.resources
-                .insert(address, self.new_record(i, Status::Pending));
-        }
-        // The intents, with the check results that came before them (a port block's
-        // before its process).
-        let intents: Vec<&str> = unsaved
+        let records: Vec<(String, ResourceState)> = batch
             .iter()
-            .map(|&i| address(i))
-            .chain(launched.iter().copied())
+            .map(|&(i, _)| (address(i).to_string(), self.new_record(i, Status::Pending)))
             .collect();
-        if let Err(e) = append(self.store, self.lock, &mut s, &intents) {
-            return batch.iter().map(|&(i, _)| (i, Err(e.clone()))).collect();
-        }
-        unsaved.clear();
-        let mut results = Vec::with_capacity(batch.len());
-        for &(i, _) in batch {
-            let r = &self.graph.resources[i];
-            let Target::Process(p) = r.target else {
-                results.push((i, Err("unsupported resource".into())));
-                continue;
+        // The intents go with the check results that came before them (a port block's
+        // before its process).
+        let checks: Vec<&str> = unsaved.iter().map(|&i| address(i)).collect();
+        let start = |k: usize| {
+            let Target::Process(p) = self.graph.resources[batch[k].0].target else {
+                return None;
             };
             let started = self.exec.start(&self.launch.processes[p]);
-            let rec = s.resources.get_mut(&r.address).expect("just inserted");
-            let result = match started {
-                Ok(st) => {
-                    rec.status = Status::Running;
-                    rec.runtime = Some(st.runtime.clone());
-                    rec.log_path = Some(st.log_path.clone());
-                    Ok(st)
-                }
-                Err(e) => {
-                    let e = e.to_string();
-                    rec.status = Status::Failed;
-                    rec.error = Some(e.clone());
-                    Err(e)
-                }
-            };
-            results.push((i, result));
+            Some(started.map_err(|e| e.to_string()))
+        };
+        let all = |e: String| batch.iter().map(|&(i, _)| (i, Err(e.clone()))).collect();
+        match rec.launched(records, &checks, start) {
+            Ok(results) => {
+                unsaved.clear();
+                batch
+                    .iter()
+                    .zip(results)
+                    .map(|(&(i, _), r)| {
+                        (i, r.unwrap_or_else(|| Err("unsupported resource".into())))
+                    })
+                    .collect()
+            }
+            Err(Unrecorded::Intents(e)) => all(e),
+            Err(Unrecorded::Identities(e)) => {
+                unsaved.clear();
+                all(e)
+            }
         }
-        if let Err(e) = append(self.store, self.lock, &mut s, &launched) {
-            return results
-                .into_iter()
-                .map(|(i, _)| (i, Err(e.clone())))
-                .collect();
-        }
-        results
     }
 
     /// Wait for the executor to confirm a started process; record the completed runtime
@@ -911,36 +858,28 @@ impl Apply<'_> {
     /// failure (the runtime stays recorded so the next apply stops what may still run).
     async fn confirm_launch(
         &self,
-        state: &Shared,
+        rec: &Recorder<'_>,
         i: usize,
         started: crate::exec::Started,
     ) -> StepResult {
         let address = &self.graph.resources[i].address;
         let confirmed = self.exec.confirm(&started).await.map_err(|e| e.to_string());
-        let mut s = state.lock().expect("state mutex");
         match confirmed {
             Ok(runtime) => {
                 let detail = runtime.describe();
                 if runtime != started.runtime {
-                    if let Some(rec) = s.resources.get_mut(address) {
-                        rec.runtime = Some(runtime);
-                    }
-                    append(self.store, self.lock, &mut s, &[address])?;
+                    rec.update(address, |r| r.runtime = Some(runtime))?;
                 }
                 Ok(detail)
             }
             Err(e) => {
-                if let Some(rec) = s.resources.get_mut(address) {
-                    rec.status = Status::Failed;
-                    rec.error = Some(e.clone());
-                }
-                append(self.store, self.lock, &mut s, &[address])?;
+                rec.failed(address, &e)?;
                 Err(e.into())
             }
         }
     }
 
-    async fn run_one(&self, state: &Shared, i: usize, action: Action) -> StepResult {
+    async fn run_one(&self, rec: &Recorder<'_>, i: usize, action: Action) -> StepResult {
         let r = &self.graph.resources[i];
         (self.events)(Event::Started {
             address: r.address.clone(),
@@ -955,7 +894,7 @@ impl Apply<'_> {
                     .check_ports(process)
                     .await
                     .map_err(|e| e.to_string());
-                let mut rec = self.new_record(
+                let mut record = self.new_record(
                     i,
                     if result.is_ok() {
                         Status::Running
@@ -963,21 +902,17 @@ impl Apply<'_> {
                         Status::Failed
                     },
                 );
-                rec.error = result.as_ref().err().cloned();
+                record.error = result.as_ref().err().cloned();
                 // Saved with its process's launch (or at the end): a lost port check
                 // only costs a re-check.
-                state
-                    .lock()
-                    .expect("state mutex")
-                    .resources
-                    .insert(r.address.clone(), rec);
+                rec.checked(&r.address, record);
                 Ok(result.map(|_| "free".to_string())?)
             }
-            (Kind::Allocation, _) => Ok(self.allocate(state, i).await?),
+            (Kind::Allocation, _) => Ok(self.allocate(rec, i).await?),
             (_, Target::Gate(g)) => {
                 let gate = &self.launch.gates[g];
-                let result = gate::run(self, state, gate).await;
-                let mut rec = self.new_record(
+                let result = gate::run(self, rec, gate).await;
+                let mut record = self.new_record(
                     i,
                     if result.is_ok() {
                         Status::Running
@@ -985,15 +920,11 @@ impl Apply<'_> {
                         Status::Failed
                     },
                 );
-                rec.error = result.as_ref().err().map(|e| e.message.clone());
+                record.error = result.as_ref().err().map(|e| e.message.clone());
                 if !(self.cancel.is_cancelled() && result.is_err()) {
                     // Saved with the next launch or at the end: gates are re-checked by
                     // every apply.
-                    state
-                        .lock()
-                        .expect("state mutex")
-                        .resources
-                        .insert(r.address.clone(), rec);
+                    rec.checked(&r.address, record);
                 }
                 result.map(|d| format!("{d} in {:.2}s", t.elapsed().as_secs_f64()))
             }
@@ -1027,14 +958,14 @@ impl Apply<'_> {
     /// Create the executor's allocation. Its identity is recorded as soon as it exists;
     /// on failure or interrupt it is cancelled and recorded as failed without an
     /// identity, so nothing is left half-recorded.
-    async fn allocate(&self, state: &Shared, i: usize) -> Result<String, String> {
+    async fn allocate(&self, rec: &Recorder<'_>, i: usize) -> Result<String, String> {
         let address = &self.graph.resources[i].address;
-        self.record(state, address, |s| {
+        rec.record(address, |s| {
             s.resources
                 .insert(address.clone(), self.new_record(i, Status::Pending));
         })?;
         let submitted = |runtime: &crate::state::Runtime| {
-            self.record(state, address, |s| {
+            rec.record(address, |s| {
                 if let Some(r) = s.resources.get_mut(address) {
                     r.runtime = Some(runtime.clone());
                 }
@@ -1048,7 +979,7 @@ impl Apply<'_> {
         match result {
             Ok(started) => {
                 let detail = started.runtime.describe();
-                self.record(state, address, |s| {
+                rec.record(address, |s| {
                     if let Some(r) = s.resources.get_mut(address) {
                         r.status = Status::Running;
                         r.runtime = Some(started.runtime.clone());
@@ -1058,18 +989,13 @@ impl Apply<'_> {
                 Ok(detail)
             }
             Err(e) => {
-                let recorded = state
-                    .lock()
-                    .expect("state mutex")
-                    .resources
-                    .get(address)
-                    .and_then(|r| r.runtime.clone());
+                let recorded = rec.runtime(address);
                 // An interrupted wait leaves a submitted job behind: cancel it now.
                 let kept = match &recorded {
                     Some(rt) => self.exec.stop(rt).await.err().map(|_| rt.clone()),
                     None => None,
                 };
-                self.record(state, address, |s| {
+                rec.record(address, |s| {
                     if let Some(r) = s.resources.get_mut(address) {
                         r.status = Status::Failed;
                         r.runtime = kept;
