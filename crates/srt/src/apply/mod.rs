@@ -263,6 +263,41 @@ type StopResult = (usize, Instant, Result<(), String>);
 /// State shared between apply and a signal handler that must save it before exiting.
 pub type Shared = Arc<Mutex<State>>;
 
+/// Phase 1's targets in a dependents-first order, and per target: its runtime, its kind,
+/// whether it is destroyed (else stopped for a replacement), the targets it depends on.
+struct Stops {
+    order: Vec<String>,
+    runtimes: Vec<Option<crate::state::Runtime>>,
+    kinds: Vec<Kind>,
+    destroyed: Vec<bool>,
+    dependencies: Vec<Vec<usize>>,
+}
+
+/// The front door first: a Router stops before the workers it routes to (they do not
+/// depend on each other, but requests come in through it).
+fn front_door_first(
+    s: &State,
+    position: &HashMap<&str, usize>,
+    dependencies: &mut [Vec<usize>],
+    waiting: &mut [usize],
+) {
+    for r in s.resources.values().filter(|r| r.kind == Kind::Membership) {
+        let Some(&router) = r
+            .spec
+            .get_str("router")
+            .and_then(|a| position.get(a.as_str()))
+        else {
+            continue;
+        };
+        for (_, worker) in crate::plan::members_of(&r.spec) {
+            if let Some(&j) = position.get(worker.as_str()) {
+                dependencies[router].push(j);
+                waiting[j] += 1;
+            }
+        }
+    }
+}
+
 /// Wrap state for [`Apply::run`].
 pub fn shared(state: State) -> Shared {
     Arc::new(Mutex::new(state))
@@ -327,10 +362,47 @@ impl Apply<'_> {
     /// which the next refresh reports as drift.
     async fn stop_phase(&self, rec: &Recorder<'_>, outcome: &mut Outcome) {
         self.stop_untracked(outcome).await;
+        let (stops, mut waiting) = self.plan_stops(rec);
+        let mut ready: std::collections::VecDeque<usize> = (0..stops.order.len())
+            .filter(|&i| waiting[i] == 0)
+            .collect();
+        let mut running: FuturesUnordered<futures::future::LocalBoxFuture<'_, StopResult>> =
+            FuturesUnordered::new();
+        let mut started = vec![false; stops.order.len()];
+        let parallelism = self.parallelism.max(1);
+        loop {
+            while running.len() < parallelism && !self.cancel.is_cancelled() {
+                let Some(i) = ready.pop_front() else { break };
+                if std::mem::replace(&mut started[i], true) {
+                    continue;
+                }
+                running.push(self.stop_one(rec, &stops, i));
+            }
+            if running.is_empty() && ready.is_empty() && !self.cancel.is_cancelled() {
+                // Nothing left can be released: what remains is in a recorded cycle (a
+                // hand-edited state). Stop it anyway, in `destroy_order`'s order.
+                if let Some(i) = started.iter().position(|s| !s) {
+                    ready.push_back(i);
+                    continue;
+                }
+            }
+            let Some(first) = running.next().await else {
+                break;
+            };
+            let mut finished = vec![first];
+            while let Some(Some(more)) = running.next().now_or_never() {
+                finished.push(more);
+            }
+            let stopped = self.stops_finished(&stops, finished, &mut waiting, &mut ready, outcome);
+            self.record_stops(rec, &stops, &stopped, outcome);
+        }
+    }
+
+    /// What phase 1 stops: what is destroyed, and what is replaced but does not roll.
+    fn stop_targets(&self) -> Vec<&String> {
         // Replaced processes roll in the create phase (unless their allocation goes).
         let rolling = self.rolling();
-        let targets: Vec<&String> = self
-            .plan
+        self.plan
             .changes
             .iter()
             .filter(|c| match c.action {
@@ -339,10 +411,15 @@ impl Apply<'_> {
                 _ => false,
             })
             .map(|c| &c.address)
-            .collect();
-        // Per target (in a dependents-first order): its runtime, the targets it depends
-        // on, and how many targets depend on it and are not stopped yet.
-        let (order, runtimes, kinds, dependencies, mut waiting) = rec.read(|s| {
+            .collect()
+    }
+
+    /// The recorded targets in a dependents-first order, and per target how many
+    /// targets depend on it and are not stopped yet.
+    fn plan_stops(&self, rec: &Recorder<'_>) -> (Stops, Vec<usize>) {
+        let targets = self.stop_targets();
+        let actions = self.actions();
+        rec.read(|s| {
             let recorded: Vec<&String> = targets
                 .into_iter()
                 .filter(|a| s.resources.contains_key(*a))
@@ -363,140 +440,130 @@ impl Apply<'_> {
                     }
                 }
             }
-            // The front door first: a Router stops before the workers it routes to
-            // (they do not depend on each other, but requests come in through it).
-            for r in s.resources.values().filter(|r| r.kind == Kind::Membership) {
-                let Some(&router) = r
-                    .spec
-                    .get_str("router")
-                    .and_then(|a| position.get(a.as_str()))
-                else {
-                    continue;
-                };
-                for (_, worker) in crate::plan::members_of(&r.spec) {
-                    if let Some(&j) = position.get(worker.as_str()) {
-                        dependencies[router].push(j);
-                        waiting[j] += 1;
-                    }
-                }
-            }
-            let runtimes: Vec<Option<crate::state::Runtime>> = order
-                .iter()
-                .map(|a| s.resources[a].runtime.clone())
-                .collect();
-            let kinds: Vec<Kind> = order.iter().map(|a| s.resources[a].kind).collect();
-            (order, runtimes, kinds, dependencies, waiting)
-        });
-        let actions = self.actions();
-        let action_of = |i: usize| {
-            actions
-                .get(order[i].as_str())
-                .copied()
-                .unwrap_or(Action::Destroy)
-        };
-        let mut ready: std::collections::VecDeque<usize> =
-            (0..order.len()).filter(|&i| waiting[i] == 0).collect();
-        let mut running: FuturesUnordered<futures::future::LocalBoxFuture<'_, StopResult>> =
-            FuturesUnordered::new();
-        let mut started = vec![false; order.len()];
-        let parallelism = self.parallelism.max(1);
-        loop {
-            while running.len() < parallelism && !self.cancel.is_cancelled() {
-                let Some(i) = ready.pop_front() else { break };
-                if std::mem::replace(&mut started[i], true) {
-                    continue;
-                }
-                (self.events)(Event::Started {
-                    address: order[i].clone(),
-                    action: "stopping",
-                });
-                let runtime = &runtimes[i];
-                let address = &order[i];
-                let worker = kinds[i] == Kind::Worker;
-                running.push(Box::pin(async move {
-                    let t = Instant::now();
-                    // A worker leaves its Routers and finishes its requests first.
-                    if worker && runtime.is_some() {
-                        let withdrawn = match self.withdraw(rec, address).await {
-                            Ok(w) => w,
-                            Err(e) => return (i, t, Err(e.message)),
-                        };
-                        let urls: Vec<String> = withdrawn.iter().map(|w| w.url.clone()).collect();
-                        self.drain(address, &urls).await;
-                    }
-                    let result = match runtime {
-                        Some(rt) => self.exec.stop(rt).await.map_err(|e| e.to_string()),
-                        None => Ok(()),
-                    };
-                    (i, t, result)
-                }));
-            }
-            if running.is_empty() && ready.is_empty() && !self.cancel.is_cancelled() {
-                // Nothing left can be released: what remains is in a recorded cycle (a
-                // hand-edited state). Stop it anyway, in `destroy_order`'s order.
-                if let Some(i) = started.iter().position(|s| !s) {
-                    ready.push_back(i);
-                    continue;
-                }
-            }
-            let Some(first) = running.next().await else {
-                break;
+            front_door_first(s, &position, &mut dependencies, &mut waiting);
+            let stops = Stops {
+                runtimes: order
+                    .iter()
+                    .map(|a| s.resources[a].runtime.clone())
+                    .collect(),
+                kinds: order.iter().map(|a| s.resources[a].kind).collect(),
+                destroyed: order
+                    .iter()
+                    .map(|a| actions.get(a.as_str()).copied().unwrap_or(Action::Destroy))
+                    .map(|a| a == Action::Destroy)
+                    .collect(),
+                dependencies,
+                order,
             };
-            let mut finished = vec![first];
-            while let Some(Some(more)) = running.next().now_or_never() {
-                finished.push(more);
+            (stops, waiting)
+        })
+    }
+
+    /// Start stopping target `i`: a worker leaves its Routers and finishes its requests
+    /// first.
+    fn stop_one<'s>(
+        &'s self,
+        rec: &'s Recorder<'_>,
+        stops: &'s Stops,
+        i: usize,
+    ) -> futures::future::LocalBoxFuture<'s, StopResult> {
+        (self.events)(Event::Started {
+            address: stops.order[i].clone(),
+            action: "stopping",
+        });
+        let runtime = &stops.runtimes[i];
+        let address = &stops.order[i];
+        let worker = stops.kinds[i] == Kind::Worker;
+        Box::pin(async move {
+            let t = Instant::now();
+            if worker && runtime.is_some() {
+                let withdrawn = match self.withdraw(rec, address).await {
+                    Ok(w) => w,
+                    Err(e) => return (i, t, Err(e.message)),
+                };
+                let urls: Vec<String> = withdrawn.iter().map(|w| w.url.clone()).collect();
+                self.drain(address, &urls).await;
             }
-            let mut stopped = Vec::with_capacity(finished.len());
-            for (i, t, result) in finished {
-                match result {
-                    Ok(()) => stopped.push((i, t)),
-                    Err(e) => self.fail(
-                        outcome,
-                        Failure {
-                            address: order[i].clone(),
-                            error: format!("stopping: {e}"),
-                            log: None,
-                            help: None,
-                        },
-                    ),
+            let result = match runtime {
+                Some(rt) => self.exec.stop(rt).await.map_err(|e| e.to_string()),
+                None => Ok(()),
+            };
+            (i, t, result)
+        })
+    }
+
+    /// Stops that finished: the failures reported, what each one depended on released.
+    /// Those that stopped, and when each started.
+    fn stops_finished(
+        &self,
+        stops: &Stops,
+        finished: Vec<StopResult>,
+        waiting: &mut [usize],
+        ready: &mut std::collections::VecDeque<usize>,
+        outcome: &mut Outcome,
+    ) -> Vec<(usize, Instant)> {
+        let mut stopped = Vec::with_capacity(finished.len());
+        for (i, t, result) in finished {
+            match result {
+                Ok(()) => stopped.push((i, t)),
+                Err(e) => self.fail(
+                    outcome,
+                    Failure {
+                        address: stops.order[i].clone(),
+                        error: format!("stopping: {e}"),
+                        log: None,
+                        help: None,
+                    },
+                ),
+            }
+            // What it depends on may stop even if it failed to: the dependency does
+            // not need it gone, only not to outlive it unnecessarily.
+            for &j in &stops.dependencies[i] {
+                waiting[j] -= 1;
+                if waiting[j] == 0 {
+                    ready.push_back(j);
                 }
-                // What it depends on may stop even if it failed to: the dependency does
-                // not need it gone, only not to outlive it unnecessarily.
-                for &j in &dependencies[i] {
-                    waiting[j] -= 1;
-                    if waiting[j] == 0 {
-                        ready.push_back(j);
-                    }
-                }
             }
-            if stopped.is_empty() {
-                continue;
-            }
-            let stops: Vec<Stopped<'_>> = stopped
+        }
+        stopped
+    }
+
+    /// Record stops that finished together with one append, then report them.
+    fn record_stops(
+        &self,
+        rec: &Recorder<'_>,
+        stops: &Stops,
+        stopped: &[(usize, Instant)],
+        outcome: &mut Outcome,
+    ) {
+        if stopped.is_empty() {
+            return;
+        }
+        let recorded: Vec<Stopped<'_>> = stopped
+            .iter()
+            .map(|&(i, _)| Stopped {
+                address: &stops.order[i],
+                destroyed: stops.destroyed[i],
+                router: stops.kinds[i] == Kind::Router,
+            })
+            .collect();
+        if let Err(e) = &rec.stopped(&recorded) {
+            let addresses: Vec<String> = stopped
                 .iter()
-                .map(|&(i, _)| Stopped {
-                    address: &order[i],
-                    destroyed: action_of(i) == Action::Destroy,
-                    router: kinds[i] == Kind::Router,
-                })
+                .map(|&(i, _)| stops.order[i].clone())
                 .collect();
-            let saved = rec.stopped(&stops);
-            if let Err(e) = &saved {
-                let addresses: Vec<String> =
-                    stopped.iter().map(|&(i, _)| order[i].clone()).collect();
-                outcome.unrecorded(&addresses, e);
+            outcome.unrecorded(&addresses, e);
+        }
+        for &(i, t) in stopped {
+            let destroyed = stops.destroyed[i];
+            if destroyed {
+                outcome.destroyed += 1;
             }
-            for (i, t) in stopped {
-                let destroyed = action_of(i) == Action::Destroy;
-                if destroyed {
-                    outcome.destroyed += 1;
-                }
-                (self.events)(Event::Done {
-                    address: order[i].clone(),
-                    action: if destroyed { "destroyed" } else { "stopped" },
-                    detail: format!("{:.1}s", t.elapsed().as_secs_f64()),
-                });
-            }
+            (self.events)(Event::Done {
+                address: stops.order[i].clone(),
+                action: if destroyed { "destroyed" } else { "stopped" },
+                detail: format!("{:.1}s", t.elapsed().as_secs_f64()),
+            });
         }
     }
 
