@@ -298,6 +298,49 @@ fn front_door_first(
     }
 }
 
+/// A running step of the create phase: its resource's position and result.
+type Step<'s> = futures::future::LocalBoxFuture<'s, (usize, StepResult)>;
+
+/// The create phase's walk over the graph's ordering edges: what each resource still
+/// waits for, what is ready, and why a resource will be skipped.
+struct Walk {
+    indegree: Vec<usize>,
+    children: Vec<Vec<usize>>,
+    /// Why a resource is skipped, once one it waits for did not complete.
+    blocked: Vec<Option<String>>,
+    ready: std::collections::VecDeque<usize>,
+}
+
+impl Walk {
+    fn new(indegree: Vec<usize>, children: Vec<Vec<usize>>) -> Walk {
+        let n = indegree.len();
+        Walk {
+            ready: (0..n).filter(|&i| indegree[i] == 0).collect(),
+            blocked: vec![None; n],
+            indegree,
+            children,
+        }
+    }
+
+    /// `i` is settled (done, failed, skipped, nothing to do): what waited only for it
+    /// is ready.
+    fn release(&mut self, i: usize) {
+        for &c in &self.children[i] {
+            self.indegree[c] -= 1;
+            if self.indegree[c] == 0 {
+                self.ready.push_back(c);
+            }
+        }
+    }
+
+    /// What waits for `i` is skipped, for `why` (unless it already has a reason).
+    fn block(&mut self, i: usize, why: impl Fn(usize) -> String) {
+        for &c in &self.children[i] {
+            self.blocked[c].get_or_insert_with(|| why(c));
+        }
+    }
+}
+
 /// Wrap state for [`Apply::run`].
 pub fn shared(state: State) -> Shared {
     Arc::new(Mutex::new(state))
@@ -610,32 +653,20 @@ impl Apply<'_> {
         }
     }
 
+    /// Start what the plan creates, replaces, updates and checks, in the order of the
+    /// graph's ordering edges (`start_order`), at most `parallelism` at once: process
+    /// launches ready together go as one batch, a replaced unit rolls in its turn, a
+    /// failure skips only what waits for it.
     async fn create_phase(&self, rec: &Recorder<'_>, outcome: &mut Outcome) {
-        let n = self.graph.resources.len();
-        let by_address = self.actions();
-        let actions: Vec<Action> = self
-            .graph
-            .resources
-            .iter()
-            .map(|r| {
-                by_address
-                    .get(r.address.as_str())
-                    .copied()
-                    .unwrap_or(Action::NoOp)
-            })
-            .collect();
+        let actions = self.create_actions();
         let roll = if self.rolling() {
             self.plan_roll(&actions)
         } else {
-            self.plan_roll(&vec![Action::NoOp; n])
+            self.plan_roll(&vec![Action::NoOp; actions.len()])
         };
-        let (mut indegree, children) = self.start_order(&actions, &roll);
-        let mut blocked: Vec<Option<String>> = vec![None; n];
-        let mut ready: std::collections::VecDeque<usize> =
-            (0..n).filter(|&i| indegree[i] == 0).collect();
-        let mut running: FuturesUnordered<
-            futures::future::LocalBoxFuture<'_, (usize, StepResult)>,
-        > = FuturesUnordered::new();
+        let (indegree, children) = self.start_order(&actions, &roll);
+        let mut walk = Walk::new(indegree, children);
+        let mut running: FuturesUnordered<Step<'_>> = FuturesUnordered::new();
         // Process launches ready in the same round are started as one batch (one intent
         // save, the launches, one identity save); results of everything else arrive
         // through `running`.
@@ -646,85 +677,21 @@ impl Apply<'_> {
         let parallelism = self.parallelism.max(1);
         loop {
             while running.len() + launches.len() < parallelism {
-                let Some(i) = ready.pop_front() else { break };
-                let address = self.graph.resources[i].address.clone();
-                if let Some(because) = blocked[i].clone().or_else(|| {
-                    self.cancel
-                        .is_cancelled()
-                        .then(|| "apply was interrupted".to_string())
-                }) {
-                    (self.events)(Event::Skipped {
-                        address: address.clone(),
-                        because: because.clone(),
-                    });
-                    outcome.skipped.push(address.clone());
-                    for &c in &children[i] {
-                        blocked[c].get_or_insert_with(|| format!("`{address}` did not complete"));
-                        indegree[c] -= 1;
-                        if indegree[c] == 0 {
-                            ready.push_back(c);
-                        }
-                    }
-                    continue;
+                let Some(i) = walk.ready.pop_front() else {
+                    break;
+                };
+                if let Some(because) = self.skipped_because(&walk, i) {
+                    self.skip(i, because, &mut walk, outcome);
+                } else if actions[i] == Action::NoOp {
+                    walk.release(i);
+                } else if let Some(step) = self.start(rec, &roll, i, actions[i]) {
+                    running.push(step);
+                } else {
+                    launches.push((i, actions[i]));
                 }
-                if actions[i] == Action::NoOp {
-                    for &c in &children[i] {
-                        indegree[c] -= 1;
-                        if indegree[c] == 0 {
-                            ready.push_back(c);
-                        }
-                    }
-                    continue;
-                }
-                let action = actions[i];
-                let kind = self.graph.resources[i].kind;
-                if let Some(&u) = roll.unit_of.get(&i) {
-                    let roll = &roll;
-                    let leads = roll.leader(i).is_some();
-                    running.push(Box::pin(async move {
-                        if leads {
-                            (i, self.roll_unit(rec, roll, &roll.units[u]).await)
-                        } else {
-                            // Replaced with its unit's leader, which it waited for.
-                            (i, Ok("replaced with its endpoint".to_string()))
-                        }
-                    }));
-                    continue;
-                }
-                if kind == Kind::Membership || action == Action::Update {
-                    (self.events)(Event::Started {
-                        address: address.clone(),
-                        action: verb_ing(action, kind),
-                    });
-                    running.push(Box::pin(async move {
-                        let result = if kind == Kind::Membership {
-                            self.sync_members(rec, i).await
-                        } else {
-                            self.reload_in_place(rec, i).await
-                        };
-                        (i, result)
-                    }));
-                    continue;
-                }
-                if kind.is_process() {
-                    launches.push((i, action));
-                    continue;
-                }
-                running.push(Box::pin(
-                    async move { (i, self.run_one(rec, i, action).await) },
-                ));
             }
             if !launches.is_empty() {
-                for (i, started) in self.launch_batch(rec, &launches, &mut unsaved) {
-                    match started {
-                        Err(e) => done.push_back((i, Err(e.into()))),
-                        // Identity recorded: wait (without the state mutex) until the
-                        // executor confirms the process runs, e.g. its SLURM step id.
-                        Ok(st) => running.push(Box::pin(async move {
-                            (i, self.confirm_launch(rec, i, st).await)
-                        })),
-                    }
-                }
+                self.launch_ready(rec, &launches, &mut unsaved, &mut running, &mut done);
                 launches.clear();
             }
             if done.is_empty() {
@@ -739,64 +706,174 @@ impl Apply<'_> {
                 }
             }
             while let Some((i, result)) = done.pop_front() {
-                let address = self.graph.resources[i].address.clone();
                 if !self.graph.resources[i].kind.is_process() {
                     // Its check result is in memory: recorded with the next launch.
                     unsaved.push(i);
                 }
-                match result {
-                    Ok(detail) => {
-                        match actions[i] {
-                            // Every resource counts, as the plan counts them.
-                            Action::Create => outcome.created += 1,
-                            Action::Replace => outcome.replaced += 1,
-                            Action::Update => outcome.updated += 1,
-                            Action::Check => outcome.checked += 1,
-                            _ => {}
-                        }
-                        (self.events)(Event::Done {
-                            address: address.clone(),
-                            action: verb(actions[i], self.graph.resources[i].kind),
-                            detail,
-                        });
-                    }
-                    Err(error) if error.skipped => {
-                        (self.events)(Event::Skipped {
-                            address: address.clone(),
-                            because: error.message.clone(),
-                        });
-                        outcome.skipped.push(address.clone());
-                        for &c in &children[i] {
-                            blocked[c]
-                                .get_or_insert_with(|| format!("`{address}` did not complete"));
-                        }
-                    }
-                    Err(error) => {
-                        let own = self.graph.resources[i].kind.is_process();
-                        let culprit = error.culprit.or(own.then(|| address.clone()));
-                        let failure = Failure {
-                            address: address.clone(),
-                            error: error.message,
-                            log: culprit.and_then(|c| self.log_tail(&c)),
-                            help: error.help,
-                        };
-                        self.fail(outcome, failure);
-                        for &c in &children[i] {
-                            blocked[c].get_or_insert_with(|| {
-                                roll.kept_serving(c, i)
-                                    .unwrap_or_else(|| format!("`{address}` failed"))
-                            });
-                        }
-                    }
-                }
-                for &c in &children[i] {
-                    indegree[c] -= 1;
-                    if indegree[c] == 0 {
-                        ready.push_back(c);
-                    }
-                }
+                self.finished(i, result, actions[i], &roll, &mut walk, outcome);
             }
         }
+    }
+
+    /// The plan's action per graph position (`NoOp` for what it does not change).
+    fn create_actions(&self) -> Vec<Action> {
+        let by_address = self.actions();
+        self.graph
+            .resources
+            .iter()
+            .map(|r| {
+                by_address
+                    .get(r.address.as_str())
+                    .copied()
+                    .unwrap_or(Action::NoOp)
+            })
+            .collect()
+    }
+
+    /// Why `i` is skipped instead of started: one it waits for did not complete, or
+    /// apply was interrupted.
+    fn skipped_because(&self, walk: &Walk, i: usize) -> Option<String> {
+        walk.blocked[i].clone().or_else(|| {
+            self.cancel
+                .is_cancelled()
+                .then(|| "apply was interrupted".to_string())
+        })
+    }
+
+    /// Skip `i`, and with it what waits for it.
+    fn skip(&self, i: usize, because: String, walk: &mut Walk, outcome: &mut Outcome) {
+        let address = self.graph.resources[i].address.clone();
+        (self.events)(Event::Skipped {
+            address: address.clone(),
+            because,
+        });
+        outcome.skipped.push(address.clone());
+        walk.block(i, |_| format!("`{address}` did not complete"));
+        walk.release(i);
+    }
+
+    /// Start resource `i`: its unit's roll, a membership sync, a reload in place, a
+    /// check. `None` for a process launch, which goes with the round's batch.
+    fn start<'s>(
+        &'s self,
+        rec: &'s Recorder<'_>,
+        roll: &'s rollout::Roll,
+        i: usize,
+        action: Action,
+    ) -> Option<Step<'s>> {
+        let kind = self.graph.resources[i].kind;
+        if let Some(&u) = roll.unit_of.get(&i) {
+            let leads = roll.leader(i).is_some();
+            return Some(Box::pin(async move {
+                if leads {
+                    (i, self.roll_unit(rec, roll, &roll.units[u]).await)
+                } else {
+                    // Replaced with its unit's leader, which it waited for.
+                    (i, Ok("replaced with its endpoint".to_string()))
+                }
+            }));
+        }
+        if kind == Kind::Membership || action == Action::Update {
+            (self.events)(Event::Started {
+                address: self.graph.resources[i].address.clone(),
+                action: verb_ing(action, kind),
+            });
+            return Some(Box::pin(async move {
+                let result = if kind == Kind::Membership {
+                    self.sync_members(rec, i).await
+                } else {
+                    self.reload_in_place(rec, i).await
+                };
+                (i, result)
+            }));
+        }
+        if kind.is_process() {
+            return None;
+        }
+        Some(Box::pin(
+            async move { (i, self.run_one(rec, i, action).await) },
+        ))
+    }
+
+    /// Launch the processes ready this round as one batch: each one started is then
+    /// confirmed in `running`, a failed start is `done`.
+    fn launch_ready<'s>(
+        &'s self,
+        rec: &'s Recorder<'_>,
+        launches: &[(usize, Action)],
+        unsaved: &mut Vec<usize>,
+        running: &mut FuturesUnordered<Step<'s>>,
+        done: &mut std::collections::VecDeque<(usize, StepResult)>,
+    ) {
+        for (i, started) in self.launch_batch(rec, launches, unsaved) {
+            match started {
+                Err(e) => done.push_back((i, Err(e.into()))),
+                // Identity recorded: wait (without the state mutex) until the
+                // executor confirms the process runs, e.g. its SLURM step id.
+                Ok(st) => running.push(Box::pin(async move {
+                    (i, self.confirm_launch(rec, i, st).await)
+                })),
+            }
+        }
+    }
+
+    /// A step finished: counted and reported; a failure (or a skip) blocks what waits
+    /// for it; either way, what waited only for it is ready.
+    fn finished(
+        &self,
+        i: usize,
+        result: StepResult,
+        action: Action,
+        roll: &rollout::Roll,
+        walk: &mut Walk,
+        outcome: &mut Outcome,
+    ) {
+        let address = self.graph.resources[i].address.clone();
+        match result {
+            Ok(detail) => self.succeeded(i, action, detail, outcome),
+            Err(error) if error.skipped => {
+                (self.events)(Event::Skipped {
+                    address: address.clone(),
+                    because: error.message.clone(),
+                });
+                outcome.skipped.push(address.clone());
+                walk.block(i, |_| format!("`{address}` did not complete"));
+            }
+            Err(error) => {
+                let own = self.graph.resources[i].kind.is_process();
+                let culprit = error.culprit.or(own.then(|| address.clone()));
+                let failure = Failure {
+                    address: address.clone(),
+                    error: error.message,
+                    log: culprit.and_then(|c| self.log_tail(&c)),
+                    help: error.help,
+                };
+                self.fail(outcome, failure);
+                walk.block(i, |c| {
+                    roll.kept_serving(c, i)
+                        .unwrap_or_else(|| format!("`{address}` failed"))
+                });
+            }
+        }
+        walk.release(i);
+    }
+
+    /// A step that succeeded: counted as the plan counts it, and reported.
+    fn succeeded(&self, i: usize, action: Action, detail: String, outcome: &mut Outcome) {
+        match action {
+            // Every resource counts, as the plan counts them.
+            Action::Create => outcome.created += 1,
+            Action::Replace => outcome.replaced += 1,
+            Action::Update => outcome.updated += 1,
+            Action::Check => outcome.checked += 1,
+            _ => {}
+        }
+        let r = &self.graph.resources[i];
+        (self.events)(Event::Done {
+            address: r.address.clone(),
+            action: verb(action, r.kind),
+            detail,
+        });
     }
 
     /// What each resource waits for in the create phase, as in-degrees and children: its
