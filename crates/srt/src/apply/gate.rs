@@ -2,7 +2,8 @@
 //! recipe's timeout runs out, or a process of the deployment dies (then fail at once,
 //! naming it and showing its log tail, and record it as failed).
 
-use super::{Apply, Event, Shared, StepError, StepResult};
+use super::record::Recorder;
+use super::{Apply, Event, StepError, StepResult};
 use crate::launch::{Gate, Probe};
 use crate::plan::Observation;
 use crate::state::{Runtime, Status};
@@ -167,7 +168,7 @@ fn short(e: &reqwest::Error) -> String {
 }
 
 /// Run a gate to completion.
-pub(super) async fn run(apply: &Apply<'_>, state: &Shared, gate: &Gate) -> StepResult {
+pub(super) async fn run(apply: &Apply<'_>, rec: &Recorder<'_>, gate: &Gate) -> StepResult {
     let client = client(Duration::from_secs(apply.health.timeout_secs));
     let bindings = apply.exec.bindings();
     let resolve = |s: &str| bindings.resolve(s);
@@ -196,7 +197,7 @@ pub(super) async fn run(apply: &Apply<'_>, state: &Shared, gate: &Gate) -> StepR
             Ok(detail) => return Ok(detail),
             Err(w) => w,
         };
-        if let Some(dead) = dead_process(apply, state).await {
+        if let Some(dead) = dead_process(apply, rec).await {
             return Err(dead);
         }
         // The probe and the liveness check of every process, paced to at most half of
@@ -250,15 +251,14 @@ async fn benchmark(
 
 /// A recorded process of the deployment that died: mark it failed and describe it.
 /// The executor is asked without holding the state mutex (it may ask a scheduler).
-async fn dead_process(apply: &Apply<'_>, state: &Shared) -> Option<StepError> {
-    let running: Vec<(String, Runtime)> = {
-        let s = state.lock().expect("state mutex");
+async fn dead_process(apply: &Apply<'_>, rec: &Recorder<'_>) -> Option<StepError> {
+    let running: Vec<(String, Runtime)> = rec.read(|s| {
         s.resources
             .iter()
             .filter(|(_, r)| r.status == Status::Running)
             .filter_map(|(a, r)| Some((a.clone(), r.runtime.clone()?)))
             .collect()
-    };
+    });
     let mut dead = None;
     for (addr, rt) in running {
         if let Observation::Gone(detail) = apply.exec.observe(&rt).await {
@@ -268,15 +268,6 @@ async fn dead_process(apply: &Apply<'_>, state: &Shared) -> Option<StepError> {
     }
     let (addr, rt, detail) = dead?;
     let message = format!("`{addr}` died while waiting: {detail}");
-    let mut s = state.lock().expect("state mutex");
-    if let Some(r) = s
-        .resources
-        .get_mut(&addr)
-        .filter(|r| r.runtime.as_ref() == Some(&rt))
-    {
-        r.status = Status::Failed;
-        r.error = Some(detail);
-    }
-    let _ = apply.store.save(apply.lock, &mut s);
+    let _ = rec.died(&addr, &rt, detail);
     Some(StepError::caused_by(message, addr))
 }

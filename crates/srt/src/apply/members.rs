@@ -7,9 +7,10 @@
 //! one only while its members are exactly the desired ones; otherwise it is empty
 //! (stale), and the next plan updates the membership.
 
-use super::{Apply, Event, Shared, StepError, StepResult};
+use super::record::Recorder;
+use super::{Apply, Event, StepError, StepResult};
 use crate::frontend::{Admin, AdminError};
-use crate::graph::{Kind, Target};
+use crate::graph::{Kind, ResourceGraph, Target};
 use crate::launch::{MembershipMode, Probe};
 use crate::plan::members_of;
 use crate::state::{ResourceState, Status};
@@ -84,6 +85,28 @@ fn router_failure(deployment: &str, router: &str, doing: &str, e: AdminError) ->
     }
 }
 
+/// Record `members` as what the membership at `address` has now: its hash is the
+/// desired one when they are exactly the desired members, else stale.
+pub(super) fn record_members(
+    graph: &ResourceGraph,
+    record: &mut ResourceState,
+    address: &str,
+    members: &[(String, String)],
+) {
+    let list: Vec<serde_json::Value> = members
+        .iter()
+        .map(|(url, worker)| serde_json::json!({ "url": url, "worker": worker }))
+        .collect();
+    let mut spec = record.spec.value();
+    spec["members"] = serde_json::Value::Array(list);
+    record.spec = crate::graph::Spec::of(&spec);
+    let desired = graph.get(address);
+    record.hash = match desired {
+        Some(d) if d.spec == record.spec => d.hash.clone(),
+        _ => String::new(),
+    };
+}
+
 impl Apply<'_> {
     fn router_api(&self, frontend: &str, admin_url: &str) -> Option<RouterApi> {
         let admin = crate::frontend::lookup(frontend)?.admin()?;
@@ -93,28 +116,6 @@ impl Apply<'_> {
         })
     }
 
-    /// Record `members` as what the membership at `address` has now: its hash is the
-    /// desired one when they are exactly the desired members, else stale.
-    fn record_members(
-        &self,
-        record: &mut ResourceState,
-        address: &str,
-        members: &[(String, String)],
-    ) {
-        let list: Vec<serde_json::Value> = members
-            .iter()
-            .map(|(url, worker)| serde_json::json!({ "url": url, "worker": worker }))
-            .collect();
-        let mut spec = record.spec.value();
-        spec["members"] = serde_json::Value::Array(list);
-        record.spec = crate::graph::Spec::of(&spec);
-        let desired = self.graph.get(address);
-        record.hash = match desired {
-            Some(d) if d.spec == record.spec => d.hash.clone(),
-            _ => String::new(),
-        };
-    }
-
     /// Take the worker at `worker` out of every Router that routes to it: the managed
     /// memberships whose records list it, and the Routers that list it on their command
     /// line (the launch plan's static memberships). Requests in flight on it finish; no
@@ -122,7 +123,7 @@ impl Apply<'_> {
     /// skipped; one that refuses is an error (the worker must not stop while routed).
     pub(super) async fn withdraw(
         &self,
-        state: &Shared,
+        rec: &Recorder<'_>,
         worker: &str,
     ) -> Result<Vec<Withdrawn>, StepError> {
         let http = http();
@@ -142,8 +143,7 @@ impl Apply<'_> {
             })
             .map(|c| c.address.as_str())
             .collect();
-        {
-            let s = state.lock().expect("state mutex");
+        rec.read(|s| {
             for (address, r) in &s.resources {
                 if r.kind != Kind::Membership {
                     continue;
@@ -164,7 +164,7 @@ impl Apply<'_> {
                     }
                 }
             }
-        }
+        });
         for m in &self.launch.memberships {
             if m.mode != MembershipMode::Static {
                 continue;
@@ -198,15 +198,9 @@ impl Apply<'_> {
                 }
             }
             if let Some(address) = &membership {
-                let mut s = state.lock().expect("state mutex");
-                if let Some(r) = s.resources.get_mut(address) {
-                    let mut left = members_of(&r.spec);
+                rec.members(address, |left| {
                     left.retain(|(u, w)| !(u == &url && w == worker));
-                    let mut record = r.clone();
-                    self.record_members(&mut record, address, &left);
-                    *r = record;
-                }
-                super::append(self.store, self.lock, &mut s, &[address.as_str()])?;
+                })?;
             }
             out.push(Withdrawn {
                 membership,
@@ -263,7 +257,7 @@ impl Apply<'_> {
     /// healthy); those a Router lists on its command line come back with its restart.
     pub(super) async fn put_back(
         &self,
-        state: &Shared,
+        rec: &Recorder<'_>,
         withdrawn: &[Withdrawn],
     ) -> Result<(), StepError> {
         let http = http();
@@ -280,14 +274,15 @@ impl Apply<'_> {
             if !desired.iter().any(|(u, x)| u == &w.url && x == &w.worker) {
                 continue;
             }
-            let [frontend, admin_url, router] = {
-                let s = state.lock().expect("state mutex");
-                let Some(r) = s.resources.get(address) else {
-                    continue;
-                };
-                r.spec
-                    .get_strs(["frontend", "admin_url", "router"])
-                    .map(Option::unwrap_or_default)
+            let Some([frontend, admin_url, router]) = rec.read(|s| {
+                let r = s.resources.get(address)?;
+                Some(
+                    r.spec
+                        .get_strs(["frontend", "admin_url", "router"])
+                        .map(Option::unwrap_or_default),
+                )
+            }) else {
+                continue;
             };
             let Some(api) = self.router_api(&frontend, &admin_url) else {
                 continue;
@@ -297,19 +292,13 @@ impl Apply<'_> {
                 let doing = format!("putting `{}` back into its Router", w.worker);
                 router_failure(&self.launch.deployment, &router, &doing, e)
             })?;
-            let mut s = state.lock().expect("state mutex");
-            if let Some(r) = s.resources.get_mut(address) {
-                let mut now = members_of(&r.spec);
+            rec.members(address, |now| {
                 if !now.iter().any(|(u, x)| u == &w.url && x == &w.worker) {
                     now.push((w.url.clone(), w.worker.clone()));
                 }
                 // In the desired order, so a complete set records the desired hash.
                 now.sort_by_key(|m| desired.iter().position(|o| o == m).unwrap_or(usize::MAX));
-                let mut record = r.clone();
-                self.record_members(&mut record, address, &now);
-                *r = record;
-            }
-            super::append(self.store, self.lock, &mut s, &[address.as_str()])?;
+            })?;
         }
         Ok(())
     }
@@ -388,7 +377,7 @@ impl Apply<'_> {
     /// Create or update membership `i`: wait for its Router to answer, take out what it
     /// routes to that is not a member, and add each member as soon as that worker
     /// answers `/health` (members in parallel). The record follows every change.
-    pub(super) async fn sync_members(&self, state: &Shared, i: usize) -> StepResult {
+    pub(super) async fn sync_members(&self, rec: &Recorder<'_>, i: usize) -> StepResult {
         let r = &self.graph.resources[i];
         let Target::Membership(m) = r.target else {
             return Err("not a membership".into());
@@ -399,15 +388,11 @@ impl Apply<'_> {
             return Err(format!("frontend `{}` has no admin API", self.launch.frontend).into());
         };
         let t = Instant::now();
-        {
-            let mut s = state.lock().expect("state mutex");
-            if !s.resources.contains_key(&r.address) {
-                let mut record = self.new_record(i, Status::Pending);
-                self.record_members(&mut record, &r.address, &[]);
-                s.resources.insert(r.address.clone(), record);
-                super::append(self.store, self.lock, &mut s, &[r.address.as_str()])?;
-            }
-        }
+        rec.created_if_new(&r.address, || {
+            let mut record = self.new_record(i, Status::Pending);
+            record_members(self.graph, &mut record, &r.address, &[]);
+            record
+        })?;
         let deadline = Instant::now() + Duration::from_secs(self.health.timeout_secs);
         while !api.admin.live(&http, &api.url).await {
             if Instant::now() >= deadline {
@@ -444,18 +429,17 @@ impl Apply<'_> {
             .filter(|(u, _)| live.contains(&resolve(u)))
             .cloned()
             .collect();
-        self.update_record(state, &r.address, &present)?;
+        rec.members(&r.address, |now| *now = present)?;
         let missing: Vec<&(String, String)> = desired
             .iter()
             .filter(|(u, _)| !live.contains(&resolve(u)))
             .collect();
-        let runtimes: Vec<(String, crate::state::Runtime)> = {
-            let s = state.lock().expect("state mutex");
+        let runtimes: Vec<(String, crate::state::Runtime)> = rec.read(|s| {
             missing
                 .iter()
                 .filter_map(|(_, w)| Some((w.clone(), s.resources.get(w)?.runtime.clone()?)))
                 .collect()
-        };
+        });
         let adds = missing.iter().map(|(url, worker)| {
             let http = &http;
             let api = &api;
@@ -474,79 +458,28 @@ impl Apply<'_> {
                     .add(http, &api.url, &resolve(url))
                     .await
                     .map_err(|e| failed(&format!("adding `{worker}` to its Router"), e))?;
-                let mut s = state.lock().expect("state mutex");
-                if let Some(rec) = s.resources.get_mut(&r.address) {
-                    let mut now = members_of(&rec.spec);
+                rec.members(&r.address, |now| {
                     now.push(((*url).clone(), (*worker).clone()));
                     now.sort_by_key(|m| desired.iter().position(|o| o == m).unwrap_or(usize::MAX));
-                    let mut record = rec.clone();
-                    self.record_members(&mut record, &r.address, &now);
-                    *rec = record;
-                }
-                super::append(self.store, self.lock, &mut s, &[r.address.as_str()])?;
+                })?;
                 Ok::<(), StepError>(())
             }
         });
         let results = futures::future::join_all(adds).await;
         let added = results.iter().filter(|r| r.is_ok()).count();
         if let Some(Err(e)) = results.into_iter().find(std::result::Result::is_err) {
-            let mut s = state.lock().expect("state mutex");
-            if let Some(rec) = s.resources.get_mut(&r.address) {
-                rec.status = Status::Failed;
-                rec.error = Some(e.message.clone());
-            }
-            super::append(self.store, self.lock, &mut s, &[r.address.as_str()])?;
+            rec.failed(&r.address, &e.message)?;
             return Err(e);
         }
-        {
-            let mut s = state.lock().expect("state mutex");
-            let mut record = self.new_record(i, Status::Running);
-            self.record_members(&mut record, &r.address, &desired);
-            s.resources.insert(r.address.clone(), record);
-            super::append(self.store, self.lock, &mut s, &[r.address.as_str()])?;
-        }
+        let mut record = self.new_record(i, Status::Running);
+        record_members(self.graph, &mut record, &r.address, &desired);
+        rec.created(&r.address, record)?;
         Ok(format!(
             "{} member(s), {added} added, {} taken out, in {:.2}s",
             desired.len(),
             live.difference(&wanted).count(),
             t.elapsed().as_secs_f64()
         ))
-    }
-
-    fn update_record(
-        &self,
-        state: &Shared,
-        address: &str,
-        members: &[(String, String)],
-    ) -> Result<(), StepError> {
-        let mut s = state.lock().expect("state mutex");
-        if let Some(rec) = s.resources.get_mut(address) {
-            let mut record = rec.clone();
-            self.record_members(&mut record, address, members);
-            *rec = record;
-        }
-        super::append(self.store, self.lock, &mut s, &[address])?;
-        Ok(())
-    }
-
-    /// A Router stopped: the managed memberships of it have no member any more.
-    pub(super) fn router_stopped(&self, s: &mut crate::state::State, router: &str) -> Vec<String> {
-        let addresses: Vec<String> = s
-            .resources
-            .iter()
-            .filter(|(_, r)| {
-                r.kind == Kind::Membership && r.spec.get_str("router").as_deref() == Some(router)
-            })
-            .map(|(a, _)| a.clone())
-            .collect();
-        for address in &addresses {
-            if let Some(r) = s.resources.get_mut(address) {
-                let mut record = r.clone();
-                self.record_members(&mut record, address, &[]);
-                *r = record;
-            }
-        }
-        addresses
     }
 }
 

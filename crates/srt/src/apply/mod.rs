@@ -14,6 +14,7 @@
 
 mod gate;
 mod members;
+mod record;
 mod rollout;
 #[cfg(test)]
 mod tests;
@@ -26,6 +27,7 @@ use crate::recipe::HealthCheck;
 use crate::state::{ResourceState, State, StateError, StateLock, StateStore, Status};
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
+use record::{Recorder, Stopped, Unrecorded};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -261,36 +263,90 @@ type StopResult = (usize, Instant, Result<(), String>);
 /// State shared between apply and a signal handler that must save it before exiting.
 pub type Shared = Arc<Mutex<State>>;
 
+/// Phase 1's targets in a dependents-first order, and per target: its runtime, its kind,
+/// whether it is destroyed (else stopped for a replacement), the targets it depends on.
+struct Stops {
+    order: Vec<String>,
+    runtimes: Vec<Option<crate::state::Runtime>>,
+    kinds: Vec<Kind>,
+    destroyed: Vec<bool>,
+    dependencies: Vec<Vec<usize>>,
+}
+
+/// The front door first: a Router stops before the workers it routes to (they do not
+/// depend on each other, but requests come in through it).
+fn front_door_first(
+    s: &State,
+    position: &HashMap<&str, usize>,
+    dependencies: &mut [Vec<usize>],
+    waiting: &mut [usize],
+) {
+    for r in s.resources.values().filter(|r| r.kind == Kind::Membership) {
+        let Some(&router) = r
+            .spec
+            .get_str("router")
+            .and_then(|a| position.get(a.as_str()))
+        else {
+            continue;
+        };
+        for (_, worker) in crate::plan::members_of(&r.spec) {
+            if let Some(&j) = position.get(worker.as_str()) {
+                dependencies[router].push(j);
+                waiting[j] += 1;
+            }
+        }
+    }
+}
+
+/// A running step of the create phase: its resource's position and result.
+type Step<'s> = futures::future::LocalBoxFuture<'s, (usize, StepResult)>;
+
+/// The create phase's walk over the graph's ordering edges: what each resource still
+/// waits for, what is ready, and why a resource will be skipped.
+struct Walk {
+    indegree: Vec<usize>,
+    children: Vec<Vec<usize>>,
+    /// Why a resource is skipped, once one it waits for did not complete.
+    blocked: Vec<Option<String>>,
+    ready: std::collections::VecDeque<usize>,
+}
+
+impl Walk {
+    fn new(indegree: Vec<usize>, children: Vec<Vec<usize>>) -> Walk {
+        let n = indegree.len();
+        Walk {
+            ready: (0..n).filter(|&i| indegree[i] == 0).collect(),
+            blocked: vec![None; n],
+            indegree,
+            children,
+        }
+    }
+
+    /// `i` is settled (done, failed, skipped, nothing to do): what waited only for it
+    /// is ready.
+    fn release(&mut self, i: usize) {
+        for &c in &self.children[i] {
+            self.indegree[c] -= 1;
+            if self.indegree[c] == 0 {
+                self.ready.push_back(c);
+            }
+        }
+    }
+
+    /// What waits for `i` is skipped, for `why` (unless it already has a reason).
+    fn block(&mut self, i: usize, why: impl Fn(usize) -> String) {
+        for &c in &self.children[i] {
+            self.blocked[c].get_or_insert_with(|| why(c));
+        }
+    }
+}
+
 /// Wrap state for [`Apply::run`].
 pub fn shared(state: State) -> Shared {
     Arc::new(Mutex::new(state))
 }
 
-/// Record the current records of `addresses` (an append to the state journal: its cost
-/// is those records, not the whole state).
-fn append(
-    store: &StateStore,
-    lock: &StateLock,
-    state: &mut State,
-    addresses: &[&str],
-) -> Result<(), String> {
-    store
-        .append(lock, state, addresses)
-        .map_err(|e| format!("saving state: {e}"))
-}
-
 impl Apply<'_> {
-    fn record(
-        &self,
-        state: &Shared,
-        address: &str,
-        f: impl FnOnce(&mut State),
-    ) -> Result<(), String> {
-        let mut s = state.lock().expect("state mutex");
-        f(&mut s);
-        append(self.store, self.lock, &mut s, &[address])
-    }
-
     fn new_record(&self, i: usize, status: Status) -> ResourceState {
         let r = &self.graph.resources[i];
         let (ports, node) = match r.target {
@@ -328,13 +384,13 @@ impl Apply<'_> {
     /// Run the plan. `state` is updated and saved as resources complete.
     pub async fn run(&self, state: &Shared) -> Outcome {
         let mut outcome = Outcome::default();
-        self.stop_phase(state, &mut outcome).await;
+        let rec = Recorder::new(state, self.store, self.lock, self.graph);
+        self.stop_phase(&rec, &mut outcome).await;
         if !self.cancel.is_cancelled() {
-            self.create_phase(state, &mut outcome).await;
+            self.create_phase(&rec, &mut outcome).await;
             // Check results are saved with the next launch; whatever came after the
             // last one is saved here.
-            let mut s = state.lock().expect("state mutex");
-            if let Err(e) = self.store.save(self.lock, &mut s) {
+            if let Err(e) = rec.save() {
                 outcome.unrecorded(&["state".into()], &e);
             }
         }
@@ -347,81 +403,15 @@ impl Apply<'_> {
     /// stopped has stopped (a Router before its workers). Stops that finish together are
     /// recorded with one state save; a crash before it leaves them recorded as running,
     /// which the next refresh reports as drift.
-    async fn stop_phase(&self, state: &Shared, outcome: &mut Outcome) {
+    async fn stop_phase(&self, rec: &Recorder<'_>, outcome: &mut Outcome) {
         self.stop_untracked(outcome).await;
-        // Replaced processes roll in the create phase (unless their allocation goes).
-        let rolling = self.rolling();
-        let targets: Vec<&String> = self
-            .plan
-            .changes
-            .iter()
-            .filter(|c| match c.action {
-                Action::Destroy => true,
-                Action::Replace => !(rolling && c.kind.is_process()),
-                _ => false,
-            })
-            .map(|c| &c.address)
+        let (stops, mut waiting) = self.plan_stops(rec);
+        let mut ready: std::collections::VecDeque<usize> = (0..stops.order.len())
+            .filter(|&i| waiting[i] == 0)
             .collect();
-        // Per target (in a dependents-first order): its runtime, the targets it depends
-        // on, and how many targets depend on it and are not stopped yet.
-        let (order, runtimes, kinds, dependencies, mut waiting) = {
-            let s = state.lock().expect("state mutex");
-            let recorded: Vec<&String> = targets
-                .into_iter()
-                .filter(|a| s.resources.contains_key(*a))
-                .collect();
-            let order = crate::plan::destroy_order(&s, &recorded);
-            let position: HashMap<&str, usize> = order
-                .iter()
-                .enumerate()
-                .map(|(i, a)| (a.as_str(), i))
-                .collect();
-            let mut dependencies: Vec<Vec<usize>> = vec![Vec::new(); order.len()];
-            let mut waiting = vec![0usize; order.len()];
-            for (i, a) in order.iter().enumerate() {
-                for d in &s.resources[a].dependencies {
-                    if let Some(&j) = position.get(d.as_str()) {
-                        dependencies[i].push(j);
-                        waiting[j] += 1;
-                    }
-                }
-            }
-            // The front door first: a Router stops before the workers it routes to
-            // (they do not depend on each other, but requests come in through it).
-            for r in s.resources.values().filter(|r| r.kind == Kind::Membership) {
-                let Some(&router) = r
-                    .spec
-                    .get_str("router")
-                    .and_then(|a| position.get(a.as_str()))
-                else {
-                    continue;
-                };
-                for (_, worker) in crate::plan::members_of(&r.spec) {
-                    if let Some(&j) = position.get(worker.as_str()) {
-                        dependencies[router].push(j);
-                        waiting[j] += 1;
-                    }
-                }
-            }
-            let runtimes: Vec<Option<crate::state::Runtime>> = order
-                .iter()
-                .map(|a| s.resources[a].runtime.clone())
-                .collect();
-            let kinds: Vec<Kind> = order.iter().map(|a| s.resources[a].kind).collect();
-            (order, runtimes, kinds, dependencies, waiting)
-        };
-        let actions = self.actions();
-        let action_of = |i: usize| {
-            actions
-                .get(order[i].as_str())
-                .copied()
-                .unwrap_or(Action::Destroy)
-        };
-        let mut ready: std::collections::VecDeque<usize> =
-            (0..order.len()).filter(|&i| waiting[i] == 0).collect();
         let mut running: FuturesUnordered<futures::future::LocalBoxFuture<'_, StopResult>> =
             FuturesUnordered::new();
-        let mut started = vec![false; order.len()];
+        let mut started = vec![false; stops.order.len()];
         let parallelism = self.parallelism.max(1);
         loop {
             while running.len() < parallelism && !self.cancel.is_cancelled() {
@@ -429,30 +419,7 @@ impl Apply<'_> {
                 if std::mem::replace(&mut started[i], true) {
                     continue;
                 }
-                (self.events)(Event::Started {
-                    address: order[i].clone(),
-                    action: "stopping",
-                });
-                let runtime = &runtimes[i];
-                let address = &order[i];
-                let worker = kinds[i] == Kind::Worker;
-                running.push(Box::pin(async move {
-                    let t = Instant::now();
-                    // A worker leaves its Routers and finishes its requests first.
-                    if worker && runtime.is_some() {
-                        let withdrawn = match self.withdraw(state, address).await {
-                            Ok(w) => w,
-                            Err(e) => return (i, t, Err(e.message)),
-                        };
-                        let urls: Vec<String> = withdrawn.iter().map(|w| w.url.clone()).collect();
-                        self.drain(address, &urls).await;
-                    }
-                    let result = match runtime {
-                        Some(rt) => self.exec.stop(rt).await.map_err(|e| e.to_string()),
-                        None => Ok(()),
-                    };
-                    (i, t, result)
-                }));
+                running.push(self.stop_one(rec, &stops, i));
             }
             if running.is_empty() && ready.is_empty() && !self.cancel.is_cancelled() {
                 // Nothing left can be released: what remains is in a recorded cycle (a
@@ -469,69 +436,177 @@ impl Apply<'_> {
             while let Some(Some(more)) = running.next().now_or_never() {
                 finished.push(more);
             }
-            let mut stopped = Vec::with_capacity(finished.len());
-            for (i, t, result) in finished {
-                match result {
-                    Ok(()) => stopped.push((i, t)),
-                    Err(e) => self.fail(
-                        outcome,
-                        Failure {
-                            address: order[i].clone(),
-                            error: format!("stopping: {e}"),
-                            log: None,
-                            help: None,
-                        },
-                    ),
-                }
-                // What it depends on may stop even if it failed to: the dependency does
-                // not need it gone, only not to outlive it unnecessarily.
-                for &j in &dependencies[i] {
-                    waiting[j] -= 1;
-                    if waiting[j] == 0 {
-                        ready.push_back(j);
+            let stopped = self.stops_finished(&stops, finished, &mut waiting, &mut ready, outcome);
+            self.record_stops(rec, &stops, &stopped, outcome);
+        }
+    }
+
+    /// What phase 1 stops: what is destroyed, and what is replaced but does not roll.
+    fn stop_targets(&self) -> Vec<&String> {
+        // Replaced processes roll in the create phase (unless their allocation goes).
+        let rolling = self.rolling();
+        self.plan
+            .changes
+            .iter()
+            .filter(|c| match c.action {
+                Action::Destroy => true,
+                Action::Replace => !(rolling && c.kind.is_process()),
+                _ => false,
+            })
+            .map(|c| &c.address)
+            .collect()
+    }
+
+    /// The recorded targets in a dependents-first order, and per target how many
+    /// targets depend on it and are not stopped yet.
+    fn plan_stops(&self, rec: &Recorder<'_>) -> (Stops, Vec<usize>) {
+        let targets = self.stop_targets();
+        let actions = self.actions();
+        rec.read(|s| {
+            let recorded: Vec<&String> = targets
+                .into_iter()
+                .filter(|a| s.resources.contains_key(*a))
+                .collect();
+            let order = crate::plan::destroy_order(s, &recorded);
+            let position: HashMap<&str, usize> = order
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (a.as_str(), i))
+                .collect();
+            let mut dependencies: Vec<Vec<usize>> = vec![Vec::new(); order.len()];
+            let mut waiting = vec![0usize; order.len()];
+            for (i, a) in order.iter().enumerate() {
+                for d in &s.resources[a].dependencies {
+                    if let Some(&j) = position.get(d.as_str()) {
+                        dependencies[i].push(j);
+                        waiting[j] += 1;
                     }
                 }
             }
-            if stopped.is_empty() {
-                continue;
-            }
-            let saved = {
-                let mut s = state.lock().expect("state mutex");
-                let mut emptied = Vec::new();
-                for &(i, _) in &stopped {
-                    if matches!(kinds[i], Kind::Component(_)) {
-                        emptied.extend(self.router_stopped(&mut s, &order[i]));
-                    }
-                    if action_of(i) == Action::Destroy {
-                        s.resources.remove(&order[i]);
-                    } else if let Some(r) = s.resources.get_mut(&order[i]) {
-                        // Stopped for replacement: if apply stops here, the next plan
-                        // replaces it.
-                        r.status = Status::Tainted;
-                        r.runtime = None;
-                    }
-                }
-                let mut addresses: Vec<&str> =
-                    stopped.iter().map(|&(i, _)| order[i].as_str()).collect();
-                addresses.extend(emptied.iter().map(String::as_str));
-                self.store.append(self.lock, &mut s, &addresses)
+            front_door_first(s, &position, &mut dependencies, &mut waiting);
+            let stops = Stops {
+                runtimes: order
+                    .iter()
+                    .map(|a| s.resources[a].runtime.clone())
+                    .collect(),
+                kinds: order.iter().map(|a| s.resources[a].kind).collect(),
+                destroyed: order
+                    .iter()
+                    .map(|a| actions.get(a.as_str()).copied().unwrap_or(Action::Destroy))
+                    .map(|a| a == Action::Destroy)
+                    .collect(),
+                dependencies,
+                order,
             };
-            if let Err(e) = &saved {
-                let addresses: Vec<String> =
-                    stopped.iter().map(|&(i, _)| order[i].clone()).collect();
-                outcome.unrecorded(&addresses, e);
+            (stops, waiting)
+        })
+    }
+
+    /// Start stopping target `i`: a worker leaves its Routers and finishes its requests
+    /// first.
+    fn stop_one<'s>(
+        &'s self,
+        rec: &'s Recorder<'_>,
+        stops: &'s Stops,
+        i: usize,
+    ) -> futures::future::LocalBoxFuture<'s, StopResult> {
+        (self.events)(Event::Started {
+            address: stops.order[i].clone(),
+            action: "stopping",
+        });
+        let runtime = &stops.runtimes[i];
+        let address = &stops.order[i];
+        let worker = stops.kinds[i] == Kind::Worker;
+        Box::pin(async move {
+            let t = Instant::now();
+            if worker && runtime.is_some() {
+                let withdrawn = match self.withdraw(rec, address).await {
+                    Ok(w) => w,
+                    Err(e) => return (i, t, Err(e.message)),
+                };
+                let urls: Vec<String> = withdrawn.iter().map(|w| w.url.clone()).collect();
+                self.drain(address, &urls).await;
             }
-            for (i, t) in stopped {
-                let destroyed = action_of(i) == Action::Destroy;
-                if destroyed {
-                    outcome.destroyed += 1;
+            let result = match runtime {
+                Some(rt) => self.exec.stop(rt).await.map_err(|e| e.to_string()),
+                None => Ok(()),
+            };
+            (i, t, result)
+        })
+    }
+
+    /// Stops that finished: the failures reported, what each one depended on released.
+    /// Those that stopped, and when each started.
+    fn stops_finished(
+        &self,
+        stops: &Stops,
+        finished: Vec<StopResult>,
+        waiting: &mut [usize],
+        ready: &mut std::collections::VecDeque<usize>,
+        outcome: &mut Outcome,
+    ) -> Vec<(usize, Instant)> {
+        let mut stopped = Vec::with_capacity(finished.len());
+        for (i, t, result) in finished {
+            match result {
+                Ok(()) => stopped.push((i, t)),
+                Err(e) => self.fail(
+                    outcome,
+                    Failure {
+                        address: stops.order[i].clone(),
+                        error: format!("stopping: {e}"),
+                        log: None,
+                        help: None,
+                    },
+                ),
+            }
+            // What it depends on may stop even if it failed to: the dependency does
+            // not need it gone, only not to outlive it unnecessarily.
+            for &j in &stops.dependencies[i] {
+                waiting[j] -= 1;
+                if waiting[j] == 0 {
+                    ready.push_back(j);
                 }
-                (self.events)(Event::Done {
-                    address: order[i].clone(),
-                    action: if destroyed { "destroyed" } else { "stopped" },
-                    detail: format!("{:.1}s", t.elapsed().as_secs_f64()),
-                });
             }
+        }
+        stopped
+    }
+
+    /// Record stops that finished together with one append, then report them.
+    fn record_stops(
+        &self,
+        rec: &Recorder<'_>,
+        stops: &Stops,
+        stopped: &[(usize, Instant)],
+        outcome: &mut Outcome,
+    ) {
+        if stopped.is_empty() {
+            return;
+        }
+        let recorded: Vec<Stopped<'_>> = stopped
+            .iter()
+            .map(|&(i, _)| Stopped {
+                address: &stops.order[i],
+                destroyed: stops.destroyed[i],
+                router: matches!(stops.kinds[i], Kind::Component(_)),
+            })
+            .collect();
+        if let Err(e) = &rec.stopped(&recorded) {
+            let addresses: Vec<String> = stopped
+                .iter()
+                .map(|&(i, _)| stops.order[i].clone())
+                .collect();
+            outcome.unrecorded(&addresses, e);
+        }
+        for &(i, t) in stopped {
+            let destroyed = stops.destroyed[i];
+            if destroyed {
+                outcome.destroyed += 1;
+            }
+            (self.events)(Event::Done {
+                address: stops.order[i].clone(),
+                action: if destroyed { "destroyed" } else { "stopped" },
+                detail: format!("{:.1}s", t.elapsed().as_secs_f64()),
+            });
         }
     }
 
@@ -578,32 +653,20 @@ impl Apply<'_> {
         }
     }
 
-    async fn create_phase(&self, state: &Shared, outcome: &mut Outcome) {
-        let n = self.graph.resources.len();
-        let by_address = self.actions();
-        let actions: Vec<Action> = self
-            .graph
-            .resources
-            .iter()
-            .map(|r| {
-                by_address
-                    .get(r.address.as_str())
-                    .copied()
-                    .unwrap_or(Action::NoOp)
-            })
-            .collect();
+    /// Start what the plan creates, replaces, updates and checks, in the order of the
+    /// graph's ordering edges (`start_order`), at most `parallelism` at once: process
+    /// launches ready together go as one batch, a replaced unit rolls in its turn, a
+    /// failure skips only what waits for it.
+    async fn create_phase(&self, rec: &Recorder<'_>, outcome: &mut Outcome) {
+        let actions = self.create_actions();
         let roll = if self.rolling() {
             self.plan_roll(&actions)
         } else {
-            self.plan_roll(&vec![Action::NoOp; n])
+            self.plan_roll(&vec![Action::NoOp; actions.len()])
         };
-        let (mut indegree, children) = self.start_order(&actions, &roll);
-        let mut blocked: Vec<Option<String>> = vec![None; n];
-        let mut ready: std::collections::VecDeque<usize> =
-            (0..n).filter(|&i| indegree[i] == 0).collect();
-        let mut running: FuturesUnordered<
-            futures::future::LocalBoxFuture<'_, (usize, StepResult)>,
-        > = FuturesUnordered::new();
+        let (indegree, children) = self.start_order(&actions, &roll);
+        let mut walk = Walk::new(indegree, children);
+        let mut running: FuturesUnordered<Step<'_>> = FuturesUnordered::new();
         // Process launches ready in the same round are started as one batch (one intent
         // save, the launches, one identity save); results of everything else arrive
         // through `running`.
@@ -614,85 +677,21 @@ impl Apply<'_> {
         let parallelism = self.parallelism.max(1);
         loop {
             while running.len() + launches.len() < parallelism {
-                let Some(i) = ready.pop_front() else { break };
-                let address = self.graph.resources[i].address.clone();
-                if let Some(because) = blocked[i].clone().or_else(|| {
-                    self.cancel
-                        .is_cancelled()
-                        .then(|| "apply was interrupted".to_string())
-                }) {
-                    (self.events)(Event::Skipped {
-                        address: address.clone(),
-                        because: because.clone(),
-                    });
-                    outcome.skipped.push(address.clone());
-                    for &c in &children[i] {
-                        blocked[c].get_or_insert_with(|| format!("`{address}` did not complete"));
-                        indegree[c] -= 1;
-                        if indegree[c] == 0 {
-                            ready.push_back(c);
-                        }
-                    }
-                    continue;
+                let Some(i) = walk.ready.pop_front() else {
+                    break;
+                };
+                if let Some(because) = self.skipped_because(&walk, i) {
+                    self.skip(i, because, &mut walk, outcome);
+                } else if actions[i] == Action::NoOp {
+                    walk.release(i);
+                } else if let Some(step) = self.start(rec, &roll, i, actions[i]) {
+                    running.push(step);
+                } else {
+                    launches.push((i, actions[i]));
                 }
-                if actions[i] == Action::NoOp {
-                    for &c in &children[i] {
-                        indegree[c] -= 1;
-                        if indegree[c] == 0 {
-                            ready.push_back(c);
-                        }
-                    }
-                    continue;
-                }
-                let action = actions[i];
-                let kind = self.graph.resources[i].kind;
-                if let Some(&u) = roll.unit_of.get(&i) {
-                    let roll = &roll;
-                    let leads = roll.leader(i).is_some();
-                    running.push(Box::pin(async move {
-                        if leads {
-                            (i, self.roll_unit(state, roll, &roll.units[u]).await)
-                        } else {
-                            // Replaced with its unit's leader, which it waited for.
-                            (i, Ok("replaced with its endpoint".to_string()))
-                        }
-                    }));
-                    continue;
-                }
-                if kind == Kind::Membership || action == Action::Update {
-                    (self.events)(Event::Started {
-                        address: address.clone(),
-                        action: verb_ing(action, kind),
-                    });
-                    running.push(Box::pin(async move {
-                        let result = if kind == Kind::Membership {
-                            self.sync_members(state, i).await
-                        } else {
-                            self.reload_in_place(state, i).await
-                        };
-                        (i, result)
-                    }));
-                    continue;
-                }
-                if kind.is_process() {
-                    launches.push((i, action));
-                    continue;
-                }
-                running.push(Box::pin(async move {
-                    (i, self.run_one(state, i, action).await)
-                }));
             }
             if !launches.is_empty() {
-                for (i, started) in self.launch_batch(state, &launches, &mut unsaved) {
-                    match started {
-                        Err(e) => done.push_back((i, Err(e.into()))),
-                        // Identity recorded: wait (without the state mutex) until the
-                        // executor confirms the process runs, e.g. its SLURM step id.
-                        Ok(st) => running.push(Box::pin(async move {
-                            (i, self.confirm_launch(state, i, st).await)
-                        })),
-                    }
-                }
+                self.launch_ready(rec, &launches, &mut unsaved, &mut running, &mut done);
                 launches.clear();
             }
             if done.is_empty() {
@@ -707,64 +706,174 @@ impl Apply<'_> {
                 }
             }
             while let Some((i, result)) = done.pop_front() {
-                let address = self.graph.resources[i].address.clone();
                 if !self.graph.resources[i].kind.is_process() {
                     // Its check result is in memory: recorded with the next launch.
                     unsaved.push(i);
                 }
-                match result {
-                    Ok(detail) => {
-                        match actions[i] {
-                            // Every resource counts, as the plan counts them.
-                            Action::Create => outcome.created += 1,
-                            Action::Replace => outcome.replaced += 1,
-                            Action::Update => outcome.updated += 1,
-                            Action::Check => outcome.checked += 1,
-                            _ => {}
-                        }
-                        (self.events)(Event::Done {
-                            address: address.clone(),
-                            action: verb(actions[i], self.graph.resources[i].kind),
-                            detail,
-                        });
-                    }
-                    Err(error) if error.skipped => {
-                        (self.events)(Event::Skipped {
-                            address: address.clone(),
-                            because: error.message.clone(),
-                        });
-                        outcome.skipped.push(address.clone());
-                        for &c in &children[i] {
-                            blocked[c]
-                                .get_or_insert_with(|| format!("`{address}` did not complete"));
-                        }
-                    }
-                    Err(error) => {
-                        let own = self.graph.resources[i].kind.is_process();
-                        let culprit = error.culprit.or(own.then(|| address.clone()));
-                        let failure = Failure {
-                            address: address.clone(),
-                            error: error.message,
-                            log: culprit.and_then(|c| self.log_tail(&c)),
-                            help: error.help,
-                        };
-                        self.fail(outcome, failure);
-                        for &c in &children[i] {
-                            blocked[c].get_or_insert_with(|| {
-                                roll.kept_serving(c, i)
-                                    .unwrap_or_else(|| format!("`{address}` failed"))
-                            });
-                        }
-                    }
-                }
-                for &c in &children[i] {
-                    indegree[c] -= 1;
-                    if indegree[c] == 0 {
-                        ready.push_back(c);
-                    }
-                }
+                self.finished(i, result, actions[i], &roll, &mut walk, outcome);
             }
         }
+    }
+
+    /// The plan's action per graph position (`NoOp` for what it does not change).
+    fn create_actions(&self) -> Vec<Action> {
+        let by_address = self.actions();
+        self.graph
+            .resources
+            .iter()
+            .map(|r| {
+                by_address
+                    .get(r.address.as_str())
+                    .copied()
+                    .unwrap_or(Action::NoOp)
+            })
+            .collect()
+    }
+
+    /// Why `i` is skipped instead of started: one it waits for did not complete, or
+    /// apply was interrupted.
+    fn skipped_because(&self, walk: &Walk, i: usize) -> Option<String> {
+        walk.blocked[i].clone().or_else(|| {
+            self.cancel
+                .is_cancelled()
+                .then(|| "apply was interrupted".to_string())
+        })
+    }
+
+    /// Skip `i`, and with it what waits for it.
+    fn skip(&self, i: usize, because: String, walk: &mut Walk, outcome: &mut Outcome) {
+        let address = self.graph.resources[i].address.clone();
+        (self.events)(Event::Skipped {
+            address: address.clone(),
+            because,
+        });
+        outcome.skipped.push(address.clone());
+        walk.block(i, |_| format!("`{address}` did not complete"));
+        walk.release(i);
+    }
+
+    /// Start resource `i`: its unit's roll, a membership sync, a reload in place, a
+    /// check. `None` for a process launch, which goes with the round's batch.
+    fn start<'s>(
+        &'s self,
+        rec: &'s Recorder<'_>,
+        roll: &'s rollout::Roll,
+        i: usize,
+        action: Action,
+    ) -> Option<Step<'s>> {
+        let kind = self.graph.resources[i].kind;
+        if let Some(&u) = roll.unit_of.get(&i) {
+            let leads = roll.leader(i).is_some();
+            return Some(Box::pin(async move {
+                if leads {
+                    (i, self.roll_unit(rec, roll, &roll.units[u]).await)
+                } else {
+                    // Replaced with its unit's leader, which it waited for.
+                    (i, Ok("replaced with its endpoint".to_string()))
+                }
+            }));
+        }
+        if kind == Kind::Membership || action == Action::Update {
+            (self.events)(Event::Started {
+                address: self.graph.resources[i].address.clone(),
+                action: verb_ing(action, kind),
+            });
+            return Some(Box::pin(async move {
+                let result = if kind == Kind::Membership {
+                    self.sync_members(rec, i).await
+                } else {
+                    self.reload_in_place(rec, i).await
+                };
+                (i, result)
+            }));
+        }
+        if kind.is_process() {
+            return None;
+        }
+        Some(Box::pin(
+            async move { (i, self.run_one(rec, i, action).await) },
+        ))
+    }
+
+    /// Launch the processes ready this round as one batch: each one started is then
+    /// confirmed in `running`, a failed start is `done`.
+    fn launch_ready<'s>(
+        &'s self,
+        rec: &'s Recorder<'_>,
+        launches: &[(usize, Action)],
+        unsaved: &mut Vec<usize>,
+        running: &mut FuturesUnordered<Step<'s>>,
+        done: &mut std::collections::VecDeque<(usize, StepResult)>,
+    ) {
+        for (i, started) in self.launch_batch(rec, launches, unsaved) {
+            match started {
+                Err(e) => done.push_back((i, Err(e.into()))),
+                // Identity recorded: wait (without the state mutex) until the
+                // executor confirms the process runs, e.g. its SLURM step id.
+                Ok(st) => running.push(Box::pin(async move {
+                    (i, self.confirm_launch(rec, i, st).await)
+                })),
+            }
+        }
+    }
+
+    /// A step finished: counted and reported; a failure (or a skip) blocks what waits
+    /// for it; either way, what waited only for it is ready.
+    fn finished(
+        &self,
+        i: usize,
+        result: StepResult,
+        action: Action,
+        roll: &rollout::Roll,
+        walk: &mut Walk,
+        outcome: &mut Outcome,
+    ) {
+        let address = self.graph.resources[i].address.clone();
+        match result {
+            Ok(detail) => self.succeeded(i, action, detail, outcome),
+            Err(error) if error.skipped => {
+                (self.events)(Event::Skipped {
+                    address: address.clone(),
+                    because: error.message.clone(),
+                });
+                outcome.skipped.push(address.clone());
+                walk.block(i, |_| format!("`{address}` did not complete"));
+            }
+            Err(error) => {
+                let own = self.graph.resources[i].kind.is_process();
+                let culprit = error.culprit.or(own.then(|| address.clone()));
+                let failure = Failure {
+                    address: address.clone(),
+                    error: error.message,
+                    log: culprit.and_then(|c| self.log_tail(&c)),
+                    help: error.help,
+                };
+                self.fail(outcome, failure);
+                walk.block(i, |c| {
+                    roll.kept_serving(c, i)
+                        .unwrap_or_else(|| format!("`{address}` failed"))
+                });
+            }
+        }
+        walk.release(i);
+    }
+
+    /// A step that succeeded: counted as the plan counts it, and reported.
+    fn succeeded(&self, i: usize, action: Action, detail: String, outcome: &mut Outcome) {
+        match action {
+            // Every resource counts, as the plan counts them.
+            Action::Create => outcome.created += 1,
+            Action::Replace => outcome.replaced += 1,
+            Action::Update => outcome.updated += 1,
+            Action::Check => outcome.checked += 1,
+            _ => {}
+        }
+        let r = &self.graph.resources[i];
+        (self.events)(Event::Done {
+            address: r.address.clone(),
+            action: verb(action, r.kind),
+            detail,
+        });
     }
 
     /// What each resource waits for in the create phase, as in-degrees and children: its
@@ -840,14 +949,13 @@ impl Apply<'_> {
     /// plan). A batch is at most `parallelism` launches.
     fn launch_batch(
         &self,
-        state: &Shared,
+        rec: &Recorder<'_>,
         batch: &[(usize, Action)],
         unsaved: &mut Vec<usize>,
     ) -> Vec<(usize, Result<crate::exec::Started, String>)> {
         // Executor errors are rendered as text from here on: in events, the outcome and
         // the state record.
         let address = |i: usize| self.graph.resources[i].address.as_str();
-        let launched: Vec<&str> = batch.iter().map(|&(i, _)| address(i)).collect();
         for &(i, action) in batch {
             let r = &self.graph.resources[i];
             (self.events)(Event::Started {
@@ -855,55 +963,38 @@ impl Apply<'_> {
                 action: verb_ing(action, r.kind),
             });
         }
-        let mut s = state.lock().expect("state mutex");
-        for &(i, _) in batch {
-            let address = self.graph.resources[i].address.clone();
-            s.resources
-                .insert(address, self.new_record(i, Status::Pending));
-        }
-        // The intents, with the check results that came before them (a port block's
-        // before its process).
-        let intents: Vec<&str> = unsaved
+        let records: Vec<(String, ResourceState)> = batch
             .iter()
-            .map(|&i| address(i))
-            .chain(launched.iter().copied())
+            .map(|&(i, _)| (address(i).to_string(), self.new_record(i, Status::Pending)))
             .collect();
-        if let Err(e) = append(self.store, self.lock, &mut s, &intents) {
-            return batch.iter().map(|&(i, _)| (i, Err(e.clone()))).collect();
-        }
-        unsaved.clear();
-        let mut results = Vec::with_capacity(batch.len());
-        for &(i, _) in batch {
-            let r = &self.graph.resources[i];
-            let Target::Process(p) = r.target else {
-                results.push((i, Err("unsupported resource".into())));
-                continue;
+        // The intents go with the check results that came before them (a port block's
+        // before its process).
+        let checks: Vec<&str> = unsaved.iter().map(|&i| address(i)).collect();
+        let start = |k: usize| {
+            let Target::Process(p) = self.graph.resources[batch[k].0].target else {
+                return None;
             };
             let started = self.exec.start(&self.launch.processes[p]);
-            let rec = s.resources.get_mut(&r.address).expect("just inserted");
-            let result = match started {
-                Ok(st) => {
-                    rec.status = Status::Running;
-                    rec.runtime = Some(st.runtime.clone());
-                    rec.log_path = Some(st.log_path.clone());
-                    Ok(st)
-                }
-                Err(e) => {
-                    let e = e.to_string();
-                    rec.status = Status::Failed;
-                    rec.error = Some(e.clone());
-                    Err(e)
-                }
-            };
-            results.push((i, result));
+            Some(started.map_err(|e| e.to_string()))
+        };
+        let all = |e: String| batch.iter().map(|&(i, _)| (i, Err(e.clone()))).collect();
+        match rec.launched(records, &checks, start) {
+            Ok(results) => {
+                unsaved.clear();
+                batch
+                    .iter()
+                    .zip(results)
+                    .map(|(&(i, _), r)| {
+                        (i, r.unwrap_or_else(|| Err("unsupported resource".into())))
+                    })
+                    .collect()
+            }
+            Err(Unrecorded::Intents(e)) => all(e),
+            Err(Unrecorded::Identities(e)) => {
+                unsaved.clear();
+                all(e)
+            }
         }
-        if let Err(e) = append(self.store, self.lock, &mut s, &launched) {
-            return results
-                .into_iter()
-                .map(|(i, _)| (i, Err(e.clone())))
-                .collect();
-        }
-        results
     }
 
     /// Wait for the executor to confirm a started process; record the completed runtime
@@ -911,36 +1002,28 @@ impl Apply<'_> {
     /// failure (the runtime stays recorded so the next apply stops what may still run).
     async fn confirm_launch(
         &self,
-        state: &Shared,
+        rec: &Recorder<'_>,
         i: usize,
         started: crate::exec::Started,
     ) -> StepResult {
         let address = &self.graph.resources[i].address;
         let confirmed = self.exec.confirm(&started).await.map_err(|e| e.to_string());
-        let mut s = state.lock().expect("state mutex");
         match confirmed {
             Ok(runtime) => {
                 let detail = runtime.describe();
                 if runtime != started.runtime {
-                    if let Some(rec) = s.resources.get_mut(address) {
-                        rec.runtime = Some(runtime);
-                    }
-                    append(self.store, self.lock, &mut s, &[address])?;
+                    rec.update(address, |r| r.runtime = Some(runtime))?;
                 }
                 Ok(detail)
             }
             Err(e) => {
-                if let Some(rec) = s.resources.get_mut(address) {
-                    rec.status = Status::Failed;
-                    rec.error = Some(e.clone());
-                }
-                append(self.store, self.lock, &mut s, &[address])?;
+                rec.failed(address, &e)?;
                 Err(e.into())
             }
         }
     }
 
-    async fn run_one(&self, state: &Shared, i: usize, action: Action) -> StepResult {
+    async fn run_one(&self, rec: &Recorder<'_>, i: usize, action: Action) -> StepResult {
         let r = &self.graph.resources[i];
         (self.events)(Event::Started {
             address: r.address.clone(),
@@ -955,7 +1038,7 @@ impl Apply<'_> {
                     .check_ports(process)
                     .await
                     .map_err(|e| e.to_string());
-                let mut rec = self.new_record(
+                let mut record = self.new_record(
                     i,
                     if result.is_ok() {
                         Status::Running
@@ -963,21 +1046,17 @@ impl Apply<'_> {
                         Status::Failed
                     },
                 );
-                rec.error = result.as_ref().err().cloned();
+                record.error = result.as_ref().err().cloned();
                 // Saved with its process's launch (or at the end): a lost port check
                 // only costs a re-check.
-                state
-                    .lock()
-                    .expect("state mutex")
-                    .resources
-                    .insert(r.address.clone(), rec);
+                rec.checked(&r.address, record);
                 Ok(result.map(|_| "free".to_string())?)
             }
-            (Kind::Allocation, _) => Ok(self.allocate(state, i).await?),
+            (Kind::Allocation, _) => Ok(self.allocate(rec, i).await?),
             (_, Target::Gate(g)) => {
                 let gate = &self.launch.gates[g];
-                let result = gate::run(self, state, gate).await;
-                let mut rec = self.new_record(
+                let result = gate::run(self, rec, gate).await;
+                let mut record = self.new_record(
                     i,
                     if result.is_ok() {
                         Status::Running
@@ -985,15 +1064,11 @@ impl Apply<'_> {
                         Status::Failed
                     },
                 );
-                rec.error = result.as_ref().err().map(|e| e.message.clone());
+                record.error = result.as_ref().err().map(|e| e.message.clone());
                 if !(self.cancel.is_cancelled() && result.is_err()) {
                     // Saved with the next launch or at the end: gates are re-checked by
                     // every apply.
-                    state
-                        .lock()
-                        .expect("state mutex")
-                        .resources
-                        .insert(r.address.clone(), rec);
+                    rec.checked(&r.address, record);
                 }
                 result.map(|d| format!("{d} in {:.2}s", t.elapsed().as_secs_f64()))
             }
@@ -1027,14 +1102,14 @@ impl Apply<'_> {
     /// Create the executor's allocation. Its identity is recorded as soon as it exists;
     /// on failure or interrupt it is cancelled and recorded as failed without an
     /// identity, so nothing is left half-recorded.
-    async fn allocate(&self, state: &Shared, i: usize) -> Result<String, String> {
+    async fn allocate(&self, rec: &Recorder<'_>, i: usize) -> Result<String, String> {
         let address = &self.graph.resources[i].address;
-        self.record(state, address, |s| {
+        rec.record(address, |s| {
             s.resources
                 .insert(address.clone(), self.new_record(i, Status::Pending));
         })?;
         let submitted = |runtime: &crate::state::Runtime| {
-            self.record(state, address, |s| {
+            rec.record(address, |s| {
                 if let Some(r) = s.resources.get_mut(address) {
                     r.runtime = Some(runtime.clone());
                 }
@@ -1048,7 +1123,7 @@ impl Apply<'_> {
         match result {
             Ok(started) => {
                 let detail = started.runtime.describe();
-                self.record(state, address, |s| {
+                rec.record(address, |s| {
                     if let Some(r) = s.resources.get_mut(address) {
                         r.status = Status::Running;
                         r.runtime = Some(started.runtime.clone());
@@ -1058,18 +1133,13 @@ impl Apply<'_> {
                 Ok(detail)
             }
             Err(e) => {
-                let recorded = state
-                    .lock()
-                    .expect("state mutex")
-                    .resources
-                    .get(address)
-                    .and_then(|r| r.runtime.clone());
+                let recorded = rec.runtime(address);
                 // An interrupted wait leaves a submitted job behind: cancel it now.
                 let kept = match &recorded {
                     Some(rt) => self.exec.stop(rt).await.err().map(|_| rt.clone()),
                     None => None,
                 };
-                self.record(state, address, |s| {
+                rec.record(address, |s| {
                     if let Some(r) = s.resources.get_mut(address) {
                         r.status = Status::Failed;
                         r.runtime = kept;

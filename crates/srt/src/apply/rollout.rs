@@ -21,10 +21,11 @@
 //! next apply replaces what is left.
 
 use super::members::Withdrawn;
-use super::{Apply, Event, Shared, StepError, StepResult};
+use super::record::Recorder;
+use super::{Apply, Event, StepError, StepResult};
 use crate::graph::{Kind, Target};
 use crate::plan::{Action, Observation, Reason};
-use crate::state::{Runtime, Status};
+use crate::state::Runtime;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -242,11 +243,16 @@ impl Apply<'_> {
 
     /// Replace one unit in its turn: re-check the units its group rolled, roll it, and
     /// hold it for `rollout.min_ready_seconds`. A failure stops its group's roll.
-    pub(super) async fn roll_unit(&self, state: &Shared, roll: &Roll, unit: &Unit) -> StepResult {
+    pub(super) async fn roll_unit(
+        &self,
+        rec: &Recorder<'_>,
+        roll: &Roll,
+        unit: &Unit,
+    ) -> StepResult {
         let t = Instant::now();
         let group = &roll.groups[&unit.group];
         self.take_turn(group, unit).await?;
-        let result = self.roll_in_turn(state, group, unit).await;
+        let result = self.roll_in_turn(rec, group, unit).await;
         {
             let mut turns = group.turns.lock().expect("turns lock");
             turns.out -= usize::from(!unit.down);
@@ -298,7 +304,7 @@ impl Apply<'_> {
     /// held.
     async fn roll_in_turn(
         &self,
-        state: &Shared,
+        rec: &Recorder<'_>,
         group: &Group,
         unit: &Unit,
     ) -> Result<(String, Rolled), StepError> {
@@ -306,16 +312,15 @@ impl Apply<'_> {
         for r in &rolled {
             if let Some((process, detail)) = self.check_rolled(r).await {
                 let leader = &self.graph.resources[unit.members[0]].address;
-                let e = self.rolled_died(state, r, &process, &detail).await;
+                let e = self.rolled_died(rec, r, &process, &detail).await;
                 return Err(StepError::caused_by(
                     format!("`{leader}` was not taken out: {}", e.message),
                     process,
                 ));
             }
         }
-        let (detail, rolled) = self.roll_unit_now(state, unit).await?;
-        self.settle(state, &rolled, self.hold(group, &rolled))
-            .await?;
+        let (detail, rolled) = self.roll_unit_now(rec, unit).await?;
+        self.settle(rec, &rolled, self.hold(group, &rolled)).await?;
         Ok((detail, rolled))
     }
 
@@ -335,7 +340,7 @@ impl Apply<'_> {
     /// alive, its workers answering `/health`.
     async fn settle(
         &self,
-        state: &Shared,
+        rec: &Recorder<'_>,
         rolled: &Rolled,
         hold: Duration,
     ) -> Result<(), StepError> {
@@ -347,7 +352,7 @@ impl Apply<'_> {
                     t.elapsed().as_secs_f64(),
                     hold.as_secs()
                 );
-                return Err(self.rolled_died(state, rolled, &process, &detail).await);
+                return Err(self.rolled_died(rec, rolled, &process, &detail).await);
             }
             let Some(left) = hold.checked_sub(t.elapsed()).filter(|d| !d.is_zero()) else {
                 return Ok(());
@@ -395,7 +400,7 @@ impl Apply<'_> {
     /// failed (the next plan replaces it), and say where its log is.
     async fn rolled_died(
         &self,
-        state: &Shared,
+        rec: &Recorder<'_>,
         rolled: &Rolled,
         process: &str,
         detail: &str,
@@ -404,27 +409,16 @@ impl Apply<'_> {
         for w in &workers {
             // Best effort: a Router that cannot be told sends it nothing it can serve
             // anyway, and the next apply syncs the membership.
-            let _ = self.withdraw(state, w).await;
+            let _ = self.withdraw(rec, w).await;
         }
         let error = format!("rolled, then went down: {detail}");
-        {
-            let mut s = state.lock().expect("state mutex");
-            let runtime = rolled
-                .processes
-                .iter()
-                .find(|(a, _)| a == process)
-                .map(|(_, rt)| rt);
-            if let Some(r) = s
-                .resources
-                .get_mut(process)
-                .filter(|r| runtime.is_none() || r.runtime.as_ref() == runtime)
-            {
-                r.status = Status::Failed;
-                r.error = Some(error.clone());
-            }
-            if let Err(e) = super::append(self.store, self.lock, &mut s, &[process]) {
-                return StepError::from(e);
-            }
+        let runtime = rolled
+            .processes
+            .iter()
+            .find(|(a, _)| a == process)
+            .map(|(_, rt)| rt);
+        if let Err(e) = rec.went_down(process, runtime, &error) {
+            return StepError::from(e);
         }
         StepError::caused_by(
             format!(
@@ -435,13 +429,37 @@ impl Apply<'_> {
         )
     }
 
-    /// Replace one unit: take it out of its Routers, drain, stop, start, wait until it
-    /// is healthy (workers) or answers (Routers), put it back.
+    /// Replace one unit, in these steps (each a function of [`UnitRoll`]):
+    ///
+    /// 1. `withdraw`: its workers out of every Router that routes to them;
+    /// 2. `drain`: their requests in flight finish;
+    /// 3. `stop`: the old processes stopped (the replacement binds their ports);
+    /// 4. `launch`: started again, in one launch batch;
+    /// 5. `confirm`: each start confirmed by the executor;
+    /// 6. `ready`: its workers healthy;
+    /// 7. `restore`: back into its Routers; a restarted Router, once it answers, gets
+    ///    its members back.
     async fn roll_unit_now(
         &self,
-        state: &Shared,
+        rec: &Recorder<'_>,
         unit: &Unit,
     ) -> Result<(String, Rolled), StepError> {
+        let roll = self.unit_roll(rec, unit);
+        let withdrawn = roll.withdraw().await?;
+        roll.drain(&withdrawn).await;
+        // A Router's members, to give back to its new process (its stop empties them).
+        let members_before = roll.members_before();
+        roll.stop().await?;
+        let started = roll.launch()?;
+        let confirmed = roll.confirm(started).await?;
+        roll.ready(&confirmed).await?;
+        let detail = roll.restore(&withdrawn, members_before).await?;
+        Ok((detail, roll.rolled(confirmed, &withdrawn)))
+    }
+
+    /// What the steps of `unit`'s roll share: its resources, its workers' URLs, its
+    /// Routers.
+    fn unit_roll<'r>(&'r self, rec: &'r Recorder<'r>, unit: &'r Unit) -> UnitRoll<'r> {
         let resources: Vec<&crate::graph::Resource> = unit
             .members
             .iter()
@@ -462,155 +480,38 @@ impl Apply<'_> {
             .iter()
             .filter_map(|p| p.worker.as_ref()?.health_probe())
             .collect();
-        // 1. Out of every Router, then drained.
-        let mut withdrawn: Vec<Withdrawn> = Vec::new();
-        for r in resources.iter().filter(|r| r.kind == Kind::Worker) {
-            withdrawn.extend(self.withdraw(state, &r.address).await?);
-        }
-        // A worker that is down (stopped, unhealthy, exited) serves nothing to drain.
-        if !withdrawn.is_empty() && !unit.down {
-            self.drain(&resources[0].address, &urls).await;
-        }
-        // A Router's members, to give back to its new process.
         let routers: Vec<&str> = resources
             .iter()
             .filter(|r| matches!(r.kind, Kind::Component(_)))
             .map(|r| r.address.as_str())
             .collect();
-        let members_before: Vec<(String, Vec<(String, String)>)> = {
-            let s = state.lock().expect("state mutex");
-            s.resources
-                .iter()
-                .filter(|(_, r)| {
-                    r.kind == Kind::Membership
-                        && r.spec
-                            .get_str("router")
-                            .is_some_and(|x| routers.contains(&x.as_str()))
-                })
-                .map(|(a, r)| (a.clone(), crate::plan::members_of(&r.spec)))
-                .collect()
-        };
-        // 2. The old processes stopped (the replacement binds their ports).
-        for r in &resources {
-            (self.events)(Event::Started {
-                address: r.address.clone(),
-                action: "stopping",
-            });
-        }
-        let runtimes: Vec<(String, Option<crate::state::Runtime>)> = {
-            let s = state.lock().expect("state mutex");
-            resources
-                .iter()
-                .map(|r| {
-                    (
-                        r.address.clone(),
-                        s.resources.get(&r.address).and_then(|x| x.runtime.clone()),
-                    )
-                })
-                .collect()
-        };
-        let stops = runtimes.iter().map(|(_, rt)| async move {
-            match rt {
-                Some(rt) => self.exec.stop(rt).await.map_err(|e| e.to_string()),
-                None => Ok(()),
-            }
-        });
-        let stopped = futures::future::join_all(stops).await;
-        {
-            let mut s = state.lock().expect("state mutex");
-            for ((address, _), result) in runtimes.iter().zip(&stopped) {
-                if result.is_ok() {
-                    if let Some(r) = s.resources.get_mut(address) {
-                        // Stopped for replacement: if apply stops here, the next plan
-                        // replaces it.
-                        r.status = Status::Tainted;
-                        r.runtime = None;
-                    }
-                }
-            }
-            let mut touched: Vec<String> = runtimes.iter().map(|(a, _)| a.clone()).collect();
-            for router in &routers {
-                touched.extend(self.router_stopped(&mut s, router));
-            }
-            let touched: Vec<&str> = touched.iter().map(String::as_str).collect();
-            super::append(self.store, self.lock, &mut s, &touched)?;
-        }
-        if let Some(((address, _), Err(e))) =
-            runtimes.iter().zip(&stopped).find(|(_, r)| r.is_err())
-        {
-            return Err(format!("stopping `{address}`: {e}").into());
-        }
-        // 3. Started again, in one launch batch.
-        let batch: Vec<(usize, Action)> =
-            unit.members.iter().map(|&i| (i, Action::Replace)).collect();
-        let mut started = Vec::new();
-        for (i, result) in self.launch_batch(state, &batch, &mut Vec::new()) {
-            match result {
-                Ok(st) => started.push((i, st)),
-                Err(e) => {
-                    return Err(StepError::caused_by(
-                        e,
-                        self.graph.resources[i].address.clone(),
-                    ))
-                }
-            }
-        }
-        let mut confirmed = Vec::new();
-        for (i, st) in started {
-            let address = self.graph.resources[i].address.clone();
-            self.confirm_launch(state, i, st)
-                .await
-                .map_err(|e| StepError::caused_by(e.message, address.clone()))?;
-            let rt = state
-                .lock()
-                .expect("state mutex")
-                .resources
-                .get(&address)
-                .and_then(|r| r.runtime.clone());
-            if let Some(rt) = rt {
-                confirmed.push((address, rt));
-            }
-        }
-        // 4. Healthy, then back into its Routers.
-        let detail = if probes.is_empty() {
-            for (membership, members) in members_before {
-                self.give_back(state, &membership, &members).await?;
-            }
-            "rolled".to_string()
-        } else {
-            self.wait_serving(&probes, &confirmed).await?;
-            self.put_back(state, &withdrawn).await?;
-            match withdrawn.iter().filter(|w| w.membership.is_some()).count() {
-                // It registered itself: its health probe saw its frontend list it.
-                0 if withdrawn.is_empty() => "rolled; registered and serving".to_string(),
-                n => format!("rolled; {n} Router(s) route to it again"),
-            }
-        };
-        let rolled = Rolled {
-            address: resources[0].address.clone(),
-            processes: confirmed,
+        UnitRoll {
+            apply: self,
+            rec,
+            unit,
+            resources,
+            urls,
             probes,
-            awaits_restart: !withdrawn.is_empty()
-                && withdrawn.iter().all(|w| w.membership.is_none()),
-        };
-        Ok((detail, rolled))
+            routers,
+        }
     }
 
     /// A restarted Router: once it answers, the members it had (still desired) again.
     async fn give_back(
         &self,
-        state: &Shared,
+        rec: &Recorder<'_>,
         membership: &str,
         members: &[(String, String)],
     ) -> Result<(), StepError> {
-        let [frontend, admin_url] = {
-            let s = state.lock().expect("state mutex");
-            let Some(r) = s.resources.get(membership) else {
-                return Ok(());
-            };
-            r.spec
-                .get_strs(["frontend", "admin_url"])
-                .map(Option::unwrap_or_default)
+        let Some([frontend, admin_url]) = rec.read(|s| {
+            let r = s.resources.get(membership)?;
+            Some(
+                r.spec
+                    .get_strs(["frontend", "admin_url"])
+                    .map(Option::unwrap_or_default),
+            )
+        }) else {
+            return Ok(());
         };
         let Some(admin) =
             crate::frontend::lookup(&frontend).and_then(super::super::frontend::Frontend::admin)
@@ -637,33 +538,198 @@ impl Apply<'_> {
                 url: url.clone(),
             })
             .collect();
-        self.put_back(state, &withdrawn).await
+        self.put_back(rec, &withdrawn).await
     }
 
     /// nginx's configuration changed: rewrite it and reload nginx in place.
-    pub(super) async fn reload_in_place(&self, state: &Shared, i: usize) -> StepResult {
+    pub(super) async fn reload_in_place(&self, rec: &Recorder<'_>, i: usize) -> StepResult {
         let r = &self.graph.resources[i];
         let Target::Process(p) = r.target else {
             return Err("not a process".into());
         };
-        let runtime = state
-            .lock()
-            .expect("state mutex")
-            .resources
-            .get(&r.address)
-            .and_then(|x| x.runtime.clone())
+        let runtime = rec
+            .runtime(&r.address)
             .ok_or_else(|| StepError::from(format!("`{}` has no recorded process", r.address)))?;
         self.exec
             .reload(&runtime, &self.launch.processes[p])
             .await
             .map_err(|e| StepError::from(e.to_string()))?;
-        let mut s = state.lock().expect("state mutex");
-        if let Some(rec) = s.resources.get_mut(&r.address) {
-            rec.spec = r.spec.clone();
-            rec.hash = r.hash.clone();
-            rec.dependencies = r.deps.clone();
-        }
-        super::append(self.store, self.lock, &mut s, &[r.address.as_str()])?;
+        rec.update(&r.address, |x| {
+            x.spec = r.spec.clone();
+            x.hash = r.hash.clone();
+            x.dependencies = r.deps.clone();
+        })?;
         Ok("configuration reloaded".to_string())
+    }
+}
+
+/// One unit's roll under way: what its steps share.
+struct UnitRoll<'r> {
+    apply: &'r Apply<'r>,
+    rec: &'r Recorder<'r>,
+    unit: &'r Unit,
+    /// Its resources, leader first.
+    resources: Vec<&'r crate::graph::Resource>,
+    /// Its workers' URLs (none for a Router or nginx), what a drain asks.
+    urls: Vec<String>,
+    /// Its workers' health probes (none for a Router or nginx).
+    probes: Vec<crate::launch::Probe>,
+    /// Its Routers' addresses.
+    routers: Vec<&'r str>,
+}
+
+impl UnitRoll<'_> {
+    /// Its workers out of every Router that routes to them.
+    async fn withdraw(&self) -> Result<Vec<Withdrawn>, StepError> {
+        let mut withdrawn: Vec<Withdrawn> = Vec::new();
+        for r in self.resources.iter().filter(|r| r.kind == Kind::Worker) {
+            withdrawn.extend(self.apply.withdraw(self.rec, &r.address).await?);
+        }
+        Ok(withdrawn)
+    }
+
+    /// Its requests in flight finish. A worker that is down (stopped, unhealthy,
+    /// exited) serves nothing to drain.
+    async fn drain(&self, withdrawn: &[Withdrawn]) {
+        if !withdrawn.is_empty() && !self.unit.down {
+            self.apply
+                .drain(&self.resources[0].address, &self.urls)
+                .await;
+        }
+    }
+
+    /// The members of its Routers' managed memberships, by membership.
+    fn members_before(&self) -> Vec<(String, Vec<(String, String)>)> {
+        self.rec.read(|s| {
+            s.resources
+                .iter()
+                .filter(|(_, r)| {
+                    r.kind == Kind::Membership
+                        && r.spec
+                            .get_str("router")
+                            .is_some_and(|x| self.routers.contains(&x.as_str()))
+                })
+                .map(|(a, r)| (a.clone(), crate::plan::members_of(&r.spec)))
+                .collect()
+        })
+    }
+
+    /// The old processes stopped (the replacement binds their ports), recorded as
+    /// stopped for a replacement (if apply stops here, the next plan replaces them).
+    async fn stop(&self) -> Result<(), StepError> {
+        for r in &self.resources {
+            (self.apply.events)(Event::Started {
+                address: r.address.clone(),
+                action: "stopping",
+            });
+        }
+        let runtimes: Vec<(&str, Option<Runtime>)> = self
+            .resources
+            .iter()
+            .map(|r| (r.address.as_str(), self.rec.runtime(&r.address)))
+            .collect();
+        let exec = self.apply.exec;
+        let stops = runtimes.iter().map(|(_, rt)| async move {
+            match rt {
+                Some(rt) => exec.stop(rt).await.map_err(|e| e.to_string()),
+                None => Ok(()),
+            }
+        });
+        let stopped = futures::future::join_all(stops).await;
+        let unit: Vec<&str> = runtimes.iter().map(|&(a, _)| a).collect();
+        let done: Vec<&str> = unit
+            .iter()
+            .zip(&stopped)
+            .filter(|(_, r)| r.is_ok())
+            .map(|(&a, _)| a)
+            .collect();
+        self.rec.tainted(&unit, &done, &self.routers)?;
+        if let Some((address, Err(e))) = unit.iter().zip(&stopped).find(|(_, r)| r.is_err()) {
+            return Err(format!("stopping `{address}`: {e}").into());
+        }
+        Ok(())
+    }
+
+    /// Started again, in one launch batch.
+    fn launch(&self) -> Result<Vec<(usize, crate::exec::Started)>, StepError> {
+        let batch: Vec<(usize, Action)> = self
+            .unit
+            .members
+            .iter()
+            .map(|&i| (i, Action::Replace))
+            .collect();
+        let mut started = Vec::new();
+        for (i, result) in self.apply.launch_batch(self.rec, &batch, &mut Vec::new()) {
+            match result {
+                Ok(st) => started.push((i, st)),
+                Err(e) => {
+                    let address = self.apply.graph.resources[i].address.clone();
+                    return Err(StepError::caused_by(e, address));
+                }
+            }
+        }
+        Ok(started)
+    }
+
+    /// Each start confirmed by the executor: the processes and their runtimes.
+    async fn confirm(
+        &self,
+        started: Vec<(usize, crate::exec::Started)>,
+    ) -> Result<Vec<(String, Runtime)>, StepError> {
+        let mut confirmed = Vec::new();
+        for (i, st) in started {
+            let address = self.apply.graph.resources[i].address.clone();
+            self.apply
+                .confirm_launch(self.rec, i, st)
+                .await
+                .map_err(|e| StepError::caused_by(e.message, address.clone()))?;
+            if let Some(rt) = self.rec.runtime(&address) {
+                confirmed.push((address, rt));
+            }
+        }
+        Ok(confirmed)
+    }
+
+    /// Its workers healthy (a Router is waited for as its members are given back).
+    async fn ready(&self, confirmed: &[(String, Runtime)]) -> Result<(), StepError> {
+        if self.probes.is_empty() {
+            return Ok(());
+        }
+        self.apply.wait_serving(&self.probes, confirmed).await
+    }
+
+    /// Back into its Routers; a restarted Router gets the members it had back.
+    async fn restore(
+        &self,
+        withdrawn: &[Withdrawn],
+        members_before: Vec<(String, Vec<(String, String)>)>,
+    ) -> StepResult {
+        if self.probes.is_empty() {
+            for (membership, members) in members_before {
+                self.apply
+                    .give_back(self.rec, &membership, &members)
+                    .await?;
+            }
+            return Ok("rolled".to_string());
+        }
+        self.apply.put_back(self.rec, withdrawn).await?;
+        Ok(
+            match withdrawn.iter().filter(|w| w.membership.is_some()).count() {
+                // It registered itself: its health probe saw its frontend list it.
+                0 if withdrawn.is_empty() => "rolled; registered and serving".to_string(),
+                n => format!("rolled; {n} Router(s) route to it again"),
+            },
+        )
+    }
+
+    /// What the roll leaves to check again before the next unit of its group goes.
+    fn rolled(self, confirmed: Vec<(String, Runtime)>, withdrawn: &[Withdrawn]) -> Rolled {
+        Rolled {
+            address: self.resources[0].address.clone(),
+            processes: confirmed,
+            probes: self.probes,
+            awaits_restart: !withdrawn.is_empty()
+                && withdrawn.iter().all(|w| w.membership.is_none()),
+        }
     }
 }
