@@ -163,3 +163,62 @@ fn disaggregated_decode_change_and_decode_scale_up_keep_serving() {
         "processes left after destroy"
     );
 }
+
+/// SIGKILL of `srt apply` while it rolls the workers, at several moments: the next
+/// apply converges (every worker listed, a completion served) and destroy leaves
+/// nothing running, etcd and the frontend included.
+#[test]
+fn sigkill_of_apply_mid_roll_then_apply_converges_and_destroy_leaves_nothing() {
+    let _serial = serial();
+    for ms in [400u64, 1500, 3000] {
+        let Some(env) = env() else { return };
+        let name = format!("dyn-kill-{ms}");
+        env.apply(&env.recipe("dynamo.yaml", &agg(&name, 3, 2048)));
+        let changed = env.recipe("dynamo.yaml", &agg(&name, 3, 1024));
+        let mut child = env.spawn(&["apply", "-f", &changed, "--simulate", "--auto-approve"]);
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+        let _ = child.kill();
+        let _ = child.wait();
+        let out = env.apply(&changed);
+        assert!(out.contains("Apply complete"), "killed at {ms} ms:\n{out}");
+        let again = env.apply(&changed);
+        assert!(
+            again.contains("nothing to change"),
+            "killed at {ms} ms:\n{again}"
+        );
+        assert_eq!(env.completion(PUBLIC)["object"], "text_completion");
+        env.destroy(&name);
+        if let Some(ns) = &env.netns {
+            if let Err(left) = ns.drained() {
+                panic!("killed at {ms} ms: survivors after destroy:\n{left}");
+            }
+        }
+        assert_eq!(env.processes(&name), Vec::<u32>::new());
+    }
+}
+
+/// etcd killed under a running deployment: refresh sees it gone, the plan replaces
+/// it (and what registered in it), apply heals it and the deployment serves again.
+#[test]
+fn a_killed_etcd_is_drift_and_apply_heals_it() {
+    let _serial = serial();
+    let Some(env) = env() else { return };
+    let name = "dyn-etcd";
+    let recipe = env.recipe("dynamo.yaml", &agg(name, 2, 2048));
+    env.apply(&recipe);
+    let etcd = env.pid(name, "etcd");
+    e2e_support::sigkill(etcd).unwrap();
+    e2e_support::wait_for("etcd to exit", || {
+        e2e_support::stat(etcd).is_none_or(|(state, _, _)| state == 'Z')
+    });
+    let plan = env.ok(&["plan", "-f", &recipe, "--simulate"]);
+    assert!(plan.contains("etcd will be replaced"), "{plan}");
+    let out = env.apply(&recipe);
+    assert!(out.contains("Apply complete"), "{out}");
+    assert_ne!(env.pid(name, "etcd"), etcd);
+    assert_eq!(env.completion(PUBLIC)["object"], "text_completion");
+    let again = env.apply(&recipe);
+    assert!(again.contains("nothing to change"), "{again}");
+    env.destroy(name);
+    assert_eq!(env.processes(name), Vec::<u32>::new());
+}

@@ -10,7 +10,7 @@
 
 mod e2e_support;
 
-use e2e_support::{repo, tools_path, with_client};
+use e2e_support::{repo, tools_dir, tools_path, with_client};
 use std::process::{Command, Output};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -832,4 +832,67 @@ fn a_step_ignoring_term_is_cancelled_after_the_grace() {
         Duration::from_secs(10),
         || live_processes("slurm-stubborn").is_empty(),
     );
+}
+
+/// The Dynamo frontend on SLURM: etcd and the frontend steps on n1, the prefill worker
+/// on n1 and two decode workers on n2 (the real Dynamo mocker under `--simulate`),
+/// which register in etcd at n1's address. Serves, a decode args change rolls without
+/// restarting the frontend, destroy leaves no job, step or client.
+#[test]
+fn dynamo_disaggregated_across_nodes_registers_at_the_infra_node() {
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(c) = cluster() else { return };
+    let venv = tools_dir().join("dynamo-venv/bin");
+    assert!(
+        venv.join("python3").exists(),
+        "ai-dynamo is not installed: run scripts/install-dynamo.sh (the test command does)"
+    );
+    let mut env = Env::new(c);
+    env.path = format!("{}:{}", venv.display(), env.path);
+    let d = "slurm-dynamo-disagg";
+    let model = tools_dir().join("models/tiny").display().to_string();
+    let text = example("slurm-dynamo-disagg.yaml").replace("/models/tiny", &model);
+    let recipe = env.file("dyn.yaml", &text);
+    let out = env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
+    assert!(
+        out.contains("allocation: allocated (job ")
+            && out.contains("gate.etcd: passed")
+            && out.contains("gate.frontend: passed")
+            && out.contains("smoke: passed"),
+        "{out}"
+    );
+    completion(&env.router());
+    let state = env.state(d);
+    assert_eq!(state["resources"]["etcd"]["node"], "node0");
+    assert_eq!(
+        state["resources"]["worker.decode[1].node[0]"]["node"],
+        "node1"
+    );
+    let frontend = env.step(d, "frontend[0]");
+    let (job, _) = env.step(d, "worker.decode[1].node[0]");
+    assert!(
+        live_steps(job)
+            .iter()
+            .any(|l| l.ends_with(&format!("{d}.worker.decode[1].node[0]"))),
+        "{:?}",
+        live_steps(job)
+    );
+    let changed = env.file(
+        "dyn.yaml",
+        &text.replace(
+            "  decode:\n    nodes: 1\n    workers: 2\n    gpus: 1\n",
+            "  decode:\n    nodes: 1\n    workers: 2\n    gpus: 1\n    args:\n      max-model-len: 1024\n",
+        ),
+    );
+    let out = env.ok(&["apply", "-f", &changed, "--simulate", "--auto-approve"]);
+    assert!(out.contains("2 replaced"), "{out}");
+    assert_eq!(
+        env.step(d, "frontend[0]"),
+        frontend,
+        "the frontend restarted"
+    );
+    completion(&env.router());
+    destroy(&env, d);
 }

@@ -256,7 +256,7 @@ const CASES: &[Case] = &[
     case(
         "unknown-frontend-type.yaml",
         "srt::recipe::frontend",
-        "dynamo",
+        "triton",
         "known frontends: ",
     ),
     case(
