@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The benchmarks (docs/performance.md): plan and state at 8 to 4096 nodes, then apply
-# overhead with 2, 16 and 64 simulated workers behind the real vllm-router.
+# overhead with 2, 16 and 64 simulated workers behind the real vllm-router, then with
+# 4 and 16 Dynamo mockers behind the real Dynamo frontend (benches/apply_dynamo.rs).
 #
 # Usage: scripts/bench.sh [--smoke] [benchmark options]
 #
@@ -12,8 +13,10 @@
 # 18000, 29000); run it when no other deployment uses them.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-scripts/install-deps.sh router
+scripts/install-deps.sh router etcd dynamo
 export SRT_TOOLS_DIR="${SRT_TOOLS_DIR:-$PWD/.tools}"
 cargo bench --bench plan -- "$@"
 echo
 cargo bench --bench apply -- "$@"
+echo
+cargo bench --bench apply_dynamo -- "$@"

@@ -806,6 +806,87 @@ fn sglang_gateway_single_and_behind_nginx() {
     assert_eq!(urls.len(), 2, "every gateway counts its workers");
 }
 
+/// What registers a Dynamo worker: its endpoint (component by role), etcd's address on
+/// the infra node, and a request-plane port of its own on its node.
+fn assert_registers(plan: &LaunchPlan, w: &LaunchProcess, component: &str, mode: &str) {
+    let ns = &plan.deployment;
+    assert_eq!(
+        value(&w.argv, "--endpoint"),
+        format!("dyn://{ns}.{component}.generate")
+    );
+    assert_eq!(value(&w.argv, "--disaggregation-mode"), mode);
+    let etcd = plan.processes.iter().find(|p| p.address == "etcd").unwrap();
+    let client = etcd.ports["etcd_client"].base;
+    assert_eq!(
+        w.env["ETCD_ENDPOINTS"],
+        format!("http://{}:{client}", ip(etcd.node))
+    );
+    assert_eq!(w.env["DYN_TCP_RPC_HOST"], ip(w.node));
+    assert_eq!(
+        w.env["DYN_TCP_RPC_PORT"],
+        w.ports["runtime_rpc"].base.to_string()
+    );
+    assert!(w.depends_on.contains(&"etcd".to_string()));
+    assert!(w.worker.as_ref().unwrap().advertised_url.is_none());
+}
+
+#[test]
+fn dynamo_agg_and_disagg_register_every_worker_under_the_namespace() {
+    let agg = plan("examples/local-dynamo-agg.yaml");
+    let workers = of_role(&agg, RoleKind::Agg);
+    assert_eq!(workers.len(), 3);
+    let rpc: BTreeSet<u16> = workers
+        .iter()
+        .map(|w| w.ports["runtime_rpc"].base)
+        .collect();
+    assert_eq!(
+        rpc.len(),
+        3,
+        "one request-plane port each on the shared host"
+    );
+    for w in &workers {
+        assert_registers(&agg, w, "backend", "agg");
+    }
+    let frontend = agg
+        .processes
+        .iter()
+        .find(|p| p.address == "frontend[0]")
+        .unwrap();
+    assert_eq!(value(&frontend.argv, "--namespace"), agg.deployment);
+    assert_eq!(value(&frontend.argv, "--http-port"), "8000");
+    let gates: Vec<&str> = agg.gates.iter().map(|g| g.address.as_str()).collect();
+    assert_eq!(gates, ["gate.etcd", "gate.frontend", "gate.model", "smoke"]);
+    let Probe::JsonItems { lists, .. } = &agg.gates[1].probe else {
+        panic!("{:?}", agg.gates[1].probe)
+    };
+    assert_eq!(lists[0].at_least, 3);
+    for path in [
+        "examples/local-dynamo-disagg.yaml",
+        "examples/slurm-dynamo-disagg.yaml",
+    ] {
+        let pd = plan(path);
+        let p = of_role(&pd, RoleKind::Prefill);
+        let d = of_role(&pd, RoleKind::Decode);
+        assert_eq!((p.len(), d.len()), (1, 2), "{path}");
+        assert_registers(&pd, p[0], "prefill", "prefill");
+        for w in &d {
+            assert_registers(&pd, w, "backend", "decode");
+        }
+        let Probe::JsonItems { lists, .. } = &pd.gates[1].probe else {
+            panic!("{:?}", pd.gates[1].probe)
+        };
+        let counts: Vec<u32> = lists.iter().map(|l| l.at_least).collect();
+        assert_eq!(counts, [1, 2], "{path}");
+    }
+    let slurm = plan("examples/slurm-dynamo-disagg.yaml");
+    let d = of_role(&slurm, RoleKind::Decode);
+    assert!(d.iter().all(|w| w.node == 1), "decode on the second node");
+    assert_eq!(
+        d[0].env["ETCD_ENDPOINTS"],
+        format!("http://{}:12300", ip(0))
+    );
+}
+
 /// Every example is covered by a test above; a new example must get one too.
 #[test]
 fn every_example_has_a_topology_test() {
@@ -825,6 +906,9 @@ fn every_example_has_a_topology_test() {
         "examples/local-dp.yaml",
         "examples/slurm-disagg.yaml",
         "examples/srtctl-shape.yaml",
+        "examples/local-dynamo-agg.yaml",
+        "examples/local-dynamo-disagg.yaml",
+        "examples/slurm-dynamo-disagg.yaml",
     ];
     let found: Vec<String> = examples()
         .iter()

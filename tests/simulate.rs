@@ -1,5 +1,6 @@
 //! `--simulate` is a transform of the processes handed to the executor, not of the plan:
-//! every worker runs the simulator with its engine's own arguments, nothing else changes,
+//! every worker runs the simulator with its engine's own arguments (or, under a
+//! frontend's runtime, the runtime's simulated engine the plan names), nothing else changes,
 //! and the graph (hashes, state, golden files) is lowered from the untransformed plan.
 
 mod common;
@@ -23,8 +24,12 @@ fn the_simulator_replaces_only_the_program_of_workers() {
             assert_eq!(run.processes.len(), plan.processes.len());
             for (planned, started) in plan.processes.iter().zip(&run.processes) {
                 let mut expected = planned.clone();
-                if planned.kind == ProcessKind::Worker {
-                    expected.argv.set_program(SIM);
+                let own = planned.worker.as_ref().and_then(|w| w.simulated.clone());
+                match own {
+                    // A runtime's own simulated engine (Dynamo's mocker), whole.
+                    Some(argv) => expected.argv = argv,
+                    None if planned.kind == ProcessKind::Worker => expected.argv.set_program(SIM),
+                    None => {}
                 }
                 expected.container_image = None;
                 assert_eq!(
