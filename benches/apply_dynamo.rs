@@ -14,8 +14,9 @@
 //! - **roll all**: `srt apply` after one argument of the role changed: every worker
 //!   replaced one at a time (SIGTERM, it deregisters and finishes its requests, started
 //!   again, serving once the frontend lists it), the frontend kept; and that time per
-//!   rolled worker, **beyond its start-up** (the roll minus N first registrations of a
-//!   mocker as the first apply measured them: from its start to being listed);
+//!   rolled worker, **beyond its start-up**: minus one worker's start-up alone, measured
+//!   by adding one worker to the running deployment (from that apply's start to the
+//!   frontend listing it);
 //! - **destroy**.
 //!
 //! Needs ai-dynamo (`scripts/install-dynamo.sh`: its venv and the tiny model under
@@ -41,6 +42,7 @@ fn tools() -> PathBuf {
     )
 }
 
+/// The recipe of `workers` workers of one GPU, on a node with room for one more.
 fn recipe_text(name: &str, workers: usize, max_model_len: u32) -> String {
     format!(
         "schema: 2
@@ -49,7 +51,7 @@ model:
   path: {model}
   served_name: tiny
 resources:
-  gpus_per_node: {workers}
+  gpus_per_node: {gpus}
 frontend:
   type: dynamo
   enable_multiple_frontends: false
@@ -66,7 +68,8 @@ health_check:
 rollout:
   min_ready_seconds: 0
 ",
-        model = tools().join("models/tiny").display()
+        model = tools().join("models/tiny").display(),
+        gpus = workers + 1
     )
 }
 
@@ -199,6 +202,8 @@ struct Run {
     gates: Duration,
     exit: Duration,
     roll: Duration,
+    /// One worker added: from the apply's start to the frontend listing it.
+    one_start: Duration,
     destroy: Duration,
 }
 
@@ -217,12 +222,17 @@ fn one_run(path: &str, workers: usize) -> Result<Run, String> {
     let t = Instant::now();
     env.apply(&env.recipe(workers, 1024), workers)?;
     let roll = t.elapsed();
+    let grown = env.apply(&env.recipe(workers + 1, 1024), workers + 1)?;
+    let Some(one_start) = grown[0] else {
+        return Err("the added worker was never listed".into());
+    };
     let destroy = env.destroy();
     Ok(Run {
         listed,
         gates,
         exit,
         roll,
+        one_start,
         destroy,
     })
 }
@@ -279,9 +289,8 @@ fn main() {
         }
         let m = |f: fn(&Run) -> Duration| median(runs.iter().map(f).collect());
         let latency = m(|r| r.gates.saturating_sub(r.listed));
-        // A worker's own start-up, as the first apply showed it: all N start at once, so
-        // the last one listed is one start-up (on this machine, with the others).
-        let startup = m(|r| r.listed);
+        // A worker's own start-up, alone: one worker added to the running deployment.
+        let startup = m(|r| r.one_start);
         let per_worker = m(|r| r.roll) / n as u32;
         println!(
             "| {n} | {} | {} | {} | {} | {} | {} ({} each, minus a start-up of {}) | {} |",

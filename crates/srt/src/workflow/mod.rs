@@ -432,13 +432,11 @@ pub fn setup(
     options: &PrepareOptions,
 ) -> Result<Setup, OpError> {
     let recipe = recipe::load_str(&source, default_name)?;
-    let simulator = if options.simulate {
-        Some(default_simulator().ok_or_else(|| {
-            OpError::Other("--simulate needs the `srt-vllm-sim` binary next to `srt`".into())
-        })?)
-    } else {
-        None
-    };
+    // Found now, required once the plan shows a worker that needs it (a worker under a
+    // frontend's runtime brings its own simulated engine).
+    let simulator = options
+        .simulate
+        .then(|| default_simulator().unwrap_or_default());
     let profile = effective_profile(cluster_profile(options.cluster.as_deref())?, &recipe);
     let dir = deployment_dir(&options.state_dir, &recipe.name.value);
     // Node count first (the executor's bindings need it), then the plan for its host layout.
@@ -559,6 +557,15 @@ impl Setup {
                 let engine = crate::engine::lookup(&recipe.engine.kind.value).ok_or_else(|| {
                     OpError::Other(format!("unknown engine `{}`", recipe.engine.kind.value))
                 })?;
+                let needed = launch.processes.iter().any(|p| {
+                    p.kind == launch::ProcessKind::Worker
+                        && p.worker.as_ref().is_none_or(|w| w.simulated.is_none())
+                });
+                if needed && sim.as_os_str().is_empty() {
+                    return Err(OpError::Other(
+                        "--simulate needs the `srt-vllm-sim` binary next to `srt`".into(),
+                    ));
+                }
                 Some(simulated(&launch, engine, sim))
             }
             None => None,
