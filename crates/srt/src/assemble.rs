@@ -77,6 +77,7 @@ fn check(recipe: &Recipe, options: &BuildOptions) -> Result<Checked, Vec<Problem
         return Err(problems);
     };
     engine.validate(recipe, &mut problems);
+    check_sections(recipe, frontend, &mut problems);
     crate::catalog::check_args(
         frontend.catalog(),
         &recipe.frontend.args,
@@ -230,6 +231,38 @@ fn lookup_engine(recipe: &Recipe, problems: &mut Vec<Problem>) -> Option<&'stati
         ));
     }
     found
+}
+
+/// Each owned section of the recipe belongs to its frontend, and holds only the keys
+/// that frontend declares.
+fn check_sections(recipe: &Recipe, frontend: &dyn Frontend, problems: &mut Vec<Problem>) {
+    for (name, section) in &recipe.sections {
+        match frontend.section().filter(|s| s.name == name) {
+            Some(own) => problems.extend(crate::recipe::keys::unknown_section_keys(
+                name, own.keys, section,
+            )),
+            None => {
+                let owner = frontend::FRONTENDS
+                    .iter()
+                    .find(|f| f.section().is_some_and(|s| s.name == name))
+                    .map_or("another frontend", |f| f.name());
+                problems.push(
+                    Problem::new(
+                        "srt::recipe::section_owner",
+                        section.key_span,
+                        format!(
+                            "`{name}:` configures the `{owner}` frontend, and this recipe's frontend is `{}`",
+                            frontend.name()
+                        ),
+                    )
+                    .label("not this frontend's")
+                    .help(format!(
+                        "remove `{name}:`, or set `frontend.type: {owner}`"
+                    )),
+                );
+            }
+        }
+    }
 }
 
 fn lookup_frontend(recipe: &Recipe, problems: &mut Vec<Problem>) -> Option<&'static dyn Frontend> {

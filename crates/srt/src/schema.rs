@@ -52,6 +52,15 @@ pub fn json_schema() -> Value {
             "benchmark": object(keys::BENCHMARK, &["type"]),
         }),
     );
+    for f in crate::frontend::FRONTENDS {
+        if let Some(section) = f.section() {
+            root["$defs"][section.name] = object(section.keys, &[]);
+            root["properties"][section.name] = json!({
+                "$ref": format!("#/$defs/{}", section.name),
+                "description": format!("Settings of the `{}` frontend (only with `frontend.type: {}`).", f.name(), f.name()),
+            });
+        }
+    }
     let engines: Vec<&str> = crate::engine::ENGINES.iter().map(|e| e.name()).collect();
     let frontends: Vec<&str> = crate::frontend::FRONTENDS
         .iter()

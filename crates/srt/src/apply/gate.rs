@@ -49,13 +49,53 @@ async fn json_of(client: &reqwest::Client, url: &str) -> Result<serde_json::Valu
         .map_err(|e| format!("{url}: {}", short(&e)))
 }
 
+/// The text of `GET url`, or what went wrong (an answer that is not 2xx included).
+async fn text_of(client: &reqwest::Client, url: &str) -> Result<String, String> {
+    let resp = client
+        .get(url)
+        .timeout(REQUEST_TIMEOUT)
+        .send()
+        .await
+        .map_err(|e| format!("{url}: {}", short(&e)))?;
+    if !resp.status().is_success() {
+        return Err(format!("{url}: {}", resp.status()));
+    }
+    resp.text()
+        .await
+        .map_err(|e| format!("{url}: {}", short(&e)))
+}
+
 /// One probe attempt: `Ok(())` when passed, `Err(what we are waiting for)` otherwise.
-pub(super) async fn probe_once(
+pub(super) fn probe_once<'a>(
+    client: &'a reqwest::Client,
+    probe: &'a Probe,
+    resolve: &'a dyn Fn(&str) -> String,
+) -> futures::future::LocalBoxFuture<'a, Result<String, String>> {
+    Box::pin(probe_now(client, probe, resolve))
+}
+
+async fn probe_now(
     client: &reqwest::Client,
     probe: &Probe,
     resolve: &dyn Fn(&str) -> String,
 ) -> Result<String, String> {
     match probe {
+        Probe::Learned {
+            url,
+            path,
+            after,
+            then,
+        } => {
+            let url = format!("{}{path}", resolve(url));
+            let text = text_of(client, &url).await?;
+            let Some(value) = Probe::learned_from(&text, after) else {
+                return Err(format!("{url}: nothing follows `{after}` yet"));
+            };
+            let then = then.with_learned(value);
+            probe_once(client, &then, resolve)
+                .await
+                .map(|ok| format!("{value}: {ok}"))
+        }
         Probe::JsonCounts { urls, path, counts } => {
             for url in urls {
                 let url = format!("{}{path}", resolve(url));

@@ -102,6 +102,16 @@ pub struct FeatureNeed {
     pub required: bool,
 }
 
+/// A top-level recipe section a frontend owns: its name and keys (what the schema and
+/// the key check are made of).
+#[derive(Debug)]
+pub struct OwnedSection {
+    /// The top-level key (`dynamo`).
+    pub name: &'static str,
+    /// Its keys.
+    pub keys: &'static [crate::recipe::keys::Key],
+}
+
 /// A frontend type.
 pub trait Frontend: Sync {
     /// `frontend.type` value.
@@ -130,6 +140,12 @@ pub trait Frontend: Sync {
     }
     /// Who sets a flag the frontend derives, or `None` when a recipe may set it.
     fn managed_by(&self, flag: &str) -> Option<&'static str>;
+    /// The top-level recipe section it owns (srtctl's `dynamo:`), if any: one of
+    /// [`crate::recipe::keys::OWNED_SECTIONS`]. A recipe with another frontend may not
+    /// write it; its keys are checked before [`Frontend::validate`].
+    fn section(&self) -> Option<&'static OwnedSection> {
+        None
+    }
     /// Whether it can discover workers that register themselves (discovery connectors).
     fn supports_discovery(&self) -> bool {
         false
@@ -398,6 +414,19 @@ mod tests {
 
     /// A recorded kind is read back by name: one name, one component, whichever
     /// frontends declare it.
+    #[test]
+    fn the_loader_keeps_exactly_the_sections_frontends_own() {
+        let mut owned: Vec<&str> = FRONTENDS
+            .iter()
+            .filter_map(|f| f.section())
+            .map(|s| s.name)
+            .collect();
+        owned.sort_unstable();
+        let mut kept = crate::recipe::keys::OWNED_SECTIONS.to_vec();
+        kept.sort_unstable();
+        assert_eq!(owned, kept);
+    }
+
     #[test]
     fn component_names_have_one_meaning() {
         let all: Vec<&Component> = components().collect();

@@ -573,6 +573,20 @@ pub enum Probe {
         /// The lists to reach.
         lists: Vec<Listed>,
     },
+    /// First read what a process says about itself (an identity it chose, such as the
+    /// instance it registered as), then `then` must pass with [`LEARNED`] in its
+    /// fields' values replaced by it.
+    Learned {
+        /// Base URL of the process.
+        url: String,
+        /// Path of the text that holds the value (`/metrics`).
+        path: String,
+        /// The value follows the first occurrence of this text and ends before the next
+        /// `"` (`worker_id="`).
+        after: String,
+        /// What must pass once the value is known.
+        then: Box<Probe>,
+    },
     /// A one-token completion through the public URL must succeed.
     Completion {
         /// Public base URL.
@@ -582,6 +596,30 @@ pub enum Probe {
     },
     /// The serving benchmark (run once per apply, not polled): see [`crate::bench`].
     Benchmark(crate::bench::Spec),
+}
+
+/// The placeholder of a value a [`Probe::Learned`] reads first.
+pub const LEARNED: &str = "{learned}";
+
+impl Probe {
+    /// The value a [`Probe::Learned`] looks for in `text`, if it is there.
+    pub fn learned_from<'t>(text: &'t str, after: &str) -> Option<&'t str> {
+        let start = text.find(after)? + after.len();
+        let rest = &text[start..];
+        let value = &rest[..rest.find('"')?];
+        (!value.is_empty()).then_some(value)
+    }
+
+    /// This probe with [`LEARNED`] in its fields' values replaced by `value`.
+    pub fn with_learned(&self, value: &str) -> Probe {
+        let mut out = self.clone();
+        if let Probe::JsonItems { lists, .. } = &mut out {
+            for field in lists.iter_mut().flat_map(|l| l.fields.iter_mut()) {
+                field.value = field.value.replace(LEARNED, value);
+            }
+        }
+        out
+    }
 }
 
 /// One count a [`Probe::JsonCounts`] answer must reach: the sum of the integers at
@@ -707,5 +745,38 @@ mod tests {
             b.resolve("--prefill http://<node11-ip>:6100 5400"),
             "--prefill http://10.0.0.11:6100 5400"
         );
+    }
+
+    #[test]
+    fn a_learned_value_is_what_follows_its_marker_up_to_a_quote() {
+        let metrics = "m{ns=\"x\",worker_id=\"390da2\"} 0\nm{worker_id=\"ffff\"} 1\n";
+        assert_eq!(Probe::learned_from(metrics, "worker_id=\""), Some("390da2"));
+        assert_eq!(Probe::learned_from("up 1\n", "worker_id=\""), None);
+        assert_eq!(Probe::learned_from("worker_id=\"\"", "worker_id=\""), None);
+        assert_eq!(Probe::learned_from("worker_id=\"39", "worker_id=\""), None);
+    }
+
+    #[test]
+    fn a_learned_value_fills_the_fields_of_the_probe_it_leads_to() {
+        let probe = Probe::JsonItems {
+            urls: vec!["http://f".into()],
+            path: "/health".into(),
+            lists: vec![Listed {
+                name: "me".into(),
+                array: "/instances".into(),
+                fields: vec![Field {
+                    pointer: "/transport/nats_tcp".into(),
+                    value: format!("ns_backend.generate-{LEARNED}"),
+                    prefix: false,
+                }],
+                at_least: 1,
+            }],
+        };
+        let Probe::JsonItems { lists, .. } = probe.with_learned("abc") else {
+            unreachable!()
+        };
+        assert_eq!(lists[0].fields[0].value, "ns_backend.generate-abc");
+        let body = serde_json::json!({"instances": [{"transport": {"nats_tcp": "ns_backend.generate-abc"}}]});
+        assert_eq!(lists[0].count(&body, &|s| s.to_string()), 1);
     }
 }

@@ -190,6 +190,16 @@ pub fn describe_probe(probe: &Probe) -> String {
                 .join(" and ")
         ),
         Probe::Http { urls, path } => format!("GET {{{}}}{path} answers 2xx", urls.join(", ")),
+        Probe::Learned {
+            url,
+            path,
+            after,
+            then,
+        } => format!(
+            "{} = what follows `{after}` in GET {url}{path}, then {}",
+            crate::launch::LEARNED,
+            describe_probe(then)
+        ),
         Probe::Benchmark(spec) => spec.describe(),
         Probe::Completion { url, model } => {
             format!(

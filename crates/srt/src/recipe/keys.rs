@@ -5,7 +5,7 @@
 
 /// One key of a recipe mapping.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Key {
+pub struct Key {
     /// The key.
     pub name: &'static str,
     /// Its JSON Schema fragment (JSON text); `{"$ref": ...}` for nested sections.
@@ -14,12 +14,18 @@ pub(crate) struct Key {
     pub doc: &'static str,
 }
 
-const fn k(name: &'static str, schema: &'static str, doc: &'static str) -> Key {
+/// A key: its name, JSON Schema fragment and meaning.
+pub const fn k(name: &'static str, schema: &'static str, doc: &'static str) -> Key {
     Key { name, schema, doc }
 }
 
 const ARGS: &str = r#"{"type": "object", "additionalProperties": {"anyOf": [{"type": ["string", "number", "boolean", "null"]}, {"type": "array", "items": {"type": ["string", "number", "boolean"]}}, {"type": "object"}]}}"#;
 const ENV: &str = r#"{"type": "object", "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}, "additionalProperties": {"type": ["string", "number", "boolean"]}}"#;
+
+/// Top-level sections a component owns rather than srt's core (srtctl's `dynamo:`, the
+/// Dynamo frontend's): the loader keeps each as written ([`crate::recipe::Section`]) and
+/// its owner declares and checks its keys. A test holds this list to the owners'.
+pub const OWNED_SECTIONS: &[&str] = &[];
 
 /// Top level.
 pub(crate) const TOP: &[Key] = &[
@@ -422,6 +428,33 @@ pub(crate) const ROLLOUT: &[Key] = &[
         "How long a replaced unit must stay up (process alive, /health answering) after it became healthy before the next unit of its role is taken out; one that dies meanwhile halts the roll.",
     ),
 ];
+
+/// The problems of a component's section: every key it does not declare, located, with
+/// the nearest declared one. What the values mean is the owner's to check.
+pub fn unknown_section_keys(
+    name: &str,
+    keys: &[Key],
+    section: &super::Section,
+) -> Vec<super::Problem> {
+    let declared = names(keys);
+    section
+        .entries
+        .iter()
+        .filter(|e| !declared.contains(&e.key.as_str()))
+        .map(|e| {
+            let problem = super::Problem::new(
+                "srt::recipe::unknown_key",
+                e.key_span,
+                format!("unknown key `{name}.{}`", e.key),
+            )
+            .label("unknown key");
+            match super::diag::did_you_mean(&e.key, declared.iter().copied()) {
+                Some(s) => problem.help(format!("did you mean `{s}`?")),
+                None => problem.help(format!("expected one of: {}", declared.join(", "))),
+            }
+        })
+        .collect()
+}
 
 /// Key names of a table, for the loader.
 pub(crate) fn names(keys: &[Key]) -> Vec<&'static str> {

@@ -770,7 +770,9 @@ impl Loader<'_> {
     }
 
     fn recipe(&mut self, root: &Node, default_name: &str) -> Option<Recipe> {
-        let f = self.fields(root, "", &keys::names(keys::TOP), SRTCTL_ONLY_TOP)?;
+        let mut top = keys::names(keys::TOP);
+        top.extend(keys::OWNED_SECTIONS);
+        let f = self.fields(root, "", &top, SRTCTL_ONLY_TOP)?;
         if let Some(node) = f.get("schema") {
             if node.value != Value::Int(2) {
                 self.problem(
@@ -846,6 +848,14 @@ impl Loader<'_> {
         let slurm = self.slurm(f.get("slurm"));
         let benchmark = self.benchmark(f.get("benchmark"), f.key_span("benchmark"));
         let sensitive_env = self.sensitive_env(f.get("sensitive_env"));
+        let sections = keys::OWNED_SECTIONS
+            .iter()
+            .filter_map(|name| {
+                let node = f.get(name)?;
+                let key_span = f.key_span(name).unwrap_or(node.span);
+                Some((name.to_string(), self.section(node, key_span, name)?))
+            })
+            .collect();
         let mut model = model?;
         let explicit_name = f.get("model").is_some_and(|m| match &m.value {
             Value::Map(entries) => entries.iter().any(|(k, _)| k.name == "served_name"),
@@ -862,8 +872,42 @@ impl Loader<'_> {
             health_check: health_check?,
             rollout: rollout?,
             sensitive_env,
+            sections,
             slurm,
             benchmark,
+        })
+    }
+
+    /// A section a component owns, as written (`null` is an empty one).
+    fn section(&mut self, node: &Node, key_span: SourceSpan, name: &str) -> Option<Section> {
+        let entries = match &node.value {
+            Value::Map(entries) => entries,
+            Value::Null => {
+                return Some(Section {
+                    key_span,
+                    entries: Vec::new(),
+                })
+            }
+            _ => {
+                self.type_error(node, name, "a mapping");
+                return None;
+            }
+        };
+        let mut out = Vec::new();
+        for (k, v) in entries {
+            let Some(value) = self.arg_value(v, &format!("{name}.{}", k.name)) else {
+                continue;
+            };
+            out.push(Arg {
+                key: k.name.clone(),
+                key_span: k.span,
+                value,
+                value_span: v.span,
+            });
+        }
+        Some(Section {
+            key_span,
+            entries: out,
         })
     }
 

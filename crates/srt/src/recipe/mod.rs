@@ -6,7 +6,7 @@
 //! - [`diag`]: the diagnostics types.
 //! - [`limits`]: the largest deployment a recipe may ask for.
 pub mod diag;
-pub(crate) mod keys;
+pub mod keys;
 pub mod limits;
 pub mod load;
 mod model;

@@ -49,6 +49,26 @@ pub struct Recipe {
     /// `sensitive_env`: variables to treat as secrets besides the default list of
     /// [`crate::secrets`], sorted and deduplicated.
     pub sensitive_env: Vec<String>,
+    /// Top-level sections a component owns ([`super::keys::OWNED_SECTIONS`]), by name,
+    /// as written: their owner checks and reads them.
+    pub sections: BTreeMap<String, Section>,
+}
+
+/// A top-level section a component owns, as written: its entries' keys are kept as
+/// they are (not made flags), their values as role args hold theirs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Section {
+    /// The section's key (`dynamo`).
+    pub key_span: SourceSpan,
+    /// Its entries, in the order written.
+    pub entries: Vec<Arg>,
+}
+
+impl Section {
+    /// The entry `key`, if written.
+    pub fn get(&self, key: &str) -> Option<&Arg> {
+        self.entries.iter().find(|a| a.key == key)
+    }
 }
 
 /// `slurm:`: per-recipe scheduler settings; they override the cluster profile.
