@@ -13,7 +13,7 @@ use crate::launch::{
     NodeSlot, Probe, RolloutPlan, FORMAT_VERSION,
 };
 use crate::launch::{ConnectorChoice, WorkerFeature, WorkerRuntime};
-use crate::ports::{PortBlock, DISCOVERY, PUBLIC};
+use crate::ports::{PortBlock, PortScope, DISCOVERY, PUBLIC};
 use crate::recipe::diag::{did_you_mean, Problem};
 use crate::recipe::{Nodes, Recipe, RoleKind};
 use crate::topology::{self, Topology};
@@ -500,12 +500,17 @@ fn workers(
 ) -> Result<Vec<LaunchProcess>, Vec<Problem>> {
     let mut problems: Vec<Problem> = Vec::new();
     let mut workers = Vec::new();
+    ctx.share_port_hosts(topo.endpoints.iter().flat_map(|e| {
+        let scope = port_scope(e.role);
+        e.nodes.iter().map(move |&n| (n, scope))
+    }));
     for endpoint in &topo.endpoints {
         let role = recipe
             .roles
             .iter()
             .find(|r| r.kind == endpoint.role)
             .expect("endpoint of a declared role");
+        ctx.set_port_scope(port_scope(role.kind));
         let wanted: Vec<WorkerFeature> = features
             .iter()
             .filter(|(r, _)| *r == role.kind)
@@ -536,10 +541,21 @@ fn workers(
             }
         }
     }
+    ctx.set_port_scope(PortScope::default());
     if problems.is_empty() {
         Ok(workers)
     } else {
         Err(problems)
+    }
+}
+
+/// The port scope of a role's workers: on a host both share, the decode role counts its
+/// ports apart from the prefill role's, so that either can grow without moving the
+/// other's (an aggregated role is alone).
+fn port_scope(role: RoleKind) -> PortScope {
+    match role {
+        RoleKind::Agg | RoleKind::Prefill => PortScope(0),
+        RoleKind::Decode => PortScope(1),
     }
 }
 

@@ -136,6 +136,34 @@ pub const RUNTIME_RPC: PortKind = PortKind {
     purpose: "DYN_TCP_RPC_PORT (a worker's request plane)",
 };
 
+/// NATS's client port (a frontend's request and event planes).
+pub const NATS_CLIENT: PortKind = PortKind {
+    name: "nats_client",
+    base: 12500,
+    stride: 1,
+    span: 1,
+    purpose: "nats-server --port",
+};
+
+/// NATS's monitoring port (`/healthz`).
+pub const NATS_MONITOR: PortKind = PortKind {
+    name: "nats_monitor",
+    base: 12600,
+    stride: 1,
+    span: 1,
+    purpose: "nats-server --http_port",
+};
+
+/// A worker's system server under a runtime (Dynamo's `DYN_SYSTEM_PORT`: its metrics,
+/// which name the instance it registered as).
+pub const RUNTIME_SYSTEM: PortKind = PortKind {
+    name: "runtime_system",
+    base: 25100,
+    stride: 1,
+    span: 1,
+    purpose: "DYN_SYSTEM_PORT (a worker's system server)",
+};
+
 /// Every declared kind, for documentation and invariant checks.
 pub const KINDS: &[PortKind] = &[
     HTTP,
@@ -150,6 +178,9 @@ pub const KINDS: &[PortKind] = &[
     ETCD_CLIENT,
     ETCD_PEER,
     RUNTIME_RPC,
+    NATS_CLIENT,
+    NATS_MONITOR,
+    RUNTIME_SYSTEM,
 ];
 
 /// Fixed (not counted) port uses: the public frontend port and the discovery listener.
@@ -234,11 +265,25 @@ pub struct Lease {
     pub owner: String,
 }
 
-/// The ports of one host: each kind's next ordinal, and every lease.
+/// Ordinals of a kind set aside for each [`PortScope`] on a host several scopes share:
+/// scope `s` counts from ordinal `s x SCOPE_ORDINALS` there (from 0 on a host with one
+/// scope). A scope that outgrows its share goes on past it, skipping whatever another
+/// scope leased there.
+pub const SCOPE_ORDINALS: u32 = 256;
+
+/// A set of processes whose ports one host counts apart from the others', so that a
+/// scope growing never moves another's ports: each role of a deployment is one (a
+/// prefill role that grows leaves the decode workers on a shared host where they are,
+/// instead of shifting them onto the ports of the workers they replace), and what is
+/// not a worker shares scope 0.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PortScope(pub u16);
+
+/// The ports of one host: each kind's next ordinal per scope, and every lease.
 #[derive(Debug, Default)]
 struct HostPorts {
-    /// Kind name -> next ordinal.
-    next: BTreeMap<&'static str, u32>,
+    /// (Kind name, scope) -> next ordinal.
+    next: BTreeMap<(&'static str, PortScope), u32>,
     /// Start -> (end inclusive, lease index).
     taken: BTreeMap<u16, (u16, usize)>,
 }
@@ -264,6 +309,10 @@ pub struct PortAllocator {
     hosts: HashMap<String, HostPorts>,
     /// Every lease in allocation order.
     leases: Vec<Lease>,
+    /// The scope allocations count in now.
+    scope: PortScope,
+    /// Hosts several scopes share, where each counts from its own share of ordinals.
+    shared: std::collections::HashSet<String>,
 }
 
 impl PortAllocator {
@@ -274,6 +323,37 @@ impl PortAllocator {
 
     fn overlap(&self, host: &str, start: u16, end: u16) -> Option<usize> {
         self.hosts.get(host)?.overlap(start, end)
+    }
+
+    /// Count the allocations that follow in `scope` (until the next call).
+    pub fn set_scope(&mut self, scope: PortScope) {
+        self.scope = scope;
+    }
+
+    /// Hosts that `placements` (host, scope) put more than one scope on: there each
+    /// scope counts from its own share of every kind's ordinals. Called before any
+    /// scoped allocation.
+    pub fn share_hosts<'h>(&mut self, placements: impl Iterator<Item = (&'h str, PortScope)>) {
+        let mut scopes: HashMap<&str, PortScope> = HashMap::new();
+        for (host, scope) in placements {
+            match scopes.get(host) {
+                Some(s) if *s != scope => {
+                    self.shared.insert(host.to_string());
+                }
+                Some(_) => {}
+                None => {
+                    scopes.insert(host, scope);
+                }
+            }
+        }
+    }
+
+    /// The first ordinal of the current scope on `host`.
+    fn first_ordinal(&self, host: &str) -> u32 {
+        match self.shared.contains(host) {
+            true => u32::from(self.scope.0) * SCOPE_ORDINALS,
+            false => 0,
+        }
     }
 
     fn host_mut(&mut self, host: &str) -> &mut HostPorts {
@@ -345,11 +425,12 @@ impl PortAllocator {
         kind: &PortKind,
         parts: &[(&str, u16, &str)],
     ) -> Result<Vec<PortBlock>, PortError> {
+        let key = (kind.name, self.scope);
         let counter = |host: &str| {
             self.hosts
                 .get(host)
-                .and_then(|p| p.next.get(kind.name).copied())
-                .unwrap_or(0)
+                .and_then(|p| p.next.get(&key).copied())
+                .unwrap_or_else(|| self.first_ordinal(host))
         };
         let mut ordinal = parts.iter().map(|p| counter(p.0)).max().unwrap_or(0);
         let total: u32 = parts.iter().map(|(_, c, _)| u32::from(*c)).sum();
@@ -389,7 +470,8 @@ impl PortAllocator {
                 next += u32::from(*count);
                 if block.count > 0 {
                     self.record(host, kind.name, block, owner);
-                    let counter = self.host_mut(host).next.entry(kind.name).or_default();
+                    let first = self.first_ordinal(host);
+                    let counter = self.host_mut(host).next.entry(key).or_insert(first);
                     *counter = (*counter).max(next);
                 }
                 blocks.push(block);
@@ -420,6 +502,37 @@ mod tests {
         assert_eq!(a.allocate(&HTTP, "h0", 1, "w0").unwrap().base, 6100);
         assert_eq!(a.allocate(&HTTP, "h0", 1, "w1").unwrap().base, 6132);
         assert_eq!(a.allocate(&HTTP, "h1", 1, "w2").unwrap().base, 6100);
+    }
+
+    #[test]
+    fn a_scope_growing_on_a_shared_host_leaves_the_other_scopes_ports() {
+        let (prefill, decode) = (PortScope(0), PortScope(1));
+        let plan = |prefills: usize| {
+            let mut a = PortAllocator::new();
+            a.share_hosts([("h", prefill), ("h", decode), ("other", decode)].into_iter());
+            a.set_scope(prefill);
+            for i in 0..prefills {
+                a.allocate(&NIXL, "h", 1, &format!("p{i}")).unwrap();
+            }
+            a.set_scope(decode);
+            let shared = a.allocate(&NIXL, "h", 1, "d0").unwrap().base;
+            let alone = a.allocate(&NIXL, "other", 1, "d1").unwrap().base;
+            (shared, alone)
+        };
+        assert_eq!(plan(1), plan(3));
+        // On the shared host decode counts from its own share; alone, from the base.
+        assert_eq!(plan(1), (5400 + SCOPE_ORDINALS as u16, 5400));
+    }
+
+    #[test]
+    fn a_scope_past_its_share_skips_what_the_next_scope_holds() {
+        let mut a = PortAllocator::new();
+        a.share_hosts([("h", PortScope(0)), ("h", PortScope(1))].into_iter());
+        a.set_scope(PortScope(1));
+        let decode = a.allocate(&NIXL, "h", 1, "d0").unwrap();
+        a.set_scope(PortScope(0));
+        let big = a.allocate(&NIXL, "h", SCOPE_ORDINALS as u16 + 1, "p0").unwrap();
+        assert!(big.base > decode.base, "{big} after {decode}");
     }
 
     #[test]

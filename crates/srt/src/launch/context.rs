@@ -99,6 +99,22 @@ impl<'r> BuildContext<'r> {
         self.alloc.allocate(kind, &self.hosts[node], count, owner)
     }
 
+    /// The port scopes `placements` (node, scope) put on each host: where a host holds
+    /// more than one, each counts its ports apart (see [`PortScope`]).
+    pub fn share_port_hosts(
+        &mut self,
+        placements: impl Iterator<Item = (usize, crate::ports::PortScope)>,
+    ) {
+        let hosts = &self.hosts;
+        self.alloc
+            .share_hosts(placements.map(|(node, scope)| (hosts[node].as_str(), scope)));
+    }
+
+    /// Count the ports allocated from now on in `scope` (see [`PortScope`]).
+    pub fn set_port_scope(&mut self, scope: crate::ports::PortScope) {
+        self.alloc.set_scope(scope);
+    }
+
     /// One contiguous run of ports of `kind` split across nodes: `(node, count, owner)`
     /// parts, each free on and leased on its own node's host (see
     /// [`PortAllocator::allocate_run`]).
