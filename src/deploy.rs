@@ -500,7 +500,7 @@ fn summarize(p: &Prepared, o: &apply::Outcome, mode: Mode) -> CmdResult {
             untracked(o.untracked)
         );
     }
-    say!("Router: {url}");
+    say!("Public URL: {url}");
     say!(
         "Try: curl -s -w '\\n' {url}/v1/completions -H 'content-type: application/json' -d '{{\"model\": \"{}\", \"prompt\": \"Hello\", \"max_tokens\": 16}}'",
         p.launch.served_model_name

@@ -3,7 +3,7 @@
 //! While a load loop sends completions through the public URL, `srt apply` changes a
 //! role's args and scales roles up and down: no request may fail, and the frontend
 //! keeps its pid (the workers register and deregister themselves). Destroy leaves no
-//! process, etcd included.
+//! process, etcd and nats-server included.
 //!
 //! Needs `scripts/install-dynamo.sh` (the test command runs it).
 
@@ -54,7 +54,10 @@ health_check:
     )
 }
 
-fn pd(name: &str, decode: u32, decode_len: u32) -> String {
+/// `prefill` prefill and `decode` decode workers on a node each (one host here, as the
+/// local executor puts every node on it), requests over NATS (`dynamo.request_plane`, as
+/// most of srtctl's Dynamo recipes).
+fn pd(name: &str, prefill: u32, decode: u32, decode_len: u32) -> String {
     format!(
         "schema: 2
 name: {name}
@@ -62,17 +65,19 @@ model:
   path: {model}
   served_name: tiny
 resources:
-  gpus_per_node: 4
+  gpus_per_node: 6
 frontend:
   type: dynamo
   enable_multiple_frontends: false
+dynamo:
+  request_plane: nats
 roles:
   prefill:
     nodes: 1
-    workers: 1
+    workers: {prefill}
     gpus: 1
   decode:
-    nodes: colocate
+    nodes: 1
     workers: {decode}
     gpus: 1
     args:
@@ -141,21 +146,38 @@ fn aggregate_args_change_and_scaling_serve_every_request_with_one_frontend() {
 }
 
 #[test]
-fn disaggregated_decode_change_and_decode_scale_up_keep_serving() {
+fn disaggregated_over_nats_decode_change_and_scale_ups_keep_serving() {
     let _serial = serial();
     let Some(env) = env() else { return };
     let name = "dyn-pd";
-    env.apply(&env.recipe("dynamo.yaml", &pd(name, 2, 2048)));
+    let out = env.apply(&env.recipe("dynamo.yaml", &pd(name, 1, 2, 2048)));
+    assert!(out.contains("gate.nats: passed"), "{out}");
     let frontend = env.pid(name, "frontend[0]");
-    let out = apply_under_load(&env, "decode args change", &pd(name, 2, 1024), 1);
+    let nats = env.pid(name, "nats");
+    let out = apply_under_load(&env, "decode args change", &pd(name, 1, 2, 1024), 1);
     assert!(out.contains("2 replaced"), "{out}");
-    let out = apply_under_load(&env, "decode 2 -> 3", &pd(name, 3, 1024), 8);
+    // The roles share this host: decode counts its ports apart, so a growing prefill
+    // role moves none of them and no decode worker is replaced (on its own node, it
+    // keeps its GPUs too).
+    let out = apply_under_load(&env, "prefill 1 -> 2", &pd(name, 2, 2, 1024), 8);
+    assert!(out.contains("2 created, 0 replaced"), "{out}");
+    let out = apply_under_load(&env, "decode 2 -> 3", &pd(name, 2, 3, 1024), 8);
     assert!(out.contains("0 replaced"), "{out}");
     assert_eq!(
         env.pid(name, "frontend[0]"),
         frontend,
         "the frontend restarted"
     );
+    assert_eq!(env.pid(name, "nats"), nats, "nats-server restarted");
+    let listed = env.get(&format!("{PUBLIC}/health"));
+    let over_nats = listed["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["endpoint"] == "generate" && i["namespace"] == name)
+        .filter(|i| i["transport"]["nats_tcp"].is_string())
+        .count();
+    assert_eq!(over_nats, 5, "{listed}");
     env.destroy(name);
     assert_eq!(
         env.processes(name),

@@ -264,7 +264,7 @@ fn apply_and_serve(env: &Env, recipe: &str, deployment: &str) {
             && out.contains("gate.router: passed")
             && out.contains("gate.workers: passed")
             && out.contains("smoke: passed")
-            && out.contains(&format!("Router: {}", env.router())),
+            && out.contains(&format!("Public URL: {}", env.router())),
         "{out}"
     );
     completion(&env.router());
@@ -859,6 +859,7 @@ fn dynamo_disaggregated_across_nodes_registers_at_the_infra_node() {
     assert!(
         out.contains("allocation: allocated (job ")
             && out.contains("gate.etcd: passed")
+            && out.contains("gate.nats: passed")
             && out.contains("gate.frontend: passed")
             && out.contains("smoke: passed"),
         "{out}"
@@ -866,6 +867,7 @@ fn dynamo_disaggregated_across_nodes_registers_at_the_infra_node() {
     completion(&env.router());
     let state = env.state(d);
     assert_eq!(state["resources"]["etcd"]["node"], "node0");
+    assert_eq!(state["resources"]["nats"]["node"], "node0");
     assert_eq!(
         state["resources"]["worker.decode[1].node[0]"]["node"],
         "node1"

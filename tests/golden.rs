@@ -222,7 +222,7 @@ fn json_format_3_fields() {
                     }
                     assert_eq!(keys(&p["worker"]), want);
                 }
-                "router" | "nginx" | "frontend" | "etcd" => assert!(p["worker"].is_null()),
+                "router" | "nginx" | "frontend" | "etcd" | "nats" => assert!(p["worker"].is_null()),
                 other => panic!("unknown process kind {other}"),
             }
         }

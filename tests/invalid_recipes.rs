@@ -478,6 +478,48 @@ const CASES: &[Case] = &[
         "SRT_DEPLOYMENT",
         "`frontend.env.SRT_DEPLOYMENT` is set by srt",
     ),
+    case(
+        "dynamo-section-on-another-frontend.yaml",
+        "srt::recipe::section_owner",
+        "dynamo",
+        "frontend.type: dynamo",
+    ),
+    case(
+        "dynamo-http-request-plane.yaml",
+        "srt::recipe::dynamo_plane",
+        "http",
+        "no HTTP request plane",
+    ),
+    case(
+        "dynamo-version.yaml",
+        "srt::recipe::dynamo_version",
+        "\"0.8.0\"",
+        "1.6.1",
+    ),
+    case(
+        "dynamo-source-build.yaml",
+        "srt::recipe::dynamo_install",
+        "hash",
+        "scripts/install-dynamo.sh",
+    ),
+    case(
+        "dynamo-unknown-key.yaml",
+        "srt::recipe::unknown_key",
+        "request_planes",
+        "did you mean `request_plane`?",
+    ),
+    case(
+        "dynamo-managed-plane-flag.yaml",
+        "srt::recipe::managed_flag",
+        "request-plane",
+        "dynamo.request_plane",
+    ),
+    case(
+        "dynamo-managed-env-nats.yaml",
+        "srt::recipe::managed_env",
+        "NATS_SERVER",
+        "nats-server",
+    ),
 ];
 
 fn dir() -> PathBuf {

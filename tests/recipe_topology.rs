@@ -821,12 +821,34 @@ fn assert_registers(plan: &LaunchPlan, w: &LaunchProcess, component: &str, mode:
         w.env["ETCD_ENDPOINTS"],
         format!("http://{}:{client}", ip(etcd.node))
     );
-    assert_eq!(w.env["DYN_TCP_RPC_HOST"], ip(w.node));
-    assert_eq!(
-        w.env["DYN_TCP_RPC_PORT"],
-        w.ports["runtime_rpc"].base.to_string()
-    );
     assert!(w.depends_on.contains(&"etcd".to_string()));
+    match plan.processes.iter().find(|p| p.address == "nats") {
+        // The NATS request plane: requests come over NATS, the worker's system
+        // server (whose metrics name its instance) on its own node.
+        Some(nats) => {
+            let port = nats.ports["nats_client"].base;
+            assert_eq!(
+                w.env["NATS_SERVER"],
+                format!("nats://{}:{port}", ip(nats.node))
+            );
+            assert_eq!(value(&w.argv, "--request-plane"), "nats");
+            assert_eq!(w.env["DYN_SYSTEM_HOST"], ip(w.node));
+            assert_eq!(
+                w.env["DYN_SYSTEM_PORT"],
+                w.ports["runtime_system"].base.to_string()
+            );
+            assert!(!w.env.contains_key("DYN_TCP_RPC_PORT"));
+            assert!(w.depends_on.contains(&"nats".to_string()));
+        }
+        None => {
+            assert_eq!(w.env["DYN_TCP_RPC_HOST"], ip(w.node));
+            assert_eq!(
+                w.env["DYN_TCP_RPC_PORT"],
+                w.ports["runtime_rpc"].base.to_string()
+            );
+            assert!(!w.env.contains_key("NATS_SERVER"));
+        }
+    }
     assert!(w.worker.as_ref().unwrap().advertised_url.is_none());
 }
 
@@ -872,8 +894,9 @@ fn dynamo_agg_and_disagg_register_every_worker_under_the_namespace() {
         for w in &d {
             assert_registers(&pd, w, "backend", "decode");
         }
-        let Probe::JsonItems { lists, .. } = &pd.gates[1].probe else {
-            panic!("{:?}", pd.gates[1].probe)
+        let listed = pd.gates.iter().find(|g| g.address == "gate.frontend");
+        let Some(Probe::JsonItems { lists, .. }) = listed.map(|g| &g.probe) else {
+            panic!("{:?}", pd.gates)
         };
         let counts: Vec<u32> = lists.iter().map(|l| l.at_least).collect();
         assert_eq!(counts, [1, 2], "{path}");
@@ -885,6 +908,8 @@ fn dynamo_agg_and_disagg_register_every_worker_under_the_namespace() {
         d[0].env["ETCD_ENDPOINTS"],
         format!("http://{}:12300", ip(0))
     );
+    assert_eq!(d[0].env["NATS_SERVER"], format!("nats://{}:12500", ip(0)));
+    assert_eq!(d[0].env["DYN_SYSTEM_HOST"], ip(1));
 }
 
 /// Every example is covered by a test above; a new example must get one too.

@@ -531,7 +531,9 @@ mod tests {
         a.set_scope(PortScope(1));
         let decode = a.allocate(&NIXL, "h", 1, "d0").unwrap();
         a.set_scope(PortScope(0));
-        let big = a.allocate(&NIXL, "h", SCOPE_ORDINALS as u16 + 1, "p0").unwrap();
+        let big = a
+            .allocate(&NIXL, "h", SCOPE_ORDINALS as u16 + 1, "p0")
+            .unwrap();
         assert!(big.base > decode.base, "{big} after {decode}");
     }
 

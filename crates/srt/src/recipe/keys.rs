@@ -25,7 +25,7 @@ const ENV: &str = r#"{"type": "object", "propertyNames": {"pattern": "^[A-Za-z_]
 /// Top-level sections a component owns rather than srt's core (srtctl's `dynamo:`, the
 /// Dynamo frontend's): the loader keeps each as written ([`crate::recipe::Section`]) and
 /// its owner declares and checks its keys. A test holds this list to the owners'.
-pub const OWNED_SECTIONS: &[&str] = &[];
+pub const OWNED_SECTIONS: &[&str] = &["dynamo"];
 
 /// Top level.
 pub(crate) const TOP: &[Key] = &[

@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 /// Keys srtctl understands that srt deliberately does not: named in a clear error
 /// instead of being silently ignored.
 const SRTCTL_ONLY_TOP: &[&str] = &[
-    "dynamo",
     "profiling",
     "output",
     "observability",

@@ -12,14 +12,17 @@
 //! running all of it here: `docs/dynamo-notes.md`.
 
 mod runtime;
+mod section;
 
-use super::{nginx, Frontend, FrontendParts, Infrastructure, Layout};
+use super::{nginx, Frontend, FrontendParts, Infrastructure, Layout, OwnedSection};
 use crate::catalog::Catalog;
 use crate::launch::{
     Argv, BuildContext, Component, ConnectorChoice, Field, Gate, LaunchProcess, Listed, Probe,
     ProcessKind, Services,
 };
-use crate::ports::{PortBlock, ETCD_CLIENT, ETCD_PEER, FRONTEND_INTERNAL, PUBLIC};
+use crate::ports::{
+    PortBlock, ETCD_CLIENT, ETCD_PEER, FRONTEND_INTERNAL, NATS_CLIENT, NATS_MONITOR, PUBLIC,
+};
 use crate::recipe::diag::Problem;
 use crate::recipe::{ArgValue, Recipe};
 use std::collections::BTreeMap;
@@ -45,13 +48,27 @@ static ETCD: Component = Component {
     scratch_dirs: &[],
 };
 
-static COMPONENTS: &[&Component] = &[&FRONTEND, &ETCD];
+/// nats-server, the request and event planes when the recipe puts either on NATS.
+static NATS: Component = Component {
+    name: "nats",
+    install_hint: Some(
+        "install nats-server (Debian: `apt-get install nats-server`, or `scripts/install-deps.sh nats`)",
+    ),
+    reloads_files: false,
+    scratch_dirs: &[],
+};
+
+static COMPONENTS: &[&Component] = &[&FRONTEND, &ETCD, &NATS];
 
 /// Address of the etcd process.
 const ETCD_ADDRESS: &str = "etcd";
 
+/// Address of the nats-server process.
+const NATS_ADDRESS: &str = "nats";
+
 /// Service names in [`Services::endpoints`].
 const ETCD_SERVICE: &str = "etcd";
+const NATS_SERVICE: &str = "nats";
 
 /// Flags of `dynamo.frontend` srt sets, and why.
 const MANAGED: &[(&str, &str)] = &[
@@ -68,6 +85,8 @@ const MANAGED: &[(&str, &str)] = &[
         "discovery-backend",
         "the workers register in the deployment's own etcd",
     ),
+    ("request-plane", "it is `dynamo.request_plane`"),
+    ("event-plane", "it is `dynamo.event_plane`"),
 ];
 
 /// Environment srt sets for Dynamo's processes (the runtime reads it), and why.
@@ -78,7 +97,17 @@ const MANAGED_ENV: &[(&str, &str)] = &[
     ),
     (
         "NATS_SERVER",
-        "the deployment's request and event planes are srt's to choose",
+        "the deployment's own nats-server, which srt starts when `dynamo:` puts a plane on NATS",
+    ),
+    ("DYN_REQUEST_PLANE", "it is `dynamo.request_plane`"),
+    ("DYN_EVENT_PLANE", "it is `dynamo.event_plane`"),
+    (
+        "DYN_SYSTEM_PORT",
+        "each worker's system server port is allocated (port kind `runtime_system`)",
+    ),
+    (
+        "DYN_SYSTEM_HOST",
+        "each worker's system server listens on its node's address",
     ),
     (
         "DYN_NAMESPACE",
@@ -107,6 +136,7 @@ fn catalogs() -> &'static [Catalog] {
         [
             include_str!("catalog/dynamo-frontend-1.6.1.json"),
             include_str!("catalog/etcd-3.4.23.json"),
+            include_str!("catalog/nats-server-2.9.10.json"),
             include_str!("catalog/dynamo-mocker-1.6.1.json"),
             include_str!("catalog/dynamo-vllm-1.6.1.json"),
         ]
@@ -169,11 +199,16 @@ impl Frontend for Dynamo {
         catalogs().iter().collect()
     }
 
+    fn section(&self) -> Option<&'static OwnedSection> {
+        Some(&section::SECTION)
+    }
+
     fn worker_runtime(&self) -> Option<&'static str> {
         Some(runtime::NAME)
     }
 
     fn validate(&self, recipe: &Recipe, _: &[ConnectorChoice], problems: &mut Vec<Problem>) {
+        section::check(recipe, problems);
         let fe = &recipe.frontend;
         let envs = std::iter::once(("frontend.env".to_string(), &fe.env_spans)).chain(
             recipe
@@ -218,16 +253,13 @@ impl Frontend for Dynamo {
             .allocate(&ETCD_PEER, node, 1, ETCD_ADDRESS)
             .map_err(port_problem)?;
         let etcd_url = format!("http://{ip}:{}", client.base);
-        let etcd = etcd_process(ctx, recipe, node, client, peer);
+        let mut processes = vec![etcd_process(ctx, recipe, node, client, peer)];
         let mut services = Services {
             endpoints: BTreeMap::from([(ETCD_SERVICE.to_string(), etcd_url.clone())]),
             providers: vec![ETCD_ADDRESS.to_string()],
         };
-        let entries = entry_urls(ctx, recipe, layout).map_err(port_problem)?;
-        for (i, (url, _)) in entries.iter().enumerate() {
-            services.endpoints.insert(entry_address(i), url.clone());
-        }
-        let gate = Gate {
+        let planes = section::planes(recipe);
+        let mut gates = vec![Gate {
             address: "gate.etcd".into(),
             description: "etcd answers /health".into(),
             probe: Probe::Http {
@@ -235,15 +267,44 @@ impl Frontend for Dynamo {
                 path: "/health".into(),
             },
             depends_on: vec![ETCD_ADDRESS.into()],
-        };
+        }];
+        let mut nats_url = None;
+        if planes.nats() {
+            let port = ctx
+                .allocate(&NATS_CLIENT, node, 1, NATS_ADDRESS)
+                .map_err(port_problem)?;
+            let monitor = ctx
+                .allocate(&NATS_MONITOR, node, 1, NATS_ADDRESS)
+                .map_err(port_problem)?;
+            let url = format!("nats://{ip}:{}", port.base);
+            processes.push(nats_process(&ip, node, port, monitor));
+            gates.push(Gate {
+                address: "gate.nats".into(),
+                description: "nats-server answers /healthz".into(),
+                probe: Probe::Http {
+                    urls: vec![format!("http://{ip}:{}", monitor.base)],
+                    path: "/healthz".into(),
+                },
+                depends_on: vec![NATS_ADDRESS.into()],
+            });
+            services.endpoints.insert(NATS_SERVICE.into(), url.clone());
+            services.providers.push(NATS_ADDRESS.into());
+            nats_url = Some(url);
+        }
+        let entries = entry_urls(ctx, recipe, layout).map_err(port_problem)?;
+        for (i, (url, _)) in entries.iter().enumerate() {
+            services.endpoints.insert(entry_address(i), url.clone());
+        }
         let runtime = runtime::DynamoRuntime {
             namespace: namespace(recipe),
             etcd: etcd_url,
+            nats: nats_url,
+            planes,
             frontend: entries[0].0.clone(),
         };
         Ok(Infrastructure {
-            processes: vec![etcd],
-            gates: vec![gate],
+            processes,
+            gates,
             services,
             runtime: Some(Box::new(runtime)),
         })
@@ -277,9 +338,13 @@ impl Frontend for Dynamo {
                 "--discovery-backend",
                 "etcd",
             ]);
+            argv.extend(section::planes(recipe).flags());
             argv.extend(&user);
             let mut env = fe.env.clone();
             env.insert("ETCD_ENDPOINTS".into(), etcd.clone());
+            if let Some(nats) = services.endpoints.get(NATS_SERVICE) {
+                env.insert("NATS_SERVER".into(), nats.clone());
+            }
             let key = if slot.behind_nginx {
                 FRONTEND_INTERNAL.name
             } else {
@@ -395,6 +460,42 @@ fn etcd_process(
         ports: BTreeMap::from([
             (ETCD_CLIENT.name.to_string(), client),
             (ETCD_PEER.name.to_string(), peer),
+        ]),
+        env: BTreeMap::new(),
+        env_unset: Vec::new(),
+        argv,
+        files: BTreeMap::new(),
+        depends_on: Vec::new(),
+        watches: Default::default(),
+        worker: None,
+        container_image: None,
+    }
+}
+
+/// `nats-server` on `node` with JetStream (Dynamo's event plane keeps streams), its
+/// store under the run directory.
+fn nats_process(ip: &str, node: usize, port: PortBlock, monitor: PortBlock) -> LaunchProcess {
+    let store = format!("{}/nats-store", crate::launch::RUN_DIR);
+    let argv = Argv::from([
+        "nats-server",
+        "--addr",
+        ip,
+        "--port",
+        &port.base.to_string(),
+        "--http_port",
+        &monitor.base.to_string(),
+        "--jetstream",
+        "--store_dir",
+        &store,
+    ]);
+    LaunchProcess {
+        address: NATS_ADDRESS.into(),
+        kind: ProcessKind::Component(&NATS),
+        node,
+        devices: Vec::new(),
+        ports: BTreeMap::from([
+            (NATS_CLIENT.name.to_string(), port),
+            (NATS_MONITOR.name.to_string(), monitor),
         ]),
         env: BTreeMap::new(),
         env_unset: Vec::new(),

@@ -2,10 +2,11 @@
 //! (`python3 -m dynamo.vllm`) register in the deployment's namespace, how srt sees that
 //! it did, and the Dynamo mocker that stands in for it under `--simulate`.
 
+use super::section::{Planes, Transport};
 use crate::launch::{
-    Argv, BuildContext, Field, LaunchProcess, Listed, Probe, Serving, WorkerRuntime,
+    Argv, BuildContext, Field, LaunchProcess, Listed, Probe, Serving, WorkerRuntime, LEARNED,
 };
-use crate::ports::RUNTIME_RPC;
+use crate::ports::{RUNTIME_RPC, RUNTIME_SYSTEM};
 use crate::recipe::RoleKind;
 
 /// The runtime's name, which engines key their wrappers by.
@@ -18,6 +19,10 @@ pub(super) struct DynamoRuntime {
     pub namespace: String,
     /// etcd's client URL.
     pub etcd: String,
+    /// nats-server's URL, when a plane is on NATS.
+    pub nats: Option<String>,
+    /// The request and event planes.
+    pub planes: Planes,
     /// The first frontend's base URL, whose `/health` lists registered workers.
     pub frontend: String,
 }
@@ -78,20 +83,17 @@ impl WorkerRuntime for DynamoRuntime {
         }
         let role = info.role;
         let ip = ctx.node_ip(process.node);
-        let rpc = ctx
-            .allocate(&RUNTIME_RPC, process.node, 1, &process.address)
-            .map_err(|e| e.to_string())?;
-        process.ports.insert(RUNTIME_RPC.name.to_string(), rpc);
-        for (name, value) in [
-            ("ETCD_ENDPOINTS", self.etcd.clone()),
-            ("DYN_TCP_RPC_HOST", ip.clone()),
-            ("DYN_TCP_RPC_PORT", rpc.base.to_string()),
-            ("DYN_EVENT_PLANE_HOST", ip.clone()),
-        ] {
-            process.env.insert(name.into(), value);
+        process
+            .env
+            .insert("ETCD_ENDPOINTS".into(), self.etcd.clone());
+        process
+            .env
+            .insert("DYN_EVENT_PLANE_HOST".into(), ip.clone());
+        if let Some(nats) = &self.nats {
+            process.env.insert("NATS_SERVER".into(), nats.clone());
         }
         let endpoint = format!("dyn://{}.{}.generate", self.namespace, component(role));
-        let registration = [
+        let mut registration = vec![
             "--endpoint",
             &endpoint,
             "--discovery-backend",
@@ -99,26 +101,95 @@ impl WorkerRuntime for DynamoRuntime {
             "--disaggregation-mode",
             mode(role),
         ];
-        process.argv.extend(registration);
+        registration.extend(self.planes.flags());
+        process.argv.extend(registration.iter().copied());
+        let listed = match self.planes.request {
+            Transport::Nats => self.learned_instance(ctx, process, role)?,
+            _ => self.tcp_instance(ctx, process, role)?,
+        };
+        let info = process.worker.as_mut().expect("a worker");
+        info.health = Some(listed);
+        let python = process.argv.program().unwrap_or("python3").to_string();
+        info.simulated = Some(mocker(&python, serving, &registration));
+        Ok(())
+    }
+}
+
+impl DynamoRuntime {
+    /// The frontend's `/health` lists an instance of `role` whose fields also match
+    /// `own`.
+    fn listed(&self, address: &str, role: RoleKind, own: Field) -> Probe {
         let mut fields = instance_fields(&self.namespace, role);
-        fields.push(Field {
-            pointer: "/transport/tcp".into(),
-            value: format!("{ip}:{}/", rpc.base),
-            prefix: true,
-        });
-        info.health = Some(Probe::JsonItems {
+        fields.push(own);
+        Probe::JsonItems {
             urls: vec![self.frontend.clone()],
             path: "/health".into(),
             lists: vec![Listed {
-                name: format!("`{}` registered", process.address),
+                name: format!("`{address}` registered"),
                 array: "/instances".into(),
                 fields,
                 at_least: 1,
             }],
-        });
-        let python = process.argv.program().unwrap_or("python3").to_string();
-        info.simulated = Some(mocker(&python, serving, &registration));
-        Ok(())
+        }
+    }
+
+    /// On the TCP request plane a worker listens on a port srt allocates, which names
+    /// its instance in the frontend's list (`transport.tcp` is `IP:PORT/...`).
+    fn tcp_instance(
+        &self,
+        ctx: &mut BuildContext<'_>,
+        process: &mut LaunchProcess,
+        role: RoleKind,
+    ) -> Result<Probe, String> {
+        let ip = ctx.node_ip(process.node);
+        let rpc = ctx
+            .allocate(&RUNTIME_RPC, process.node, 1, &process.address)
+            .map_err(|e| e.to_string())?;
+        process.ports.insert(RUNTIME_RPC.name.to_string(), rpc);
+        process.env.insert("DYN_TCP_RPC_HOST".into(), ip.clone());
+        process
+            .env
+            .insert("DYN_TCP_RPC_PORT".into(), rpc.base.to_string());
+        let own = Field {
+            pointer: "/transport/tcp".into(),
+            value: format!("{ip}:{}/", rpc.base),
+            prefix: true,
+        };
+        Ok(self.listed(&process.address, role, own))
+    }
+
+    /// On the NATS request plane a worker listens on no port of its own: its instance
+    /// is the id it registered with, which its system server's metrics name
+    /// (`worker_id="<hex>"`) and the frontend lists as the NATS subject
+    /// `<namespace>_<component>.generate-<hex>`.
+    fn learned_instance(
+        &self,
+        ctx: &mut BuildContext<'_>,
+        process: &mut LaunchProcess,
+        role: RoleKind,
+    ) -> Result<Probe, String> {
+        let ip = ctx.node_ip(process.node);
+        let system = ctx
+            .allocate(&RUNTIME_SYSTEM, process.node, 1, &process.address)
+            .map_err(|e| e.to_string())?;
+        process
+            .ports
+            .insert(RUNTIME_SYSTEM.name.to_string(), system);
+        process.env.insert("DYN_SYSTEM_HOST".into(), ip.clone());
+        process
+            .env
+            .insert("DYN_SYSTEM_PORT".into(), system.base.to_string());
+        let own = Field {
+            pointer: "/transport/nats_tcp".into(),
+            value: format!("{}_{}.generate-{LEARNED}", self.namespace, component(role)),
+            prefix: false,
+        };
+        Ok(Probe::Learned {
+            url: format!("http://{ip}:{}", system.base),
+            path: "/metrics".into(),
+            after: "worker_id=\"".into(),
+            then: Box::new(self.listed(&process.address, role, own)),
+        })
     }
 }
 

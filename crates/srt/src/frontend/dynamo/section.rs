@@ -1,0 +1,264 @@
+//! The `dynamo:` section (srtctl 2.0's): which planes the deployment's Dynamo programs
+//! talk over, and the Dynamo they are.
+//!
+//! The request plane carries requests from the frontend to a worker: TCP (each worker
+//! listens on a port srt allocates) or NATS. The event plane carries the workers' KV and
+//! load events: ZMQ or NATS, or Dynamo's own default when unset. Either plane on NATS
+//! makes the deployment run its own `nats-server`.
+
+use super::super::OwnedSection;
+use crate::recipe::diag::Problem;
+use crate::recipe::keys::{k, Key};
+use crate::recipe::{ArgValue, Recipe, Section};
+
+/// The section's name.
+pub(super) const NAME: &str = "dynamo";
+
+/// The ai-dynamo release whose programs srt's catalogs were dumped from.
+pub(super) const VERSION: &str = "1.6.1";
+
+/// Its keys.
+static KEYS: &[Key] = &[
+    k(
+        "request_plane",
+        r#"{"enum": ["tcp", "nats"], "default": "tcp"}"#,
+        "How the frontend reaches a worker: TCP (a port per worker) or NATS (the deployment's own nats-server).",
+    ),
+    k(
+        "event_plane",
+        r#"{"enum": ["nats", "zmq"]}"#,
+        "How workers publish KV and load events (default: Dynamo's own, ZMQ with etcd discovery).",
+    ),
+    k(
+        "version",
+        r#"{"const": "1.6.1"}"#,
+        "The ai-dynamo release the commands are checked against: srt ships 1.6.1's catalogs.",
+    ),
+    k(
+        "install",
+        r#"{"const": false}"#,
+        "srt runs the ai-dynamo it finds (`frontend.binary`, or `python3` on PATH); it installs none itself.",
+    ),
+    k("hash", r#"{"not": {}}"#, "srtctl's source build of Dynamo: not supported."),
+    k("top_of_tree", r#"{"not": {}}"#, "srtctl's source build of Dynamo: not supported."),
+    k("wheel", r#"{"not": {}}"#, "srtctl's staged Dynamo wheels: not supported."),
+    k("cargo_patches", r#"{"not": {}}"#, "srtctl's source build of Dynamo: not supported."),
+];
+
+/// The section, for the schema and the key check.
+pub(super) static SECTION: OwnedSection = OwnedSection {
+    name: NAME,
+    keys: KEYS,
+};
+
+/// A plane's transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Transport {
+    Tcp,
+    Nats,
+    Zmq,
+}
+
+impl Transport {
+    /// Its name on Dynamo's command lines.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Transport::Tcp => "tcp",
+            Transport::Nats => "nats",
+            Transport::Zmq => "zmq",
+        }
+    }
+}
+
+/// The planes of a deployment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Planes {
+    /// The request plane: TCP or NATS.
+    pub(super) request: Transport,
+    /// The event plane, when the recipe chooses one.
+    pub(super) event: Option<Transport>,
+}
+
+impl Planes {
+    /// Whether the deployment needs NATS.
+    pub(super) fn nats(&self) -> bool {
+        self.request == Transport::Nats || self.event == Some(Transport::Nats)
+    }
+
+    /// The flags that put a Dynamo program on these planes (none for Dynamo's defaults).
+    pub(super) fn flags(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.request != Transport::Tcp {
+            out.extend(["--request-plane", self.request.name()]);
+        }
+        if let Some(event) = self.event {
+            out.extend(["--event-plane", event.name()]);
+        }
+        out
+    }
+}
+
+/// The recipe's planes (what [`check`] accepts; anything else reads as the default).
+pub(super) fn planes(recipe: &Recipe) -> Planes {
+    let section = recipe.sections.get(NAME);
+    let written = |key: &str| match section.and_then(|s| s.get(key)).map(|a| &a.value) {
+        Some(ArgValue::Str(s)) => Some(s.as_str()),
+        _ => None,
+    };
+    let transport = |name: Option<&str>| match name {
+        Some("nats") => Some(Transport::Nats),
+        Some("zmq") => Some(Transport::Zmq),
+        Some("tcp") => Some(Transport::Tcp),
+        _ => None,
+    };
+    Planes {
+        request: transport(written("request_plane")).unwrap_or(Transport::Tcp),
+        event: transport(written("event_plane")),
+    }
+}
+
+/// The values of the section: its keys were checked against [`KEYS`] already.
+pub(super) fn check(recipe: &Recipe, problems: &mut Vec<Problem>) {
+    let Some(section) = recipe.sections.get(NAME) else {
+        return;
+    };
+    check_choice(section, "request_plane", &["tcp", "nats"], problems);
+    check_choice(section, "event_plane", &["nats", "zmq"], problems);
+    if let Some(arg) = section.get("version") {
+        if arg.value != ArgValue::Str(VERSION.into()) {
+            problems.push(
+                Problem::new(
+                    "srt::recipe::dynamo_version",
+                    arg.value_span,
+                    format!(
+                        "srt checks Dynamo's commands against ai-dynamo {VERSION}, not `{}`",
+                        arg.value.render()
+                    ),
+                )
+                .label("no catalog for this version")
+                .help(format!(
+                    "remove `dynamo.version`, or write `{VERSION}` (the release of srt's catalogs and of `scripts/install-dynamo.sh`)"
+                )),
+            );
+        }
+    }
+    for arg in &section.entries {
+        let refused = match arg.key.as_str() {
+            "install" => arg.value != ArgValue::Bool(false),
+            "hash" | "top_of_tree" | "wheel" | "cargo_patches" => true,
+            _ => false,
+        };
+        if refused {
+            problems.push(
+                Problem::new(
+                    "srt::recipe::dynamo_install",
+                    arg.key_span,
+                    format!("srt does not install Dynamo (`dynamo.{}`)", arg.key),
+                )
+                .label("not supported")
+                .help(
+                    "remove it: srt runs the ai-dynamo that `frontend.binary` (default `python3` on PATH) imports; \
+                     install it with `scripts/install-dynamo.sh` or in the container image",
+                ),
+            );
+        }
+    }
+}
+
+/// `key`, when written, is one of `choices`.
+fn check_choice(section: &Section, key: &str, choices: &[&str], problems: &mut Vec<Problem>) {
+    let Some(arg) = section.get(key) else {
+        return;
+    };
+    if let ArgValue::Str(s) = &arg.value {
+        if choices.contains(&s.as_str()) {
+            return;
+        }
+    }
+    let mut problem = Problem::new(
+        "srt::recipe::dynamo_plane",
+        arg.value_span,
+        format!(
+            "`dynamo.{key}` is `{}`; ai-dynamo {VERSION} has {}",
+            arg.value.render(),
+            choices.join(" and ")
+        ),
+    )
+    .label("not a plane of this Dynamo");
+    problem = match arg.value.render().as_str() {
+        "http" => problem.help(format!(
+            "ai-dynamo {VERSION} has no HTTP request plane; use `tcp` or `nats`"
+        )),
+        _ => problem.help(format!("use one of: {}", choices.join(", "))),
+    };
+    problems.push(problem);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recipe::{load_str, Source};
+
+    fn recipe(section: &str) -> Recipe {
+        let text = format!(
+            "frontend:\n  type: dynamo\n{section}roles:\n  agg:\n    nodes: 1\n    workers: 1\n"
+        );
+        let source = Source {
+            name: "t.yaml".into(),
+            text,
+        };
+        load_str(&source, "t").expect("loads")
+    }
+
+    #[test]
+    fn without_the_section_the_planes_are_dynamos_defaults_and_need_no_nats() {
+        let planes = planes(&recipe(""));
+        assert_eq!(
+            planes,
+            Planes {
+                request: Transport::Tcp,
+                event: None
+            }
+        );
+        assert!(!planes.nats());
+        assert!(planes.flags().is_empty());
+    }
+
+    #[test]
+    fn either_plane_on_nats_needs_nats_and_is_on_the_command_line() {
+        let request = planes(&recipe("dynamo:\n  request_plane: nats\n"));
+        assert!(request.nats());
+        assert_eq!(request.flags(), ["--request-plane", "nats"]);
+        let event = planes(&recipe("dynamo:\n  event_plane: nats\n"));
+        assert!(event.nats());
+        assert_eq!(event.flags(), ["--event-plane", "nats"]);
+        let zmq = planes(&recipe(
+            "dynamo:\n  request_plane: tcp\n  event_plane: zmq\n",
+        ));
+        assert!(!zmq.nats());
+        assert_eq!(zmq.flags(), ["--event-plane", "zmq"]);
+    }
+
+    #[test]
+    fn accepted_values_raise_nothing_and_others_are_located() {
+        let mut problems = Vec::new();
+        check(
+            &recipe("dynamo:\n  request_plane: nats\n  event_plane: zmq\n  version: \"1.6.1\"\n  install: false\n"),
+            &mut problems,
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        check(
+            &recipe("dynamo:\n  event_plane: tcp\n  install: true\n  wheel: \"1.2.0\"\n"),
+            &mut problems,
+        );
+        let codes: Vec<&str> = problems.iter().map(|p| p.code).collect();
+        assert_eq!(
+            codes,
+            [
+                "srt::recipe::dynamo_plane",
+                "srt::recipe::dynamo_install",
+                "srt::recipe::dynamo_install"
+            ]
+        );
+    }
+}
