@@ -898,3 +898,89 @@ fn dynamo_disaggregated_across_nodes_registers_at_the_infra_node() {
     completion(&env.router());
     destroy(&env, d);
 }
+
+/// Two Dynamo deployments side by side on the cluster, each in its own allocation with
+/// its own etcd and namespace: each frontend lists exactly its own workers and serves;
+/// a roll of one leaves every step of the other as it was.
+#[test]
+fn two_dynamo_deployments_side_by_side_never_see_each_others_workers() {
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(c) = cluster() else { return };
+    let venv = tools_dir().join("dynamo-venv/bin");
+    assert!(
+        venv.join("python3").exists(),
+        "ai-dynamo is not installed: run scripts/install-dynamo.sh (the test command does)"
+    );
+    let mut env = Env::new(c);
+    env.path = format!("{}:{}", venv.display(), env.path);
+    let model = tools_dir().join("models/tiny").display().to_string();
+    let recipe = |name: &str, len: u32| {
+        format!(
+            "schema: 2\nname: {name}\nmodel:\n  path: {model}\n  served_name: tiny\n\
+             resources:\n  gpus_per_node: 4\nfrontend:\n  type: dynamo\n  enable_multiple_frontends: false\n\
+             dynamo:\n  request_plane: nats\n\
+             roles:\n  agg:\n    nodes: 1\n    workers: 2\n    gpus: 2\n    args:\n      tensor-parallel-size: 2\n      max-model-len: {len}\n\
+             health_check:\n  timeout_seconds: 120\n"
+        )
+    };
+    let (a, b) = ("dyn-side-a", "dyn-side-b");
+    for d in [a, b] {
+        let file = env.file(&format!("{d}.yaml"), &recipe(d, 2048));
+        let out = env.ok(&["apply", "-f", &file, "--simulate", "--auto-approve"]);
+        assert!(out.contains("smoke: passed"), "{out}");
+    }
+    // Each allocation has a node of its own (4 GPUs each), so each frontend is on its
+    // node's port 8000: find which lists which namespace.
+    let listed = |ip: &str| {
+        let (status, text) = http("GET", &format!("http://{ip}:8000/health"), None);
+        assert_eq!(status, 200, "{text}");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let mut namespaces: Vec<String> = v["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["endpoint"] == "generate")
+            .map(|i| i["namespace"].as_str().unwrap().to_string())
+            .collect();
+        namespaces.sort();
+        namespaces
+    };
+    let mut seen: Vec<Vec<String>> = env.cluster.ips.iter().map(|ip| listed(ip)).collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [vec![a.to_string(), a.to_string()], vec![b.to_string(), b.to_string()]]
+    );
+    for ip in &env.cluster.ips {
+        completion(&format!("http://{ip}:8000"));
+    }
+    let steps = |d: &str| {
+        let state = env.state(d);
+        let mut out: Vec<(String, u64, u64)> = state["resources"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter_map(|(address, r)| {
+                let rt = &r["runtime"];
+                Some((address.clone(), rt["job_id"].as_u64()?, rt["step_id"].as_u64()?))
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    let before = steps(b);
+    let changed = env.file(&format!("{a}.yaml"), &recipe(a, 1024));
+    let out = env.ok(&["apply", "-f", &changed, "--simulate", "--auto-approve"]);
+    assert!(out.contains("2 replaced"), "{out}");
+    assert_eq!(steps(b), before, "rolling one deployment touched the other");
+    let mut seen: Vec<Vec<String>> = env.cluster.ips.iter().map(|ip| listed(ip)).collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [vec![a.to_string(), a.to_string()], vec![b.to_string(), b.to_string()]]
+    );
+    destroy(&env, a);
+    destroy(&env, b);
+}
