@@ -951,7 +951,10 @@ fn two_dynamo_deployments_side_by_side_never_see_each_others_workers() {
     seen.sort();
     assert_eq!(
         seen,
-        [vec![a.to_string(), a.to_string()], vec![b.to_string(), b.to_string()]]
+        [
+            vec![a.to_string(), a.to_string()],
+            vec![b.to_string(), b.to_string()]
+        ]
     );
     for ip in &env.cluster.ips {
         completion(&format!("http://{ip}:8000"));
@@ -964,7 +967,11 @@ fn two_dynamo_deployments_side_by_side_never_see_each_others_workers() {
             .iter()
             .filter_map(|(address, r)| {
                 let rt = &r["runtime"];
-                Some((address.clone(), rt["job_id"].as_u64()?, rt["step_id"].as_u64()?))
+                Some((
+                    address.clone(),
+                    rt["job_id"].as_u64()?,
+                    rt["step_id"].as_u64()?,
+                ))
             })
             .collect();
         out.sort();
@@ -979,7 +986,10 @@ fn two_dynamo_deployments_side_by_side_never_see_each_others_workers() {
     seen.sort();
     assert_eq!(
         seen,
-        [vec![a.to_string(), a.to_string()], vec![b.to_string(), b.to_string()]]
+        [
+            vec![a.to_string(), a.to_string()],
+            vec![b.to_string(), b.to_string()]
+        ]
     );
     destroy(&env, a);
     destroy(&env, b);

@@ -520,6 +520,12 @@ const CASES: &[Case] = &[
         "NATS_SERVER",
         "nats-server",
     ),
+    case(
+        "dynamo-managed-wrapper-flag.yaml",
+        "srt::recipe::managed_flag",
+        "endpoint",
+        "dyn://<deployment>",
+    ),
 ];
 
 fn dir() -> PathBuf {

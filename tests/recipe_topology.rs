@@ -857,6 +857,15 @@ fn dynamo_agg_and_disagg_register_every_worker_under_the_namespace() {
     let agg = plan("examples/local-dynamo-agg.yaml");
     let workers = of_role(&agg, RoleKind::Agg);
     assert_eq!(workers.len(), 3);
+    // `use-vllm-tokenizer` is `dynamo.vllm`'s own flag: after vLLM's, before the
+    // registration srt adds.
+    for w in &workers {
+        let words: Vec<&str> = w.argv.iter().collect();
+        let own = words.iter().position(|t| *t == "--use-vllm-tokenizer");
+        let vllm = words.iter().position(|t| *t == "--max-model-len");
+        let registration = words.iter().position(|t| *t == "--endpoint");
+        assert!(vllm < own && own < registration, "{words:?}");
+    }
     let rpc: BTreeSet<u16> = workers
         .iter()
         .map(|w| w.ports["runtime_rpc"].base)

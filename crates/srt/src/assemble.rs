@@ -6,8 +6,9 @@
 //! model, never on each other or on this module.
 
 use crate::bench;
+use crate::catalog::Resolution;
 use crate::engine::{self, Engine};
-use crate::frontend::{self, Frontend, Layout};
+use crate::frontend::{self, Frontend, Layout, WrapperFlags};
 use crate::launch::{
     node_ip, node_name, BuildContext, DiscoveryTarget, Gate, HostLayout, LaunchPlan, LaunchProcess,
     NodeSlot, Probe, RolloutPlan, FORMAT_VERSION,
@@ -15,8 +16,9 @@ use crate::launch::{
 use crate::launch::{ConnectorChoice, WorkerFeature, WorkerRuntime};
 use crate::ports::{PortBlock, PortScope, DISCOVERY, PUBLIC};
 use crate::recipe::diag::{did_you_mean, Problem};
-use crate::recipe::{Nodes, Recipe, RoleKind};
+use crate::recipe::{Arg, ArgValue, Args, Nodes, Recipe, RoleKind};
 use crate::topology::{self, Topology};
+use std::borrow::Cow;
 
 /// Options for [`assemble`].
 #[derive(Clone, Debug, Default)]
@@ -40,19 +42,102 @@ struct Checked {
 
 /// Build the launch plan of `recipe`. All problems found are returned together.
 pub fn assemble(recipe: &Recipe, options: &BuildOptions) -> Result<LaunchPlan, Vec<Problem>> {
-    let checked = check(recipe, options)?;
-    build(recipe, options, checked)
+    let (recipe, own) = wrapper_split(recipe);
+    let checked = check(&recipe, options, &own)?;
+    build(&recipe, options, checked, &own)
+}
+
+/// The role args a runtime's wrapper program reads itself (`python3 -m dynamo.vllm`'s
+/// own flags), taken out of what the engine checks and renders.
+#[derive(Default)]
+struct WrapperArgs {
+    flags: Option<WrapperFlags>,
+    roles: Vec<(RoleKind, Args)>,
+}
+
+impl WrapperArgs {
+    /// `role`'s wrapper flags, rendered by the wrapper's catalog, sorted by name.
+    fn rendered(&self, role: RoleKind) -> Vec<String> {
+        let (Some(flags), Some((_, args))) =
+            (self.flags, self.roles.iter().find(|(k, _)| *k == role))
+        else {
+            return Vec::new();
+        };
+        let mut pairs: Vec<(String, ArgValue)> = args
+            .0
+            .iter()
+            .map(|a| (a.key.clone(), a.value.clone()))
+            .collect();
+        pairs.sort_by(|a, b| a.0.cmp(&b.0));
+        crate::catalog::render(Some(flags.catalog), &pairs)
+    }
+
+    /// Each wrapper arg, checked against the wrapper's catalog and what srt manages.
+    fn check(&self, problems: &mut Vec<Problem>) {
+        let Some(flags) = self.flags else { return };
+        for (role, args) in &self.roles {
+            crate::catalog::check_args(
+                flags.catalog,
+                args,
+                &format!("roles.{}.args", role.name()),
+                &|flag| (flags.managed_by)(flag),
+                problems,
+            );
+        }
+    }
+}
+
+/// `recipe` without the role args its frontend's runtime wrapper reads itself (a flag
+/// its catalog knows by its exact name: its parser takes no abbreviation), and those
+/// args. The recipe is borrowed as it is when there are none.
+fn wrapper_split(recipe: &Recipe) -> (Cow<'_, Recipe>, WrapperArgs) {
+    let flags = (|| {
+        let engine = engine::lookup(&recipe.engine.kind.value)?;
+        let frontend = frontend::lookup(&recipe.frontend.kind.value)?;
+        let program = engine.runtime_wrapper(frontend.worker_runtime()?).ok()?;
+        frontend.wrapper_flags(program)
+    })();
+    let Some(flags) = flags else {
+        return (Cow::Borrowed(recipe), WrapperArgs::default());
+    };
+    let owns = |a: &Arg| matches!(flags.catalog.resolve(&a.key), Resolution::Exact(..));
+    if !recipe.roles.iter().any(|r| r.args.0.iter().any(owns)) {
+        let own = WrapperArgs {
+            flags: Some(flags),
+            roles: Vec::new(),
+        };
+        return (Cow::Borrowed(recipe), own);
+    }
+    let mut engine_only = recipe.clone();
+    let mut roles = Vec::new();
+    for role in &mut engine_only.roles {
+        let (own, rest): (Vec<Arg>, Vec<Arg>) = role.args.0.drain(..).partition(owns);
+        role.args = Args(rest);
+        roles.push((role.kind, Args(own)));
+    }
+    (
+        Cow::Owned(engine_only),
+        WrapperArgs {
+            flags: Some(flags),
+            roles,
+        },
+    )
 }
 
 /// The number of nodes the launch plan of `recipe` has, with the problems [`assemble`]
 /// finds before it builds any process (a launch plan's size is its processes: this
 /// builds none).
 pub fn node_count(recipe: &Recipe, options: &BuildOptions) -> Result<usize, Vec<Problem>> {
-    Ok(check(recipe, options)?.topo.node_count)
+    let (recipe, own) = wrapper_split(recipe);
+    Ok(check(&recipe, options, &own)?.topo.node_count)
 }
 
 /// The recipe's checks, then the endpoints allocated.
-fn check(recipe: &Recipe, options: &BuildOptions) -> Result<Checked, Vec<Problem>> {
+fn check(
+    recipe: &Recipe,
+    options: &BuildOptions,
+    own: &WrapperArgs,
+) -> Result<Checked, Vec<Problem>> {
     let mut problems = Vec::new();
     let engine = lookup_engine(recipe, &mut problems);
     let frontend = lookup_frontend(recipe, &mut problems);
@@ -77,6 +162,7 @@ fn check(recipe: &Recipe, options: &BuildOptions) -> Result<Checked, Vec<Problem
         return Err(problems);
     };
     engine.validate(recipe, &mut problems);
+    own.check(&mut problems);
     check_sections(recipe, frontend, &mut problems);
     crate::catalog::check_args(
         frontend.catalog(),
@@ -121,6 +207,7 @@ fn build(
     recipe: &Recipe,
     options: &BuildOptions,
     checked: Checked,
+    own: &WrapperArgs,
 ) -> Result<LaunchPlan, Vec<Problem>> {
     let Checked {
         engine,
@@ -169,7 +256,7 @@ fn build(
         .map_err(|p| vec![p])?;
     ctx.set_services(infra.services.clone());
     let runtime = infra.runtime.as_deref();
-    let workers = workers(recipe, engine, &topo, &features, runtime, &mut ctx)?;
+    let workers = workers(recipe, engine, &topo, &features, (runtime, own), &mut ctx)?;
     let parts = frontend
         .build(&mut ctx, recipe, &layout, &workers, &connectors)
         .map_err(|p| vec![p])?;
@@ -495,7 +582,7 @@ fn workers(
     engine: &dyn Engine,
     topo: &Topology,
     features: &[(RoleKind, WorkerFeature)],
-    runtime: Option<&dyn WorkerRuntime>,
+    (runtime, own): (Option<&dyn WorkerRuntime>, &WrapperArgs),
     ctx: &mut BuildContext<'_>,
 ) -> Result<Vec<LaunchProcess>, Vec<Problem>> {
     let mut problems: Vec<Problem> = Vec::new();
@@ -526,7 +613,7 @@ fn workers(
                 runtime.map(WorkerRuntime::name),
             )
             .and_then(|mut p| {
-                adopt(ctx, engine, recipe, role, runtime, &mut p)?;
+                adopt(ctx, engine, recipe, role, (runtime, own), &mut p)?;
                 Ok(p)
             });
         match built {
@@ -566,14 +653,15 @@ fn adopt(
     engine: &dyn Engine,
     recipe: &Recipe,
     role: &crate::recipe::Role,
-    runtime: Option<&dyn WorkerRuntime>,
+    (runtime, own): (Option<&dyn WorkerRuntime>, &WrapperArgs),
     processes: &mut [LaunchProcess],
 ) -> Result<(), Problem> {
     let providers = ctx.services().providers.clone();
+    let own = own.rendered(role.kind);
     for p in processes.iter_mut() {
         if let Some(runtime) = runtime {
             let serving = engine.serving(recipe, role, p);
-            runtime.adopt(ctx, p, &serving).map_err(|why| {
+            runtime.adopt(ctx, p, &serving, &own).map_err(|why| {
                 Problem::new("srt::recipe::runtime", role.span, why).label("this role's workers")
             })?;
         }

@@ -60,8 +60,9 @@ pub trait Engine: Sync {
         features: &[WorkerFeature],
         runtime: Option<&'static str>,
     ) -> Result<Vec<LaunchProcess>, Problem>;
-    /// Whether the engine has a wrapper for the runtime named `runtime`, or why not.
-    fn runtime_wrapper(&self, runtime: &str) -> Result<(), String> {
+    /// The engine's wrapper program for the runtime named `runtime`
+    /// (`python3 -m dynamo.vllm`), or why it has none.
+    fn runtime_wrapper(&self, runtime: &str) -> Result<&'static [&'static str], String> {
         Err(format!(
             "{} has no wrapper for the `{runtime}` runtime",
             self.name()

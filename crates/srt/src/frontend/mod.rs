@@ -102,6 +102,15 @@ pub struct FeatureNeed {
     pub required: bool,
 }
 
+/// The flags a runtime's wrapper program reads itself.
+#[derive(Clone, Copy)]
+pub struct WrapperFlags {
+    /// Its catalog, dumped from its own parser.
+    pub catalog: &'static Catalog,
+    /// Who sets a flag srt manages, or `None` when a recipe may set it.
+    pub managed_by: fn(&str) -> Option<&'static str>,
+}
+
 /// A top-level recipe section a frontend owns: its name and keys (what the schema and
 /// the key check are made of).
 #[derive(Debug)]
@@ -179,6 +188,13 @@ pub trait Frontend: Sync {
     /// The name of the runtime its workers run under and register with, if any (its
     /// [`Infrastructure::runtime`]): the engine must have a wrapper for it.
     fn worker_runtime(&self) -> Option<&'static str> {
+        None
+    }
+    /// The flags the runtime's wrapper `program` (an engine's, e.g.
+    /// `python3 -m dynamo.vllm`) reads itself before its engine's parser gets the rest:
+    /// a role's args it knows exactly are its, checked against its catalog.
+    fn wrapper_flags(&self, program: &[&str]) -> Option<WrapperFlags> {
+        let _ = program;
         None
     }
     /// Its infrastructure: what it runs before the workers and offers them (the first

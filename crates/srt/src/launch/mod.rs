@@ -85,12 +85,14 @@ pub trait WorkerRuntime: Send + Sync + std::fmt::Debug {
     fn name(&self) -> &'static str;
     /// Make `process`, a worker whose program is the engine's wrapper for this runtime,
     /// register with it: ports, environment, flags, dependencies, its health probe, and
-    /// what runs in its place under `--simulate`.
+    /// what runs in its place under `--simulate`. `own` are the role's flags that the
+    /// wrapper reads itself, rendered (the engine rendered the rest).
     fn adopt(
         &self,
         ctx: &mut BuildContext<'_>,
         process: &mut LaunchProcess,
         serving: &Serving,
+        own: &[String],
     ) -> Result<(), String>;
 }
 

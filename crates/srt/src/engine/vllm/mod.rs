@@ -229,11 +229,12 @@ impl Engine for Vllm {
         process::endpoint_processes(self, ctx, recipe, role, connector, endpoint, serve_as)
     }
 
-    fn runtime_wrapper(&self, runtime: &str) -> Result<(), String> {
-        match WRAPPERS.iter().any(|w| w.runtime == runtime) {
-            true => Ok(()),
-            false => Err(format!("vLLM has no wrapper for the `{runtime}` runtime")),
-        }
+    fn runtime_wrapper(&self, runtime: &str) -> Result<&'static [&'static str], String> {
+        WRAPPERS
+            .iter()
+            .find(|w| w.runtime == runtime)
+            .map(|w| w.program)
+            .ok_or_else(|| format!("vLLM has no wrapper for the `{runtime}` runtime"))
     }
 
     fn serving(&self, recipe: &Recipe, role: &Role, process: &LaunchProcess) -> Serving {

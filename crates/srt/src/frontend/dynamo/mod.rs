@@ -14,7 +14,7 @@
 mod runtime;
 mod section;
 
-use super::{nginx, Frontend, FrontendParts, Infrastructure, Layout, OwnedSection};
+use super::{nginx, Frontend, FrontendParts, Infrastructure, Layout, OwnedSection, WrapperFlags};
 use crate::catalog::Catalog;
 use crate::launch::{
     Argv, BuildContext, Component, ConnectorChoice, Field, Gate, LaunchProcess, Listed, Probe,
@@ -205,6 +205,14 @@ impl Frontend for Dynamo {
 
     fn worker_runtime(&self) -> Option<&'static str> {
         Some(runtime::NAME)
+    }
+
+    fn wrapper_flags(&self, program: &[&str]) -> Option<WrapperFlags> {
+        let catalog = catalogs().iter().find(|c| c.command == program)?;
+        Some(WrapperFlags {
+            catalog,
+            managed_by: |flag| crate::catalog::managed_by(runtime::MANAGED, flag),
+        })
     }
 
     fn validate(&self, recipe: &Recipe, _: &[ConnectorChoice], problems: &mut Vec<Problem>) {

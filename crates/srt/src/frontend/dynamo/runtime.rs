@@ -12,6 +12,33 @@ use crate::recipe::RoleKind;
 /// The runtime's name, which engines key their wrappers by.
 pub(super) const NAME: &str = "dynamo";
 
+/// Flags of an engine's Dynamo wrapper (`dynamo.vllm`) srt sets, and why.
+pub(super) const MANAGED: &[(&str, &str)] = &[
+    (
+        "endpoint",
+        "each role registers at `dyn://<deployment>.<backend|prefill>.generate`",
+    ),
+    (
+        "namespace",
+        "every deployment has its own Dynamo namespace, named after it",
+    ),
+    (
+        "discovery-backend",
+        "the workers register in the deployment's own etcd",
+    ),
+    ("disaggregation-mode", "it follows the role"),
+    ("request-plane", "it is `dynamo.request_plane`"),
+    ("event-plane", "it is `dynamo.event_plane`"),
+    (
+        "connector",
+        "the KV connector is `engine.connector` (srt renders `--kv-transfer-config`)",
+    ),
+    (
+        "headless",
+        "srt runs every worker of a role with its own registration",
+    ),
+];
+
 /// The runtime of one deployment.
 #[derive(Debug)]
 pub(super) struct DynamoRuntime {
@@ -70,6 +97,7 @@ impl WorkerRuntime for DynamoRuntime {
         ctx: &mut BuildContext<'_>,
         process: &mut LaunchProcess,
         serving: &Serving,
+        own: &[String],
     ) -> Result<(), String> {
         let Some(info) = process.worker.as_mut() else {
             return Ok(());
@@ -102,6 +130,7 @@ impl WorkerRuntime for DynamoRuntime {
             mode(role),
         ];
         registration.extend(self.planes.flags());
+        process.argv.extend(own.iter().map(String::as_str));
         process.argv.extend(registration.iter().copied());
         let listed = match self.planes.request {
             Transport::Nats => self.learned_instance(ctx, process, role)?,
