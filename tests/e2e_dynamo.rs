@@ -2,15 +2,16 @@
 //! frontend and its mocker as every worker (`--simulate`), the deployment's own etcd.
 //! While a load loop sends completions through the public URL, `srt apply` changes a
 //! role's args and scales roles up and down: no request may fail, and the frontend
-//! keeps its pid (the workers register and deregister themselves). Destroy leaves no
-//! process, etcd and nats-server included.
+//! keeps its pid (the workers register and deregister themselves). What changes behind
+//! srt's back is drift apply heals: etcd killed, a live worker the frontend no longer
+//! lists. Destroy leaves no process, etcd and nats-server included.
 //!
 //! Needs `scripts/install-dynamo.sh` (the test command runs it).
 
 mod e2e_support;
 
 use e2e_support::load::Load;
-use e2e_support::{serial, tools_dir, Env};
+use e2e_support::{alive, etcd, serial, text, tools_dir, wait_for, Env};
 
 const PUBLIC: &str = "http://127.0.0.1:8000";
 
@@ -89,6 +90,17 @@ health_check:
     )
 }
 
+/// The `generate` instances of namespace `name` the frontend's `/health` lists.
+fn generate_instances(env: &Env, name: &str) -> usize {
+    let listed = env.get(&format!("{PUBLIC}/health"));
+    listed["instances"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no instances in {listed}"))
+        .iter()
+        .filter(|i| i["endpoint"] == "generate" && i["namespace"] == name)
+        .count()
+}
+
 /// Apply `text` under `in_flight` requests at a time; fails on any failed request.
 fn apply_under_load(env: &Env, what: &str, text: &str, in_flight: usize) -> String {
     let path = env.recipe("dynamo.yaml", text);
@@ -126,14 +138,7 @@ fn aggregate_args_change_and_scaling_serve_every_request_with_one_frontend() {
         "the frontend restarted"
     );
     assert_eq!(env.pid(name, "etcd"), etcd, "etcd restarted");
-    let listed = env.get(&format!("{PUBLIC}/health"));
-    let generate = listed["instances"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|i| i["endpoint"] == "generate" && i["namespace"] == name)
-        .count();
-    assert_eq!(generate, 2, "{listed}");
+    assert_eq!(generate_instances(&env, name), 2);
     // Unchanged: nothing to do.
     let again = env.apply(&env.recipe("dynamo.yaml", &agg(name, 2, 1024)));
     assert!(again.contains("nothing to change"), "{again}");
@@ -242,5 +247,134 @@ fn a_killed_etcd_is_drift_and_apply_heals_it() {
     let again = env.apply(&recipe);
     assert!(again.contains("nothing to change"), "{again}");
     env.destroy(name);
+    assert_eq!(env.processes(name), Vec::<u32>::new());
+}
+
+/// A worker that is alive but that its frontend no longer lists is drift. Its instance
+/// key deleted from etcd (the worker keeps running and its lease alive, and does not
+/// register again: docs/dynamo-notes.md), the frontend drops it at once; `srt status`
+/// shows it unhealthy, the plan replaces that worker alone and says why, and apply
+/// heals it: the frontend lists two instances again, and keeps its pid.
+#[test]
+fn a_live_worker_its_frontend_no_longer_lists_is_drift_and_apply_heals_it() {
+    unlisted_worker_is_drift_and_apply_heals_it("dyn-unlisted", false);
+}
+
+/// The same on the NATS request plane, where the worker's instance is the id its
+/// metrics name (the recorded probe is `learned`).
+#[test]
+fn over_nats_a_live_worker_its_frontend_no_longer_lists_is_drift_and_apply_heals_it() {
+    unlisted_worker_is_drift_and_apply_heals_it("dyn-unlisted-nats", true);
+}
+
+fn unlisted_worker_is_drift_and_apply_heals_it(name: &str, nats: bool) {
+    let _serial = serial();
+    let Some(env) = env() else { return };
+    let mut recipe_text = agg(name, 2, 2048);
+    if nats {
+        recipe_text = recipe_text.replace("roles:\n", "dynamo:\n  request_plane: nats\nroles:\n");
+    }
+    let with_grace = recipe_text.replace(
+        "  timeout_seconds: 90\n",
+        "  timeout_seconds: 90\n  unhealthy_grace_seconds: 1\n",
+    );
+    assert!(with_grace.contains("unhealthy_grace_seconds"));
+    let recipe = env.recipe("dynamo.yaml", &with_grace);
+    env.apply(&recipe);
+    let (gone, kept) = ("worker.agg[1].node[0]", "worker.agg[0].node[0]");
+    let state = env.state(name);
+    let record = &state["resources"][gone];
+    let probe = if nats { "learned" } else { "json_items" };
+    assert_eq!(record["health"]["type"], probe, "{record}");
+    let (frontend, unlisted, other) = (
+        env.pid(name, "frontend[0]"),
+        env.pid(name, gone),
+        env.pid(name, kept),
+    );
+    let client = format!(
+        "http://127.0.0.1:{}",
+        state["resources"]["etcd"]["ports"]["etcd_client"]
+    );
+    let instances = etcd::range(
+        &env,
+        &client,
+        &format!("v1/instances/{name}/backend/generate/"),
+    );
+    assert_eq!(instances.len(), 2, "{instances:?}");
+    let transport = if nats {
+        // Its id, as its system server's metrics name it.
+        let metrics = format!(
+            "http://127.0.0.1:{}/metrics",
+            record["ports"]["runtime_system"]
+        );
+        let body = env.in_netns(|| {
+            e2e_support::with_client(|c| async move {
+                c.get(&metrics).send().await.unwrap().text().await.unwrap()
+            })
+        });
+        let id = body
+            .split("worker_id=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap_or_else(|| panic!("no worker_id in {body}"))
+            .to_string();
+        format!("generate-{id}\"")
+    } else {
+        format!("127.0.0.1:{}/", record["ports"]["runtime_rpc"])
+    };
+    let (key, _) = instances
+        .iter()
+        .find(|(_, value)| value.contains(&transport))
+        .unwrap_or_else(|| panic!("no instance at {transport}: {instances:?}"));
+    assert_eq!(etcd::delete(&env, &client, key), 1);
+    wait_for("the frontend to drop the instance", || {
+        generate_instances(&env, name) == 1
+    });
+    assert!(alive(unlisted), "the unlisted worker exited by itself");
+
+    let status: serde_json::Value =
+        serde_json::from_str(&env.stdout(&["status", name, "--json"])).unwrap();
+    let state_of = |address: &str| {
+        status["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["address"] == address)
+            .map(|r| r["state"].clone())
+    };
+    let states = [gone, kept, "frontend[0]"].map(|a| state_of(a).unwrap());
+    assert_eq!(states, ["unhealthy", "healthy", "healthy"], "{status}");
+
+    let plan = env.srt(&["plan", "-f", &recipe, "--simulate", "--detailed-exitcode"]);
+    let shown = text(&plan);
+    assert_eq!(plan.status.code(), Some(srt::exit::CHANGES), "{shown}");
+    assert!(
+        shown.contains(&format!("{gone}: not listed by the frontend for 1s: "))
+            && shown.contains(&format!("0/1 `{gone}` registered"))
+            && shown.contains("Plan: 0 to create, 1 to replace, 0 to destroy")
+            && !shown.contains(&format!("{kept}: ")),
+        "{shown}"
+    );
+
+    let out = env.apply(&recipe);
+    assert!(out.contains("Apply complete"), "{out}");
+    assert_eq!(generate_instances(&env, name), 2);
+    assert!(!alive(unlisted), "the unlisted worker was not stopped");
+    assert_ne!(env.pid(name, gone), unlisted);
+    assert_eq!(env.pid(name, kept), other, "the listed worker was replaced");
+    assert_eq!(
+        env.pid(name, "frontend[0]"),
+        frontend,
+        "the frontend restarted"
+    );
+    assert_eq!(env.completion(PUBLIC)["object"], "text_completion");
+    let again = env.apply(&recipe);
+    assert!(again.contains("nothing to change"), "{again}");
+    env.destroy(name);
+    if let Some(ns) = &env.netns {
+        if let Err(left) = ns.drained() {
+            panic!("survivors after destroy:\n{left}");
+        }
+    }
     assert_eq!(env.processes(name), Vec::<u32>::new());
 }

@@ -53,6 +53,10 @@ fn resource(i: usize) -> ResourceState {
         // `recorded_paths_load_as_the_ones_derived_from_the_directory`).
         log_path: None,
         error: None,
+        health: Some(srt::launch::Probe::Http {
+            urls: vec![format!("http://<node{}-ip>:{}", i % 8, 8000 + i)],
+            path: "/health".into(),
+        }),
     }
 }
 
@@ -968,4 +972,59 @@ fn a_resource_kind_no_frontend_has_is_refused_by_name() {
     fs::write(store.state_path(), serde_json::to_vec_pretty(&v).unwrap()).unwrap();
     let e = store.load().unwrap_err().to_string();
     assert!(e.contains("unknown resource kind `teleporter`"), "{e}");
+}
+
+/// A state written before records held their health probe (no `health` key) reads,
+/// each record without one (status and refresh then probe `GET /health` on its HTTP
+/// port, as srt did), and is written back without inventing one; the format version
+/// stays: the field is optional, and an older srt reading a newer file ignores it.
+#[test]
+fn a_state_without_recorded_probes_reads_and_is_written_back_as_it_was() {
+    let (_tmp, store) = store();
+    let (lock, s) = saved(&store, 3);
+    let text = fs::read_to_string(store.state_path()).unwrap();
+    assert!(text.contains("\"health\": {"), "{text}");
+    let mut older: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for r in older["resources"].as_object_mut().unwrap().values_mut() {
+        r.as_object_mut().unwrap().remove("health");
+    }
+    fs::write(
+        store.state_path(),
+        serde_json::to_vec_pretty(&older).unwrap(),
+    )
+    .unwrap();
+    let mut loaded = store.load().unwrap().unwrap();
+    assert_eq!(loaded.format_version, FORMAT_VERSION);
+    assert!(loaded.resources.values().all(|r| r.health.is_none()));
+    assert_eq!(loaded.resources.len(), s.resources.len());
+    assert!(store.save(&lock, &mut loaded).unwrap());
+    let text = fs::read_to_string(store.state_path()).unwrap();
+    assert!(!text.contains("\"health\""), "{text}");
+}
+
+/// A recorded probe survives the journal too: an append and its replay keep it.
+#[test]
+fn a_recorded_probe_survives_an_append_and_its_replay() {
+    let (_tmp, store) = store();
+    let (lock, mut s) = saved(&store, 2);
+    let probe = srt::launch::Probe::JsonItems {
+        urls: vec!["http://<node0-ip>:8000".into()],
+        path: "/health".into(),
+        lists: vec![srt::launch::Listed {
+            name: "`worker[1]` registered".into(),
+            array: "/instances".into(),
+            fields: vec![srt::launch::Field {
+                pointer: "/transport/tcp".into(),
+                value: "<node0-ip>:28100/".into(),
+                prefix: true,
+            }],
+            at_least: 1,
+        }],
+    };
+    s.resources.get_mut("worker[1]").unwrap().health = Some(probe.clone());
+    store.append(&lock, &mut s, &["worker[1]"]).unwrap();
+    assert!(store.journal_path().exists());
+    let loaded = store.load().unwrap().unwrap();
+    assert_eq!(loaded.resources["worker[1]"].health, Some(probe));
+    assert_eq!(loaded, s);
 }

@@ -13,6 +13,7 @@
 //! see another test's processes.
 #![allow(dead_code)]
 
+pub(crate) mod etcd;
 pub(crate) mod load;
 
 use std::collections::BTreeSet;

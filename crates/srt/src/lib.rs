@@ -22,6 +22,7 @@ pub mod launch;
 mod parallel;
 pub mod plan;
 pub mod ports;
+pub mod probe;
 pub mod recipe;
 pub mod schema;
 pub mod secrets;

@@ -6,8 +6,8 @@ use super::record::Recorder;
 use super::{Apply, Event, StepError, StepResult};
 use crate::launch::{Gate, Probe};
 use crate::plan::Observation;
+use crate::probe::REQUEST_TIMEOUT;
 use crate::state::{Runtime, Status};
-use futures::StreamExt;
 use std::time::{Duration, Instant};
 
 /// First poll interval; grows x1.5 up to the cap.
@@ -17,11 +17,6 @@ const FIRST_INTERVAL: Duration = Duration::from_millis(20);
 /// poll that answers is one cheap GET; a round (probe and liveness checks) that takes
 /// longer than the interval is followed by a pause as long as itself.
 const MAX_INTERVAL: Duration = Duration::from_millis(50);
-/// Health checks in flight at once within one probe.
-const HEALTH_CONCURRENCY: usize = 16;
-/// Timeout of one readiness request (`/health`, `/workers`, `/readiness`): they answer
-/// at once or not at all.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The gates' HTTP client. A completion (the smoke check, the benchmark's requests) may
 /// take as long as the recipe's readiness budget (`health_check.timeout_seconds`):
@@ -34,177 +29,6 @@ fn client(budget: Duration) -> reqwest::Client {
         .no_proxy()
         .build()
         .expect("http client")
-}
-
-/// The JSON answer of `GET url`, or what went wrong.
-async fn json_of(client: &reqwest::Client, url: &str) -> Result<serde_json::Value, String> {
-    client
-        .get(url)
-        .timeout(REQUEST_TIMEOUT)
-        .send()
-        .await
-        .map_err(|e| format!("{url}: {}", short(&e)))?
-        .json()
-        .await
-        .map_err(|e| format!("{url}: {}", short(&e)))
-}
-
-/// The text of `GET url`, or what went wrong (an answer that is not 2xx included).
-async fn text_of(client: &reqwest::Client, url: &str) -> Result<String, String> {
-    let resp = client
-        .get(url)
-        .timeout(REQUEST_TIMEOUT)
-        .send()
-        .await
-        .map_err(|e| format!("{url}: {}", short(&e)))?;
-    if !resp.status().is_success() {
-        return Err(format!("{url}: {}", resp.status()));
-    }
-    resp.text()
-        .await
-        .map_err(|e| format!("{url}: {}", short(&e)))
-}
-
-/// One probe attempt: `Ok(())` when passed, `Err(what we are waiting for)` otherwise.
-pub(super) fn probe_once<'a>(
-    client: &'a reqwest::Client,
-    probe: &'a Probe,
-    resolve: &'a dyn Fn(&str) -> String,
-) -> futures::future::LocalBoxFuture<'a, Result<String, String>> {
-    Box::pin(probe_now(client, probe, resolve))
-}
-
-async fn probe_now(
-    client: &reqwest::Client,
-    probe: &Probe,
-    resolve: &dyn Fn(&str) -> String,
-) -> Result<String, String> {
-    match probe {
-        Probe::Learned {
-            url,
-            path,
-            after,
-            then,
-        } => {
-            let url = format!("{}{path}", resolve(url));
-            let text = text_of(client, &url).await?;
-            let Some(value) = Probe::learned_from(&text, after) else {
-                return Err(format!("{url}: nothing follows `{after}` yet"));
-            };
-            let then = then.with_learned(value);
-            probe_once(client, &then, resolve)
-                .await
-                .map(|ok| format!("{value}: {ok}"))
-        }
-        Probe::JsonCounts { urls, path, counts } => {
-            for url in urls {
-                let url = format!("{}{path}", resolve(url));
-                let body = json_of(client, &url).await?;
-                let short_of: Vec<String> = counts
-                    .iter()
-                    .filter_map(|c| {
-                        let have: u64 = c
-                            .pointers
-                            .iter()
-                            .map(|p| {
-                                body.pointer(p)
-                                    .and_then(serde_json::Value::as_u64)
-                                    .unwrap_or(0)
-                            })
-                            .sum();
-                        (have < u64::from(c.at_least))
-                            .then(|| format!("{have}/{} {}", c.at_least, c.name))
-                    })
-                    .collect();
-                if !short_of.is_empty() {
-                    return Err(format!("{url}: {}", short_of.join(", ")));
-                }
-            }
-            Ok(format!("{} answer(s) reach every count", urls.len()))
-        }
-        Probe::JsonItems { urls, path, lists } => {
-            for url in urls {
-                let url = format!("{}{path}", resolve(url));
-                let body = json_of(client, &url).await?;
-                let short_of: Vec<String> = lists
-                    .iter()
-                    .filter_map(|l| {
-                        let have = l.count(&body, resolve);
-                        (have < l.at_least).then(|| format!("{have}/{} {}", l.at_least, l.name))
-                    })
-                    .collect();
-                if !short_of.is_empty() {
-                    return Err(format!("{url}: {}", short_of.join(", ")));
-                }
-            }
-            Ok(format!("{} answer(s) list every item", urls.len()))
-        }
-        Probe::Http { urls, path } => {
-            // A few at a time, results in URL order: the first failing URL is the one
-            // reported, and nothing more is sent once it is known.
-            let mut checks = futures::stream::iter(urls.iter().map(|url| {
-                let url = format!("{}{path}", resolve(url));
-                async move {
-                    let resp = client
-                        .get(&url)
-                        .timeout(REQUEST_TIMEOUT)
-                        .send()
-                        .await
-                        .map_err(|e| format!("{url}: {}", short(&e)))?;
-                    if !resp.status().is_success() {
-                        let status = resp.status();
-                        let text = resp.text().await.unwrap_or_default();
-                        return Err(format!("{url}: {status} {}", text.trim()));
-                    }
-                    Ok(())
-                }
-            }))
-            .buffered(HEALTH_CONCURRENCY);
-            while let Some(check) = checks.next().await {
-                check?;
-            }
-            Ok(format!("{} endpoint(s) answer", urls.len()))
-        }
-        Probe::Benchmark(_) => Err("a benchmark is run by `gate::run`, not polled".into()),
-        Probe::Completion { url, model } => {
-            let url = format!("{}/v1/completions", resolve(url));
-            let body =
-                serde_json::json!({ "model": model, "prompt": "srt smoke check", "max_tokens": 1 });
-            let resp = client
-                .post(&url)
-                .json(&body)
-                .send()
-                .await
-                .map_err(|e| format!("{url}: {}", short(&e)))?;
-            let status = resp.status();
-            let text = resp.text().await.unwrap_or_default();
-            if !status.is_success() {
-                return Err(format!("{url}: {status} {}", text.trim()));
-            }
-            let v: serde_json::Value =
-                serde_json::from_str(&text).map_err(|_| format!("{url}: not JSON: {text}"))?;
-            if v["choices"].as_array().is_none_or(std::vec::Vec::is_empty) {
-                return Err(format!("{url}: no choices in {text}"));
-            }
-            Ok("completion served".into())
-        }
-    }
-}
-
-fn short(e: &reqwest::Error) -> String {
-    if e.is_connect() {
-        "connection refused".into()
-    } else if e.is_timeout() {
-        "timed out".into()
-    } else {
-        let mut s = e.to_string();
-        let mut src = std::error::Error::source(e);
-        while let Some(inner) = src {
-            s = inner.to_string();
-            src = inner.source();
-        }
-        s
-    }
 }
 
 /// Run a gate to completion.
@@ -229,7 +53,7 @@ pub(super) async fn run(apply: &Apply<'_>, rec: &Recorder<'_>, gate: &Gate) -> S
         // A completion may take up to the budget: stop it at the deadline or on
         // interruption rather than after it.
         let attempt = tokio::select! {
-            r = probe_once(&client, &gate.probe, &resolve) => r,
+            r = crate::probe::once(&client, &gate.probe, &resolve) => r.map_err(|m| m.to_string()),
             _ = apply.cancel.cancelled() => return Err("interrupted".into()),
             _ = tokio::time::sleep_until(deadline.into()) => Err("no answer before the deadline".into()),
         };

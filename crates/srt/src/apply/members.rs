@@ -336,10 +336,7 @@ impl Apply<'_> {
         loop {
             let mut still = Vec::new();
             for probe in pending {
-                if super::gate::probe_once(&client, probe, &resolve)
-                    .await
-                    .is_err()
-                {
+                if crate::probe::once(&client, probe, &resolve).await.is_err() {
                     still.push(probe);
                 }
             }

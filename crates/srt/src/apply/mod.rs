@@ -28,7 +28,7 @@ use crate::state::{ResourceState, State, StateError, StateLock, StateStore, Stat
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
 use record::{Recorder, Stopped, Unrecorded};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -347,25 +347,26 @@ pub fn shared(state: State) -> Shared {
 }
 
 impl Apply<'_> {
+    /// The record of resource `i` with `status`: for a process and its port block,
+    /// its node and ports; for a process, the probe that shows it serves.
     fn new_record(&self, i: usize, status: Status) -> ResourceState {
         let r = &self.graph.resources[i];
-        let (ports, node) = match r.target {
-            Target::Process(p) => {
-                let proc_ = &self.launch.processes[p];
-                (
-                    proc_
-                        .ports
-                        .iter()
-                        .map(|(k, b)| (k.clone(), b.base))
-                        .collect(),
-                    Some(self.launch.nodes[proc_.node].name.clone()),
-                )
-            }
-            Target::Gate(_) | Target::Allocation | Target::Membership(_) => (BTreeMap::new(), None),
+        let Target::Process(p) = r.target else {
+            return ResourceState::of(r, status);
         };
+        let process = &self.launch.processes[p];
         ResourceState {
-            node,
-            ports,
+            node: Some(self.launch.nodes[process.node].name.clone()),
+            ports: process
+                .ports
+                .iter()
+                .map(|(k, b)| (k.clone(), b.base))
+                .collect(),
+            health: r
+                .kind
+                .is_process()
+                .then(|| process.health_probe())
+                .flatten(),
             ..ResourceState::of(r, status)
         }
     }

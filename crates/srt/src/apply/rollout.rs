@@ -376,14 +376,12 @@ impl Apply<'_> {
         let bindings = self.exec.bindings();
         let resolve = |s: &str| bindings.resolve(s);
         for probe in &rolled.probes {
-            let seen = tokio::time::timeout(
-                HEALTH_TIMEOUT,
-                super::gate::probe_once(&http, probe, &resolve),
-            )
-            .await;
+            let seen =
+                tokio::time::timeout(HEALTH_TIMEOUT, crate::probe::once(&http, probe, &resolve))
+                    .await;
             match seen {
                 Ok(Ok(_)) => {}
-                Ok(Err(why)) => return Some((rolled.address.clone(), why)),
+                Ok(Err(why)) => return Some((rolled.address.clone(), why.to_string())),
                 Err(_) => {
                     let what = crate::launch::render::describe_probe(probe);
                     return Some((

@@ -379,6 +379,52 @@ async fn state_records_pending_before_the_start_and_running_after() {
     assert_eq!(saved.resources["ports.a"].status, Status::Running);
 }
 
+/// Each process's record keeps the probe it was applied with, which status and refresh
+/// run again: a worker's own (one its frontend lists), a Router's `GET /health` on its
+/// public port; a process that serves nothing itself and a port block keep none.
+#[tokio::test]
+async fn each_process_records_the_probe_it_was_applied_with() {
+    let d = deployment();
+    let exec = FakeExecutor::new();
+    let listed = crate::launch::Probe::JsonItems {
+        urls: vec!["http://<node0-ip>:8000".into()],
+        path: "/health".into(),
+        lists: Vec::new(),
+    };
+    let mut registered = agg_workers(2);
+    registered[0].worker.as_mut().unwrap().health = Some(listed.clone());
+    let router = LaunchProcess {
+        ports: BTreeMap::from([(
+            crate::ports::PUBLIC.to_string(),
+            crate::ports::PortBlock {
+                base: 8000,
+                count: 1,
+            },
+        )]),
+        ..process(
+            "router[0]",
+            ProcessKind::Component(&crate::frontend::ROUTER),
+            &[],
+            &[],
+        )
+    };
+    registered.push(router);
+    let ran = apply(&d, registered, &exec, 4, Cancel::default()).await;
+    assert!(ran.outcome.failed.is_empty(), "{:?}", ran.outcome.failed);
+    let saved = d.store.load().unwrap().unwrap();
+    let health = |a: &str| saved.resources[a].health.clone();
+    assert_eq!(health("w0"), Some(listed));
+    assert_eq!(
+        health("router[0]"),
+        Some(crate::launch::Probe::Http {
+            urls: vec!["http://<node0-ip>:8000".into()],
+            path: "/health".into(),
+        })
+    );
+    assert_eq!(health("w1"), None, "w1 serves nothing itself");
+    assert_eq!(health("ports.router[0]"), None);
+}
+
 #[tokio::test]
 async fn cancellation_starts_nothing_new_and_records_what_ran() {
     let d = deployment();

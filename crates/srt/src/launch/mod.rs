@@ -17,7 +17,7 @@ pub use context::BuildContext;
 use crate::ports::PortBlock;
 use crate::recipe::RoleKind;
 use miette::SourceSpan;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Version of the JSON form of the launch plan (`srt render --json`).
@@ -509,7 +509,27 @@ pub struct LaunchProcess {
     pub container_image: Option<String>,
 }
 
+/// Port kinds a process that serves HTTP itself answers `GET /health` on, in the order
+/// looked for: a worker's API, a frontend's public port, a Router's behind nginx.
+pub const HEALTH_PORTS: [&str; 3] = ["http", crate::ports::PUBLIC, "frontend_internal"];
+
 impl LaunchProcess {
+    /// The probe that shows this process serves, as apply checked it and as `srt
+    /// status` and refresh probe it again from its record: a worker's own
+    /// ([`WorkerInfo::health_probe`]); for another process, `GET /health` on the first
+    /// of its [`HEALTH_PORTS`]. `None` for a process that serves neither (a headless
+    /// rank, etcd).
+    pub fn health_probe(&self) -> Option<Probe> {
+        if let Some(worker) = &self.worker {
+            return worker.health_probe();
+        }
+        let port = HEALTH_PORTS.iter().find_map(|k| self.ports.get(*k))?;
+        Some(Probe::Http {
+            urls: vec![format!("http://{}:{}", node_ip(self.node), port.base)],
+            path: "/health".into(),
+        })
+    }
+
     /// Release the spare capacity its lists were built with (an argv grows by doubling):
     /// a launch plan lives through the whole plan, and at cluster scale the slack was a
     /// tenth of it.
@@ -547,7 +567,7 @@ impl LaunchProcess {
 /// A readiness probe, in terms any frontend can state: the frontend that builds a gate
 /// chooses the request and what its answer must show; apply runs it without knowing
 /// which program answers.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Probe {
     /// `GET <url><path>` must answer 2xx, for every URL.
@@ -626,7 +646,7 @@ impl Probe {
 
 /// One count a [`Probe::JsonCounts`] answer must reach: the sum of the integers at
 /// some JSON pointers (a missing one counts 0).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Count {
     /// What is counted, for messages (`prefill workers`).
     pub name: String,
@@ -638,7 +658,7 @@ pub struct Count {
 
 /// Items a [`Probe::JsonItems`] answer must list: in the array at `array`, at least
 /// `at_least` items whose every field matches.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Listed {
     /// What is counted, for messages (`decode workers`).
     pub name: String,
@@ -652,7 +672,7 @@ pub struct Listed {
 
 /// One field of a [`Listed`] item: the string at `pointer` is `value`, or starts with
 /// it when `prefix`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Field {
     /// JSON pointer within the item (`/transport/tcp`).
     pub pointer: String,
@@ -723,6 +743,60 @@ mod tests {
             out = out.replace(&node_ip(i), ip);
         }
         out
+    }
+
+    /// A process that serves HTTP itself is probed on its own port, first of
+    /// [`HEALTH_PORTS`]; a worker by its own probe when it has one.
+    #[test]
+    fn a_process_is_probed_on_its_first_http_port_or_by_its_own_probe() {
+        static ROUTER: Component = Component {
+            name: "router",
+            install_hint: None,
+            reloads_files: false,
+            scratch_dirs: &[],
+        };
+        let block = |base| PortBlock { base, count: 1 };
+        let mut router = LaunchProcess::bare(
+            "router[0]",
+            ProcessKind::Component(&ROUTER),
+            Argv::from(["r"]),
+        );
+        router.node = 2;
+        router.ports = BTreeMap::from([
+            ("frontend_internal".to_string(), block(8180)),
+            ("router_metrics".to_string(), block(29000)),
+        ]);
+        let get = |url: &str| Probe::Http {
+            urls: vec![url.to_string()],
+            path: "/health".into(),
+        };
+        assert_eq!(router.health_probe(), Some(get("http://<node2-ip>:8180")));
+        router
+            .ports
+            .insert(crate::ports::PUBLIC.to_string(), block(8000));
+        assert_eq!(router.health_probe(), Some(get("http://<node2-ip>:8000")));
+        router.ports.clear();
+        assert_eq!(router.health_probe(), None);
+        let mut worker = LaunchProcess::bare("w", ProcessKind::Worker, Argv::from(["vllm"]));
+        let mut info = WorkerInfo {
+            role: RoleKind::Agg,
+            endpoint: 0,
+            node_rank: 0,
+            advertised_url: Some("http://<node0-ip>:6100".into()),
+            local_dp: 1,
+            bootstrap_port: None,
+            health: None,
+            simulated: None,
+        };
+        worker.worker = Some(info.clone());
+        assert_eq!(worker.health_probe(), Some(get("http://<node0-ip>:6100")));
+        info.health = Some(Probe::JsonItems {
+            urls: vec!["http://<node0-ip>:8000".into()],
+            path: "/health".into(),
+            lists: Vec::new(),
+        });
+        worker.worker = Some(info.clone());
+        assert_eq!(worker.health_probe(), info.health);
     }
 
     #[test]

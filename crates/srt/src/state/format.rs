@@ -18,6 +18,7 @@ pub(super) use crate::graph::Kind;
 use serde::{Deserialize, Serialize};
 
 use crate::graph::Spec;
+use crate::launch::Probe;
 
 /// The version of the state file format this build reads and writes.
 ///
@@ -112,6 +113,14 @@ pub struct ResourceState {
     /// The last failure message, when [`status`](Self::status) is [`Status::Failed`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// How a process shows it serves: the probe it was applied with
+    /// ([`LaunchProcess::health_probe`](crate::launch::LaunchProcess::health_probe),
+    /// placeholders kept), which `srt status` and refresh run again. Not part of the
+    /// spec nor of the hash: how a process is checked is not what runs. Absent for what
+    /// serves nothing itself and in records written before probes were recorded (read
+    /// as `GET /health` on the process's HTTP port, as srt probed them then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<Probe>,
 }
 
 impl ResourceState {
@@ -130,6 +139,7 @@ impl ResourceState {
             ports: BTreeMap::new(),
             log_path: None,
             error: None,
+            health: None,
         }
     }
 }
@@ -304,6 +314,28 @@ mod tests {
             ports: BTreeMap::from([("http".into(), 8000)]),
             log_path: Some(PathBuf::from("/tmp/logs/worker.log")),
             error: None,
+            health: Some(Probe::Http {
+                urls: vec!["http://<node1-ip>:8000".into()],
+                path: "/health".into(),
+            }),
+        }
+    }
+
+    /// The probe of a worker its frontend lists, as a runtime builds it.
+    fn listed_probe() -> Probe {
+        Probe::JsonItems {
+            urls: vec!["http://<node0-ip>:8000".into()],
+            path: "/health".into(),
+            lists: vec![crate::launch::Listed {
+                name: "`worker.agg[0].node[0]` registered".into(),
+                array: "/instances".into(),
+                fields: vec![crate::launch::Field {
+                    pointer: "/transport/tcp".into(),
+                    value: "<node0-ip>:28100/".into(),
+                    prefix: true,
+                }],
+                at_least: 1,
+            }],
         }
     }
 
@@ -393,14 +425,55 @@ mod tests {
             ports: BTreeMap::new(),
             log_path: None,
             error: None,
+            health: None,
             ..sample_resource()
         };
         let text = serde_json::to_string(&r).unwrap();
-        for key in ["runtime", "node", "ports", "log_path", "error"] {
+        for key in ["runtime", "node", "ports", "log_path", "error", "health"] {
             assert!(!text.contains(&format!("\"{key}\"")), "{key} in {text}");
         }
         let back: ResourceState = serde_json::from_str(&text).unwrap();
         assert_eq!(back, r);
+    }
+
+    /// A record keeps the probe it was applied with, placeholders and all, beside the
+    /// spec: the spec's text (what the hash covers) is the same with or without it.
+    #[test]
+    fn a_recorded_probe_round_trips_outside_the_spec() {
+        for probe in [sample_resource().health.unwrap(), listed_probe()] {
+            let r = ResourceState {
+                health: Some(probe.clone()),
+                ..sample_resource()
+            };
+            let text = serde_json::to_string_pretty(&r).unwrap();
+            let back: ResourceState = serde_json::from_str(&text).unwrap();
+            assert_eq!(back.health, Some(probe));
+            assert_eq!(back.spec.as_str(), sample_resource().spec.as_str());
+            assert!(
+                !back.spec.as_str().contains("health"),
+                "{}",
+                back.spec.as_str()
+            );
+        }
+        let v = serde_json::to_value(listed_probe()).unwrap();
+        assert_eq!(v["type"], "json_items");
+        assert_eq!(v["lists"][0]["fields"][0]["value"], "<node0-ip>:28100/");
+    }
+
+    /// A record written before probes were recorded reads without one.
+    #[test]
+    fn a_record_without_a_probe_reads_as_none() {
+        let mut v = serde_json::to_value(sample_resource()).unwrap();
+        v.as_object_mut().unwrap().remove("health");
+        let back: ResourceState = serde_json::from_value(v).unwrap();
+        assert_eq!(back.health, None);
+        assert_eq!(
+            back,
+            ResourceState {
+                health: None,
+                ..sample_resource()
+            }
+        );
     }
 
     #[test]

@@ -656,6 +656,7 @@ mod tests {
                 ports: Default::default(),
                 log_path: None,
                 error: None,
+                health: None,
             },
         );
         s

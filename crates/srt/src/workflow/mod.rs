@@ -724,10 +724,11 @@ pub fn clean_leases(dir: &Path) {
     let _ = std::fs::remove_dir(dir.join(crate::exec::local::LEASES));
 }
 
-/// Probe every recorded process through the executor. With `unhealthy_grace`, the
-/// live workers' `/health` too (see [`health::unhealthy`]): a worker that accepts connections
-/// but does not answer for that long is drift, so the plan replaces it instead of
-/// apply waiting on it.
+/// Probe every recorded process through the executor. With `unhealthy_grace`, each
+/// live worker's health probe too, the one its record holds (see [`health::failing`]): a
+/// worker that accepts connections but does not answer `/health` for that long, or
+/// that its frontend answers without listing it for that long, is drift, so the plan
+/// replaces it instead of apply waiting on it.
 pub fn refresh(
     state: &State,
     exec: &dyn Executor,
@@ -794,24 +795,28 @@ pub async fn refresh_async(
             (a, drift)
         });
     }
-    // The live workers' `/health`, at the same time.
-    let probes: Vec<(String, String)> = match unhealthy_grace {
+    // The live workers' health probes, at the same time.
+    let probes: Vec<(&String, std::borrow::Cow<'_, launch::Probe>)> = match unhealthy_grace {
         None => Vec::new(),
         Some(_) => observed
             .iter()
             .filter(|(_, o)| **o == Observation::Alive)
             .filter_map(|(a, _)| {
-                let r = &state.resources[a];
-                let worker = r.kind == crate::graph::Kind::Worker;
-                let url = status::health_url(r, &bindings).filter(|_| worker)?;
-                Some((a.clone(), url))
+                let (address, r) = state.resources.get_key_value(a)?;
+                if r.kind != crate::graph::Kind::Worker {
+                    return None;
+                }
+                Some((address, status::health_probe(r, &bindings)?))
             })
             .collect(),
     };
     let grace = unhealthy_grace.unwrap_or_default();
-    let checks = probes
-        .iter()
-        .map(|(a, url)| async move { (a.clone(), health::unhealthy(url, grace).await) });
+    let resolve = |s: &str| bindings.resolve(s);
+    let (http, resolve) = (&http, &resolve);
+    let checks = probes.iter().map(|(a, probe)| async move {
+        let found = health::failing(probe, resolve, http, grace).await;
+        ((*a).clone(), found)
+    });
     // Bounded: one connection per worker at once would take one file descriptor and one
     // local port each (32,768 workers ran out of both, and the probes that could not
     // connect were judged unhealthy).

@@ -1,10 +1,13 @@
 //! Live status of a deployment: every recorded resource, probed now.
 
+use super::health::Health;
 use crate::exec::Executor;
+use crate::launch::{Bindings, Probe};
 use crate::plan::Observation;
-use crate::state::{Runtime, State, StateStore, Status};
+use crate::state::{ResourceState, Runtime, State, StateStore, Status};
 use futures::StreamExt;
 use serde::Serialize;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -44,20 +47,19 @@ pub fn deployments(state_dir: &Path) -> Vec<String> {
     names
 }
 
-/// The HTTP port a process answers `/health` on, if any.
-fn health_port(r: &crate::state::ResourceState) -> Option<u16> {
-    ["http", crate::ports::PUBLIC, "frontend_internal"]
+/// The probe that shows a recorded process serves: the one it was applied with, or, in
+/// a record written before records held one, `GET /health` on its HTTP port (the first
+/// of [`crate::launch::HEALTH_PORTS`]) at the address the executor gives its node.
+pub(crate) fn health_probe<'r>(
+    r: &'r ResourceState,
+    bindings: &Bindings,
+) -> Option<Cow<'r, Probe>> {
+    if let Some(probe) = &r.health {
+        return Some(Cow::Borrowed(probe));
+    }
+    let port = crate::launch::HEALTH_PORTS
         .iter()
-        .find_map(|k| r.ports.get(*k).copied())
-}
-
-/// `http://<node ip>:<port>/health` of a recorded process that serves HTTP, at the
-/// address the executor gives its node.
-pub(crate) fn health_url(
-    r: &crate::state::ResourceState,
-    bindings: &crate::launch::Bindings,
-) -> Option<String> {
-    let port = health_port(r)?;
+        .find_map(|k| r.ports.get(*k).copied())?;
     let node_index = r
         .node
         .as_deref()
@@ -69,12 +71,17 @@ pub(crate) fn health_url(
         .get(node_index)
         .cloned()
         .unwrap_or_else(|| "127.0.0.1".into());
-    Some(format!("http://{ip}:{port}/health"))
+    Some(Cow::Owned(Probe::Http {
+        urls: vec![format!("http://{ip}:{port}")],
+        path: "/health".into(),
+    }))
 }
 
 /// Probe every recorded resource: liveness through the executor (every process at
-/// once), then `/health` of live HTTP processes (at the executor's address for the
-/// node; a 2xx answer within 2 s is healthy), as many at once as refresh probes.
+/// once), then each live process's health probe ([`health_probe`]; a `GET` answering
+/// 2xx within 2 s is healthy; a worker its frontend lists is healthy when the frontend
+/// lists it, and stays `running` when the frontend does not answer), as many at once
+/// as refresh probes.
 pub async fn status(state: &State, exec: &dyn Executor) -> Vec<ResourceStatus> {
     let bindings = exec.bindings();
     let running: Vec<(&String, &Runtime)> = state
@@ -104,23 +111,20 @@ pub async fn status(state: &State, exec: &dyn Executor) -> Vec<ResourceStatus> {
             (None, Status::Running) => "ok".to_string(),
         })
         .collect();
-    let probes: Vec<(usize, String)> = state
+    let probes: Vec<(usize, Cow<'_, Probe>)> = state
         .resources
         .values()
         .enumerate()
         .filter(|(i, _)| lives[*i] == "running")
-        .filter_map(|(i, r)| Some((i, health_url(r, &bindings)?)))
+        .filter_map(|(i, r)| Some((i, health_probe(r, &bindings)?)))
         .collect();
-    let checks = probes.iter().map(|(i, url)| async move {
-        let probe = super::health::probe(url, Duration::from_secs(2)).await;
-        (*i, probe == super::health::Probe::Healthy)
-    });
-    let healthy: Vec<(usize, bool)> = futures::stream::iter(checks)
-        .buffer_unordered(super::PROBES_IN_FLIGHT)
-        .collect()
-        .await;
-    for (i, healthy) in healthy {
-        lives[i] = if healthy { "healthy" } else { "unhealthy" }.to_string();
+    let looked = look_all(&probes, &bindings).await;
+    for (i, health) in looked {
+        match health {
+            Health::Healthy => lives[i] = "healthy".to_string(),
+            Health::Unhealthy => lives[i] = "unhealthy".to_string(),
+            Health::Unknown => {}
+        }
     }
     let mut out = Vec::with_capacity(state.resources.len());
     for ((address, r), live) in state.resources.iter().zip(lives) {
@@ -140,6 +144,31 @@ pub async fn status(state: &State, exec: &dyn Executor) -> Vec<ResourceStatus> {
         });
     }
     out
+}
+
+/// How long `srt status` waits for one health request.
+const LOOK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// One look at each `(position, probe)`, as many at once as refresh probes: what each
+/// showed, in the order they finish.
+async fn look_all(probes: &[(usize, Cow<'_, Probe>)], bindings: &Bindings) -> Vec<(usize, Health)> {
+    let client = reqwest::Client::builder()
+        .timeout(LOOK_TIMEOUT)
+        .no_proxy()
+        .build()
+        .expect("http client");
+    let resolve = |s: &str| bindings.resolve(s);
+    let (client, resolve) = (&client, &resolve);
+    let checks = probes.iter().map(|(i, probe)| async move {
+        (
+            *i,
+            super::health::look(probe, resolve, client, LOOK_TIMEOUT).await,
+        )
+    });
+    futures::stream::iter(checks)
+        .buffer_unordered(super::PROBES_IN_FLIGHT)
+        .collect()
+        .await
 }
 
 /// Human duration: `45s`, `12m`, `3h`, `2d`.
