@@ -130,6 +130,10 @@ fn aggregate_args_change_and_scaling_serve_every_request_with_one_frontend() {
     let etcd = env.pid(name, "etcd");
     let out = apply_under_load(&env, "args change", &agg(name, 3, 1024), 1);
     assert!(out.contains("3 replaced"), "{out}");
+    let out = apply_under_load(&env, "args change, 8 in flight", &agg(name, 3, 2048), 8);
+    assert!(out.contains("3 replaced"), "{out}");
+    let out = apply_under_load(&env, "args back", &agg(name, 3, 1024), 8);
+    assert!(out.contains("3 replaced"), "{out}");
     apply_under_load(&env, "scale 3 -> 4", &agg(name, 4, 1024), 8);
     apply_under_load(&env, "scale 4 -> 2", &agg(name, 2, 1024), 8);
     assert_eq!(

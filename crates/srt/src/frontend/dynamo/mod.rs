@@ -60,6 +60,12 @@ static NATS: Component = Component {
 
 static COMPONENTS: &[&Component] = &[&FRONTEND, &ETCD, &NATS];
 
+/// `--migration-limit` when `frontend.args` does not set it. When a worker deregisters
+/// (a roll or a scale-down SIGTERMs it), the frontend cancels the requests it had just
+/// sent there ("worker_disconnected"); with a limit it sends them to another worker,
+/// with none (Dynamo's default, 0) they fail with 503. Three tries cover a roll.
+const MIGRATION_LIMIT: &str = "3";
+
 /// Address of the etcd process.
 const ETCD_ADDRESS: &str = "etcd";
 
@@ -347,6 +353,9 @@ impl Frontend for Dynamo {
                 "etcd",
             ]);
             argv.extend(section::planes(recipe).flags());
+            if recipe.frontend.args.get("migration-limit").is_none() {
+                argv.extend(["--migration-limit", MIGRATION_LIMIT]);
+            }
             argv.extend(&user);
             let mut env = fe.env.clone();
             env.insert("ETCD_ENDPOINTS".into(), etcd.clone());
