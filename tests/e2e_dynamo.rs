@@ -382,3 +382,52 @@ fn unlisted_worker_is_drift_and_apply_heals_it(name: &str, nats: bool) {
     }
     assert_eq!(env.processes(name), Vec::<u32>::new());
 }
+
+/// Endpoints spanning two nodes (TP4 over nodes of two GPUs): the leader registers for
+/// its endpoint and the follower runs headless (under `--simulate`, srt's simulator in
+/// vLLM's headless mode). An args change rolls both endpoints under load with no
+/// failed request; the frontend lists one instance per endpoint.
+#[test]
+fn endpoints_spanning_nodes_register_once_and_roll_under_load() {
+    let _serial = serial();
+    let Some(env) = env() else { return };
+    let name = "dyn-multinode";
+    let recipe = |len: u32| {
+        format!(
+            "schema: 2
+name: {name}
+model:
+  path: {model}
+  served_name: tiny
+resources:
+  gpus_per_node: 2
+frontend:
+  type: dynamo
+  enable_multiple_frontends: false
+roles:
+  agg:
+    nodes: 4
+    workers: 2
+    args:
+      tensor-parallel-size: 4
+      max-model-len: {len}
+health_check:
+  timeout_seconds: 90
+",
+            model = model()
+        )
+    };
+    env.apply(&env.recipe("dynamo.yaml", &recipe(2048)));
+    assert_eq!(generate_instances(&env, name), 2);
+    let frontend = env.pid(name, "frontend[0]");
+    let out = apply_under_load(&env, "args change", &recipe(1024), 8);
+    assert!(out.contains("4 replaced"), "{out}");
+    assert_eq!(generate_instances(&env, name), 2);
+    assert_eq!(
+        env.pid(name, "frontend[0]"),
+        frontend,
+        "the frontend restarted"
+    );
+    env.destroy(name);
+    assert_eq!(env.processes(name), Vec::<u32>::new());
+}

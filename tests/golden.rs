@@ -215,8 +215,12 @@ fn json_format_3_fields() {
                         "local_dp",
                         "bootstrap_port",
                     ];
-                    // A worker under a frontend's runtime has its own health probe and
-                    // what runs in its place under `--simulate`: both or neither.
+                    // A follower node says so; a worker under a frontend's runtime
+                    // has its own health probe and what runs in its place under
+                    // `--simulate`: both or neither.
+                    if p["worker"]["headless"] == true {
+                        want.push("headless");
+                    }
                     if !p["worker"]["health"].is_null() {
                         want.extend(["health", "simulated"]);
                     }

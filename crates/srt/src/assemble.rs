@@ -613,7 +613,14 @@ fn workers(
                 runtime.map(WorkerRuntime::name),
             )
             .and_then(|mut p| {
-                adopt(ctx, engine, recipe, role, (runtime, own), &mut p)?;
+                adopt(
+                    ctx,
+                    engine,
+                    recipe,
+                    (role, endpoint),
+                    (runtime, own),
+                    &mut p,
+                )?;
                 Ok(p)
             });
         match built {
@@ -652,7 +659,7 @@ fn adopt(
     ctx: &mut BuildContext<'_>,
     engine: &dyn Engine,
     recipe: &Recipe,
-    role: &crate::recipe::Role,
+    (role, endpoint): (&crate::recipe::Role, &topology::Endpoint),
     (runtime, own): (Option<&dyn WorkerRuntime>, &WrapperArgs),
     processes: &mut [LaunchProcess],
 ) -> Result<(), Problem> {
@@ -660,7 +667,7 @@ fn adopt(
     let own = own.rendered(role.kind);
     for p in processes.iter_mut() {
         if let Some(runtime) = runtime {
-            let serving = engine.serving(recipe, role, p);
+            let serving = engine.serving(recipe, role, endpoint, p);
             runtime.adopt(ctx, p, &serving, &own).map_err(|why| {
                 Problem::new("srt::recipe::runtime", role.span, why).label("this role's workers")
             })?;

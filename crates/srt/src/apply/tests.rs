@@ -642,6 +642,7 @@ fn agg_workers(n: u32) -> Vec<LaunchProcess> {
                 bootstrap_port: None,
                 health: None,
                 simulated: None,
+                headless: false,
             }),
             ..worker(&format!("w{e}"), &[])
         })

@@ -69,7 +69,13 @@ pub trait Engine: Sync {
         ))
     }
     /// What one of its worker processes serves, for a runtime's simulated engine.
-    fn serving(&self, recipe: &Recipe, role: &Role, process: &LaunchProcess) -> Serving;
+    fn serving(
+        &self,
+        recipe: &Recipe,
+        role: &Role,
+        endpoint: &Endpoint,
+        process: &LaunchProcess,
+    ) -> Serving;
     /// Make one of the engine's worker processes run `simulator` in place of the
     /// engine's program (`--simulate`): the simulator takes the engine's own arguments,
     /// so only the program changes. Applied to the processes handed to the executor,

@@ -445,6 +445,10 @@ pub struct WorkerInfo {
     pub local_dp: u32,
     /// Port advertised after a prefill URL (the NIXL side channel of its first rank).
     pub bootstrap_port: Option<u16>,
+    /// It runs engine ranks for its endpoint's leader and serves nothing itself (a
+    /// follower node of a replica spanning nodes): under a runtime it does not register.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub headless: bool,
     /// How srt checks this worker serves, when that is not `GET /health` on
     /// `advertised_url` (a worker that registers with its frontend: the frontend lists
     /// it). Apart from where a frontend routes to it.
@@ -787,6 +791,7 @@ mod tests {
             bootstrap_port: None,
             health: None,
             simulated: None,
+            headless: false,
         };
         worker.worker = Some(info.clone());
         assert_eq!(worker.health_probe(), Some(get("http://<node0-ip>:6100")));

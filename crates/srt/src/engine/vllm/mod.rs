@@ -9,7 +9,7 @@ mod validate;
 
 use super::Engine;
 use crate::catalog::Catalog;
-use crate::launch::{BuildContext, LaunchProcess, Serving};
+use crate::launch::{Argv, BuildContext, LaunchProcess, Serving};
 use crate::launch::{ConnectorChoice, WorkerFeature};
 use crate::recipe::diag::Problem;
 use crate::recipe::{ArgValue, Recipe, Role};
@@ -117,8 +117,22 @@ impl Engine for Vllm {
     }
 
     fn simulate(&self, process: &mut LaunchProcess, simulator: &std::path::Path) {
+        let sim = simulator.display().to_string();
+        // A runtime's wrapper (`python3 -m dynamo.vllm --model M ...`) takes the model as
+        // a flag: `srt-vllm-sim serve M ...` reads the same vLLM flags.
+        let words: Vec<&str> = process.argv.iter().collect();
+        let wrapped = WRAPPERS.iter().find(|w| words.starts_with(w.program));
+        if let Some(w) = wrapped {
+            let rest = &words[w.program.len()..];
+            if let ["--model", model, flags @ ..] = rest {
+                let mut argv = Argv::from([sim.as_str(), "serve", *model]);
+                argv.extend(flags.iter().copied());
+                process.argv = argv;
+                return;
+            }
+        }
         // argv[0] is `vllm` (or `engine.serve_binary`); `srt-vllm-sim` reads the rest.
-        process.argv.set_program(&simulator.display().to_string());
+        process.argv.set_program(&sim);
     }
 
     fn managed_flags(&self) -> &'static [&'static str] {
@@ -237,14 +251,26 @@ impl Engine for Vllm {
             .ok_or_else(|| format!("vLLM has no wrapper for the `{runtime}` runtime"))
     }
 
-    fn serving(&self, recipe: &Recipe, role: &Role, process: &LaunchProcess) -> Serving {
+    fn serving(
+        &self,
+        recipe: &Recipe,
+        role: &Role,
+        endpoint: &Endpoint,
+        process: &LaunchProcess,
+    ) -> Serving {
         let arg = |flag: &str| role.args.get(flag).map(|a| a.value.render());
+        // The ranks behind this process: a node of a hybrid-LB endpoint serves its own,
+        // the leader of any other endpoint all of them.
+        let data_parallel = match shape::shape(role, endpoint) {
+            Ok(shape::Shape::DpLocal { local_dp }) => local_dp,
+            _ => shape::sizes(role).map_or(1, |s| s.dp),
+        };
         Serving {
             model_path: recipe.model.path.value.clone(),
             served_name: recipe.model.served_name.clone(),
             block_size: arg("block-size"),
             max_num_seqs: arg("max-num-seqs"),
-            data_parallel: shape::sizes(role).map_or(1, |s| s.dp),
+            data_parallel,
             kv_ports: process.ports.get(crate::ports::NIXL.name).copied(),
         }
     }

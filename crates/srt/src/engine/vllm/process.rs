@@ -212,9 +212,10 @@ fn node_process(
 ) -> Result<LaunchProcess, Problem> {
     let address = format!("{}.node[{rank}]", plan.address);
     let ip = ctx.node_ip(node);
-    // Under a runtime the wrapper serves through the runtime, not over HTTP.
-    let serves_http =
-        plan.wrapper.is_none() && (matches!(plan.shape, Shape::DpLocal { .. }) || rank == 0);
+    // Every node of a hybrid-LB endpoint runs an API server, else only the leader; under
+    // a runtime the wrapper serves through the runtime, not over HTTP.
+    let serves = matches!(plan.shape, Shape::DpLocal { .. }) || rank == 0;
+    let serves_http = plan.wrapper.is_none() && serves;
     let local_dp = match plan.shape {
         Shape::DpLocal { local_dp } => local_dp,
         _ => 1,
@@ -269,7 +270,7 @@ fn node_process(
         rank_blocks,
         discovery: ctx.discovery(),
     };
-    let argv = argv(engine, ctx, plan, rank, node, http, &listeners)?;
+    let argv = argv(engine, ctx, plan, (rank, serves), node, http, &listeners)?;
     let depends_on = match rank {
         0 => Vec::new(),
         _ => vec![format!("{}.node[0]", plan.address)],
@@ -296,6 +297,7 @@ fn node_process(
                 Some(_) => bootstrap_port.filter(|_| rank == 0),
                 None => bootstrap_port.filter(|_| serves_http),
             },
+            headless: !serves,
             health: None,
             simulated: None,
         }),
@@ -310,7 +312,7 @@ fn argv(
     engine: &Vllm,
     ctx: &BuildContext<'_>,
     plan: &EndpointPlan<'_>,
-    rank: u32,
+    (rank, serves): (u32, bool),
     node: usize,
     http: Option<u16>,
     listeners: &WorkerListeners<'_>,
@@ -371,7 +373,9 @@ fn argv(
             dp_address(&mut argv);
         }
     }
-    if http.is_none() && plan.wrapper.is_none() {
+    // vLLM's `--headless`, or the wrapper's own (`dynamo.vllm` then runs vLLM headless
+    // and registers nothing).
+    if !serves {
         argv.push("--headless");
     }
     let devices: Vec<String> = ctx

@@ -555,7 +555,7 @@ fn gates(
             let endpoints = workers
                 .iter()
                 .filter_map(|w| w.worker.as_ref())
-                .filter(|w| w.role == role.kind && w.node_rank == 0)
+                .filter(|w| w.role == role.kind && !w.headless)
                 .count() as u32;
             Listed {
                 name: format!("{} workers", role.kind.name()),

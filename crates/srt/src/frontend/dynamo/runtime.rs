@@ -102,12 +102,10 @@ impl WorkerRuntime for DynamoRuntime {
         let Some(info) = process.worker.as_mut() else {
             return Ok(());
         };
-        if info.node_rank > 0 {
-            return Err(
-                "a worker spanning several nodes is not supported under the Dynamo frontend yet \
-                 (srt gives each endpoint one registration, on its first node)"
-                    .into(),
-            );
+        if info.headless {
+            // A follower node runs vLLM ranks for its endpoint's leader, which registers
+            // for the whole endpoint.
+            return Ok(());
         }
         let role = info.role;
         let ip = ctx.node_ip(process.node);
