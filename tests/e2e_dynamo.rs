@@ -197,15 +197,19 @@ fn disaggregated_over_nats_decode_change_and_scale_ups_keep_serving() {
 
 /// SIGKILL of `srt apply` while it rolls the workers, at several moments: the next
 /// apply converges (every worker listed, a completion served) and destroy leaves
-/// nothing running, etcd and the frontend included.
+/// nothing running, etcd, nats-server and the frontend included.
 #[test]
 fn sigkill_of_apply_mid_roll_then_apply_converges_and_destroy_leaves_nothing() {
     let _serial = serial();
     for ms in [400u64, 1500, 3000] {
         let Some(env) = env() else { return };
         let name = format!("dyn-kill-{ms}");
-        env.apply(&env.recipe("dynamo.yaml", &agg(&name, 3, 2048)));
-        let changed = env.recipe("dynamo.yaml", &agg(&name, 3, 1024));
+        // Over NATS, so that nats-server is among what destroy must leave nothing of.
+        let recipe = |len: u32| {
+            agg(&name, 3, len).replace("roles:\n", "dynamo:\n  request_plane: nats\nroles:\n")
+        };
+        env.apply(&env.recipe("dynamo.yaml", &recipe(2048)));
+        let changed = env.recipe("dynamo.yaml", &recipe(1024));
         let mut child = env.spawn(&["apply", "-f", &changed, "--simulate", "--auto-approve"]);
         std::thread::sleep(std::time::Duration::from_millis(ms));
         let _ = child.kill();
