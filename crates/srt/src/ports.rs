@@ -268,8 +268,14 @@ pub struct Lease {
 /// Ordinals of a kind set aside for each [`PortScope`] on a host several scopes share:
 /// scope `s` counts from ordinal `s x SCOPE_ORDINALS` there (from 0 on a host with one
 /// scope). A scope that outgrows its share goes on past it, skipping whatever another
-/// scope leased there.
-pub const SCOPE_ORDINALS: u32 = 256;
+/// scope leased there. Small enough that two scopes of every kind end below
+/// [`EPHEMERAL_START`]: a port there may already be a connection's (an apply refused
+/// decode's `VLLM_PORT` range at 32,944 when the share was 256).
+pub const SCOPE_ORDINALS: u32 = 120;
+
+/// The first port Linux hands out to outgoing connections by default
+/// (`net.ipv4.ip_local_port_range`): no allocated block should need to start past it.
+pub const EPHEMERAL_START: u32 = 32768;
 
 /// A set of processes whose ports one host counts apart from the others', so that a
 /// scope growing never moves another's ports: each role of a deployment is one (a
@@ -502,6 +508,17 @@ mod tests {
         assert_eq!(a.allocate(&HTTP, "h0", 1, "w0").unwrap().base, 6100);
         assert_eq!(a.allocate(&HTTP, "h0", 1, "w1").unwrap().base, 6132);
         assert_eq!(a.allocate(&HTTP, "h1", 1, "w2").unwrap().base, 6100);
+    }
+
+    #[test]
+    fn two_scopes_of_every_kind_end_below_the_ephemeral_ports() {
+        for kind in KINDS {
+            let last = u32::from(kind.base)
+                + (2 * SCOPE_ORDINALS - 1) * u32::from(kind.stride)
+                + u32::from(kind.span)
+                - 1;
+            assert!(last < EPHEMERAL_START, "{}: {last}", kind.name);
+        }
     }
 
     #[test]
