@@ -435,3 +435,68 @@ health_check:
     env.destroy(name);
     assert_eq!(env.processes(name), Vec::<u32>::new());
 }
+
+/// Several frontends behind nginx (srtctl's `enable_multiple_frontends`): nginx on the
+/// head node's public port, a frontend on each other node, each listing every worker.
+/// An args change rolls the workers under load through nginx with no failed request,
+/// and neither nginx nor any frontend restarts.
+#[test]
+fn several_frontends_behind_nginx_list_every_worker_and_keep_serving_a_roll() {
+    let _serial = serial();
+    let Some(env) = env() else { return };
+    let name = "dyn-nginx";
+    let recipe = |len: u32| {
+        format!(
+            "schema: 2
+name: {name}
+model:
+  path: {model}
+  served_name: tiny
+resources:
+  gpus_per_node: 1
+frontend:
+  type: dynamo
+  enable_multiple_frontends: true
+roles:
+  agg:
+    nodes: 3
+    workers: 3
+    args:
+      max-model-len: {len}
+health_check:
+  timeout_seconds: 90
+",
+            model = model()
+        )
+    };
+    let out = env.apply(&env.recipe("dynamo.yaml", &recipe(2048)));
+    assert!(out.contains("nginx: started"), "{out}");
+    let state = env.state(name);
+    let frontends: Vec<String> = (0..2)
+        .map(|i| {
+            let r = &state["resources"][format!("frontend[{i}]")];
+            format!("http://127.0.0.1:{}", r["ports"]["frontend_internal"])
+        })
+        .collect();
+    for url in &frontends {
+        let listed = env.get(&format!("{url}/health"));
+        let mine = listed["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["endpoint"] == "generate" && i["namespace"] == name)
+            .count();
+        assert_eq!(mine, 3, "{url}: {listed}");
+    }
+    assert_eq!(env.completion(PUBLIC)["object"], "text_completion");
+    let pids = ["nginx", "frontend[0]", "frontend[1]"].map(|a| env.pid(name, a));
+    let out = apply_under_load(&env, "args change through nginx", &recipe(1024), 8);
+    assert!(out.contains("3 replaced"), "{out}");
+    assert_eq!(
+        ["nginx", "frontend[0]", "frontend[1]"].map(|a| env.pid(name, a)),
+        pids,
+        "nginx or a frontend restarted"
+    );
+    env.destroy(name);
+    assert_eq!(env.processes(name), Vec::<u32>::new());
+}
