@@ -526,6 +526,12 @@ const CASES: &[Case] = &[
         "endpoint",
         "dyn://<deployment>",
     ),
+    case(
+        "engine-unknown-key.yaml",
+        "srt::recipe::unknown_key",
+        "conector",
+        "did you mean `connector`?",
+    ),
 ];
 
 fn dir() -> PathBuf {

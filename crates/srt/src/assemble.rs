@@ -161,6 +161,7 @@ fn check(
     let (Some(engine), Some(frontend)) = (engine, frontend) else {
         return Err(problems);
     };
+    check_engine_keys(recipe, engine, &mut problems);
     engine.validate(recipe, &mut problems);
     own.check(&mut problems);
     check_sections(recipe, frontend, &mut problems);
@@ -318,6 +319,55 @@ fn lookup_engine(recipe: &Recipe, problems: &mut Vec<Problem>) -> Option<&'stati
         ));
     }
     found
+}
+
+/// Every `engine:` key is one the recipe's engine declares; one another engine declares
+/// says whose it is.
+fn check_engine_keys(recipe: &Recipe, engine: &dyn Engine, problems: &mut Vec<Problem>) {
+    let declared: Vec<&str> = engine.keys().iter().map(|k| k.name).collect();
+    for arg in &recipe.engine.keys.entries {
+        if declared.contains(&arg.key.as_str()) {
+            continue;
+        }
+        let owner = engine::ENGINES
+            .iter()
+            .find(|e| e.keys().iter().any(|k| k.name == arg.key));
+        let problem = match owner {
+            Some(other) => Problem::new(
+                "srt::recipe::engine_key",
+                arg.key_span,
+                format!(
+                    "`engine.{}` is a key of the `{}` engine, and this recipe's engine is `{}`",
+                    arg.key,
+                    other.name(),
+                    engine.name()
+                ),
+            )
+            .label("another engine's key")
+            .help(format!(
+                "remove it (the `{}` engine reads: type, {})",
+                engine.name(),
+                declared.join(", ")
+            )),
+            None => {
+                let p = Problem::new(
+                    "srt::recipe::unknown_key",
+                    arg.key_span,
+                    format!("unknown key `engine.{}`", arg.key),
+                )
+                .label("unknown key");
+                let names = std::iter::once("type").chain(declared.iter().copied());
+                match did_you_mean(&arg.key, names.clone()) {
+                    Some(s) => p.help(format!("did you mean `{s}`?")),
+                    None => p.help(format!(
+                        "expected one of: {}",
+                        names.collect::<Vec<_>>().join(", ")
+                    )),
+                }
+            }
+        };
+        problems.push(problem);
+    }
 }
 
 /// Each owned section of the recipe belongs to its frontend, and holds only the keys

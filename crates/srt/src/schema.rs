@@ -52,6 +52,14 @@ pub fn json_schema() -> Value {
             "benchmark": object(keys::BENCHMARK, &["type"]),
         }),
     );
+    // `engine:` as a mapping: its type and every engine's keys, each saying whose.
+    for e in crate::engine::ENGINES {
+        for key in e.keys() {
+            let mut v: Value = serde_json::from_str(key.schema).expect("key schema is JSON");
+            v["description"] = format!("`{}` engine: {}", e.name(), key.doc).into();
+            root["$defs"]["engine"]["properties"][key.name] = v;
+        }
+    }
     for f in crate::frontend::FRONTENDS {
         if let Some(section) = f.section() {
             root["$defs"][section.name] = object(section.keys, &[]);

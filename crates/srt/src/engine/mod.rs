@@ -33,6 +33,10 @@ pub trait Engine: Sync {
     /// The flag catalog of `version` of the engine's program (`None`: the release srt
     /// ships), or the versions srt has catalogs for.
     fn catalog(&self, version: Option<&str>) -> Result<&'static Catalog, Vec<&'static str>>;
+    /// Its `engine:` keys besides `type` (their schema fragments hold their defaults):
+    /// the schema and the unknown-key check come from them; the engine checks their
+    /// values in [`Engine::validate`].
+    fn keys(&self) -> &'static [crate::recipe::keys::Key];
     /// The names of the KV connectors a recipe may choose (`engine.connector`).
     fn connector_names(&self) -> &'static [&'static str];
     /// The connector `role` runs (its own override, else the engine-wide one).

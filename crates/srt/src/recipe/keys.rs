@@ -233,39 +233,13 @@ pub(crate) const RESOURCES: &[Key] = &[
     ),
 ];
 
-/// `engine:` as a mapping.
-pub(crate) const ENGINE: &[Key] = &[
-    k(
-        "type",
-        r#"{"type": "string", "default": "vllm"}"#,
-        "Engine type.",
-    ),
-    k(
-        "connector",
-        r#"{"type": ["string", "null"], "default": "nixl"}"#,
-        "KV connector of every role (`none` or null: no KV transfer).",
-    ),
-    k(
-        "dp_launch_mode",
-        r#"{"enum": ["per_node", "per_gpu"], "default": "per_node"}"#,
-        "How data parallelism is launched (`per_gpu` is refused).",
-    ),
-    k(
-        "serve_binary",
-        r#"{"type": "string"}"#,
-        "Program run as `<binary> serve` (default: the engine's own, `vllm`).",
-    ),
-    k(
-        "vllm_serve_binary",
-        r#"{"type": "string"}"#,
-        "srtctl's name for `serve_binary`.",
-    ),
-    k(
-        "version",
-        r#"{"type": "string", "default": "0.32.0"}"#,
-        "The engine release whose flags `args` are checked against (one srt has a catalog for).",
-    ),
-];
+/// `engine:` as a mapping: its type; every other key is the engine's
+/// (`crate::engine::Engine::keys`).
+pub(crate) const ENGINE: &[Key] = &[k(
+    "type",
+    r#"{"type": "string", "default": "vllm"}"#,
+    "Engine type.",
+)];
 
 /// `roles:`.
 pub(crate) const ROLES: &[Key] = &[

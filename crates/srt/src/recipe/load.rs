@@ -1496,30 +1496,27 @@ impl Loader<'_> {
     }
 
     fn engine(&mut self, node: Option<&Node>, doc: SourceSpan) -> Option<Engine> {
-        let default_span = node
+        let span = node
             .map(|n| n.span)
             .unwrap_or(SourceSpan::new(doc.offset().into(), 0));
         let mut engine = Engine {
-            kind: Sp::new(keys::default(keys::ENGINE, "type"), default_span),
-            connector: Sp::new(keys::default(keys::ENGINE, "connector"), default_span),
-            dp_launch_mode: Sp::new(DpLaunchMode::PerNode, default_span),
-            serve_binary: None,
-            version: None,
+            kind: Sp::new(keys::default(keys::ENGINE, "type"), span),
+            span,
+            keys: Section {
+                key_span: span,
+                entries: Vec::new(),
+            },
         };
         let Some(node) = node else {
             return Some(engine);
         };
         match &node.value {
             Value::Str(s) => engine.kind = Sp::new(s.clone(), node.span),
-            Value::Map(_) => {
-                let f = self.fields(
-                    node,
-                    "engine",
-                    &keys::names(keys::ENGINE),
-                    SRTCTL_ONLY_ENGINE,
-                )?;
-                match f.get("type") {
-                    Some(t) => engine.kind = Sp::new(self.string(t, "engine.type")?, t.span),
+            Value::Map(entries) => {
+                match entries.iter().find(|(k, _)| k.name == "type") {
+                    Some((_, t)) => {
+                        engine.kind = Sp::new(self.string(t, "engine.type")?, t.span);
+                    }
                     None => self.problem(
                         Problem::new(
                             "srt::recipe::missing_key",
@@ -1530,40 +1527,7 @@ impl Loader<'_> {
                         .help("add `type: vllm`"),
                     ),
                 }
-                if let Some(c) = f.get("connector") {
-                    let name = match &c.value {
-                        Value::Null => "none".to_string(),
-                        _ => self.string(c, "engine.connector")?,
-                    };
-                    engine.connector = Sp::new(name, c.span);
-                }
-                if let Some(m) = f.get("dp_launch_mode") {
-                    let mode = match self.string(m, "engine.dp_launch_mode")?.as_str() {
-                        "per_node" => DpLaunchMode::PerNode,
-                        "per_gpu" => DpLaunchMode::PerGpu,
-                        other => {
-                            self.problem(
-                                Problem::new(
-                                    "srt::recipe::value",
-                                    m.span,
-                                    format!("unknown `engine.dp_launch_mode` `{other}`"),
-                                )
-                                .label("unknown mode")
-                                .help("expected `per_node` or `per_gpu`"),
-                            );
-                            DpLaunchMode::PerNode
-                        }
-                    };
-                    engine.dp_launch_mode = Sp::new(mode, m.span);
-                }
-                for key in ["serve_binary", "vllm_serve_binary"] {
-                    if let Some(b) = self.opt_string(&f, key) {
-                        engine.serve_binary = Some(b);
-                    }
-                }
-                if let Some(v) = f.get("version") {
-                    engine.version = Some(Sp::new(self.string(v, "engine.version")?, v.span));
-                }
+                engine.keys.entries = self.engine_keys(entries);
             }
             _ => {
                 self.type_error(node, "engine", "an engine name or a mapping");
@@ -1571,6 +1535,42 @@ impl Loader<'_> {
             }
         }
         Some(engine)
+    }
+
+    /// The engine mapping's keys besides `type`, as written (the engine checks them),
+    /// but srtctl's that srt refuses.
+    fn engine_keys(&mut self, entries: &[(Key, Node)]) -> Vec<Arg> {
+        let mut out = Vec::new();
+        for (k, v) in entries.iter().filter(|(k, _)| k.name != "type") {
+            if SRTCTL_ONLY_ENGINE.contains(&k.name.as_str()) {
+                self.problem(
+                    Problem::new(
+                        "srt::recipe::unsupported_key",
+                        k.span,
+                        format!(
+                            "`engine.{}` is an srtctl key that srt does not support",
+                            k.name
+                        ),
+                    )
+                    .label("not supported")
+                    .help(
+                        "remove it; srt refuses keys it would otherwise ignore \
+                         (see docs/recipe-reference.md for what srt reads)",
+                    ),
+                );
+                continue;
+            }
+            let Some(value) = self.arg_value(v, &format!("engine.{}", k.name)) else {
+                continue;
+            };
+            out.push(Arg {
+                key: k.name.clone(),
+                key_span: k.span,
+                value,
+                value_span: v.span,
+            });
+        }
+        out
     }
 
     fn roles(&mut self, node: &Node, key_span: SourceSpan) -> Vec<Role> {

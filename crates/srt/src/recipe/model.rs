@@ -152,29 +152,17 @@ pub struct Resources {
     pub gpu_type: Option<String>,
 }
 
-/// How vLLM data parallelism is launched.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DpLaunchMode {
-    /// One hybrid-LB API server per node (upstream default).
-    PerNode,
-    /// One process per DP rank (deprecated; refused with vllm-router).
-    PerGpu,
-}
-
-/// `engine:` (`vllm` or a mapping).
+/// `engine:` (a name, or a mapping with `type`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Engine {
-    /// Engine type; only `vllm` exists.
+    /// Engine type.
     pub kind: Sp<String>,
-    /// Engine-wide KV connector name (default `nixl`).
-    pub connector: Sp<String>,
-    /// DP launch mode (default `per_node`).
-    pub dp_launch_mode: Sp<DpLaunchMode>,
-    /// The program run as `<binary> serve`, when not the engine's own (`vllm`).
-    pub serve_binary: Option<String>,
-    /// `engine.version`: the release whose flag catalog checks `args` (default: the
-    /// newest catalog srt ships).
-    pub version: Option<Sp<String>>,
+    /// The `engine` value (or the document's start when there is none): where a default
+    /// of the engine's keys points.
+    pub span: SourceSpan,
+    /// The mapping's other keys, as written: the engine declares, checks and reads them
+    /// (`crate::engine::Engine::keys`).
+    pub keys: Section,
 }
 
 /// The three role kinds, in allocation order.

@@ -170,7 +170,8 @@ pub(super) fn lookup(name: &str) -> Option<&'static Connector> {
 
 /// The one resolver for a role's connector: `roles.<r>.args.connector`, else `engine.connector`.
 pub(super) fn for_role(recipe: &Recipe, role: &Role) -> Result<&'static Connector, Problem> {
-    let chosen: &Sp<String> = role.connector.as_ref().unwrap_or(&recipe.engine.connector);
+    let engine_wide = super::keys::connector(recipe);
+    let chosen: &Sp<String> = role.connector.as_ref().unwrap_or(&engine_wide);
     lookup(&chosen.value).ok_or_else(|| {
         let names = CONNECTORS.iter().map(|c| c.name);
         let p = Problem::new(

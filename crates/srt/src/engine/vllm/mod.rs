@@ -3,6 +3,7 @@
 //! and the flag catalogs of the releases srt checks recipes against (`catalog/`).
 
 mod connector;
+mod keys;
 mod process;
 mod shape;
 mod validate;
@@ -176,11 +177,16 @@ impl Engine for Vllm {
             span: role
                 .connector
                 .as_ref()
-                .map_or(recipe.engine.connector.span, |s| s.span),
+                .map_or_else(|| keys::connector(recipe).span, |s| s.span),
         })
     }
 
+    fn keys(&self) -> &'static [crate::recipe::keys::Key] {
+        keys::KEYS
+    }
+
     fn validate(&self, recipe: &Recipe, problems: &mut Vec<Problem>) {
+        keys::check(recipe, problems);
         validate::recipe(self, recipe, problems);
     }
 
@@ -189,7 +195,7 @@ impl Engine for Vllm {
         recipe: &Recipe,
         feature: WorkerFeature,
     ) -> Result<Vec<(String, ArgValue)>, String> {
-        let version = recipe.engine.version.as_ref().map(|v| v.value.as_str());
+        let version = keys::version(recipe).map(|v| v.value);
         // An unknown release is refused on its own (`engine.version`); judge by the
         // default one meanwhile.
         let catalog = self

@@ -326,7 +326,7 @@ fn argv(
             argv.extend(["--model", &ctx.model().path.value]);
         }
         None => {
-            argv.push(recipe.engine.serve_binary.as_deref().unwrap_or("vllm"));
+            argv.push(super::keys::serve_binary(recipe).unwrap_or("vllm"));
             argv.push("serve");
             argv.push(&ctx.model().path.value);
         }
@@ -416,7 +416,7 @@ fn argv(
     }
     flags.sort_by(|a, b| a.0.cmp(&b.0));
     let catalog = engine
-        .catalog(recipe.engine.version.as_ref().map(|v| v.value.as_str()))
+        .catalog(super::keys::version(recipe).map(|v| v.value))
         .ok();
     ctx.render_flags(catalog, flags, &mut argv);
     Ok(argv)

@@ -3,13 +3,14 @@
 //! manages, and a raw `kv-transfer-config` next to a connector that writes one.
 
 use super::connector;
+use super::keys::{self, DpLaunchMode};
 use super::process::includes_kv;
 use super::shape::sizes;
 use super::Vllm;
 use crate::engine::Engine;
 use crate::input;
 use crate::recipe::diag::Problem;
-use crate::recipe::{limits, DpLaunchMode, Recipe};
+use crate::recipe::{limits, Recipe};
 
 /// Every rule, every role; all problems are collected.
 pub(super) fn recipe(engine: &Vllm, recipe: &Recipe, problems: &mut Vec<Problem>) {
@@ -155,7 +156,7 @@ fn side_channel_ranks(recipe: &Recipe, problems: &mut Vec<Problem>) {
 /// Data parallelism launched one process per rank (srtctl's deprecated `per_gpu`)
 /// gives registrations, not independently routable API servers: refused.
 fn per_gpu(recipe: &Recipe, problems: &mut Vec<Problem>) {
-    let mode = &recipe.engine.dp_launch_mode;
+    let mode = keys::dp_launch_mode(recipe);
     let uses_dp = recipe
         .roles
         .iter()
@@ -175,8 +176,8 @@ fn per_gpu(recipe: &Recipe, problems: &mut Vec<Problem>) {
 
 /// Every role's `args` against the catalog of the release the recipe names.
 fn args(engine: &Vllm, recipe: &Recipe, problems: &mut Vec<Problem>) {
-    let version = recipe.engine.version.as_ref();
-    let catalog = match engine.catalog(version.map(|v| v.value.as_str())) {
+    let version = keys::version(recipe);
+    let catalog = match engine.catalog(version.as_ref().map(|v| v.value)) {
         Ok(c) => c,
         Err(known) => {
             let v = version.expect("only a named version can be missing");

@@ -1,0 +1,138 @@
+//! vLLM's `engine:` keys: what they mean, their defaults (in their schema fragments, the
+//! one place they are written) and how they are read. The loader keeps the mapping as
+//! written ([`crate::recipe::Engine::keys`]); this module checks and reads it.
+
+use crate::recipe::diag::Problem;
+use crate::recipe::keys::{default, k, Key};
+use crate::recipe::{ArgValue, Recipe, Sp};
+
+/// vLLM's `engine:` keys besides `type`.
+pub(super) static KEYS: &[Key] = &[
+    k(
+        "connector",
+        r#"{"type": ["string", "null"], "default": "nixl"}"#,
+        "KV connector of every role (`none` or null: no KV transfer).",
+    ),
+    k(
+        "dp_launch_mode",
+        r#"{"enum": ["per_node", "per_gpu"], "default": "per_node"}"#,
+        "How data parallelism is launched (`per_gpu` is refused).",
+    ),
+    k(
+        "serve_binary",
+        r#"{"type": "string"}"#,
+        "Program run as `<binary> serve` (default: the engine's own, `vllm`).",
+    ),
+    k(
+        "vllm_serve_binary",
+        r#"{"type": "string"}"#,
+        "srtctl's name for `serve_binary`.",
+    ),
+    k(
+        "version",
+        r#"{"type": "string", "default": "0.32.0"}"#,
+        "The engine release whose flags `args` are checked against (one srt has a catalog for).",
+    ),
+];
+
+/// How vLLM data parallelism is launched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum DpLaunchMode {
+    /// One hybrid-LB API server per node (upstream default).
+    PerNode,
+    /// One process per DP rank (deprecated; refused).
+    PerGpu,
+}
+
+/// A written key's string value, if it is one.
+fn text<'r>(recipe: &'r Recipe, key: &str) -> Option<Sp<&'r str>> {
+    let arg = recipe.engine.keys.get(key)?;
+    match &arg.value {
+        ArgValue::Str(s) => Some(Sp::new(s.as_str(), arg.value_span)),
+        _ => None,
+    }
+}
+
+/// The engine-wide KV connector: `engine.connector` (`null` is `none`), else the default
+/// at the `engine` key.
+pub(super) fn connector(recipe: &Recipe) -> Sp<String> {
+    match recipe.engine.keys.get("connector") {
+        Some(arg) => match &arg.value {
+            ArgValue::Null => Sp::new("none".to_string(), arg.value_span),
+            other => Sp::new(other.render(), arg.value_span),
+        },
+        None => Sp::new(default(KEYS, "connector"), recipe.engine.span),
+    }
+}
+
+/// `engine.dp_launch_mode` (an unknown one reads as the default: [`check`] refuses it).
+pub(super) fn dp_launch_mode(recipe: &Recipe) -> Sp<DpLaunchMode> {
+    match text(recipe, "dp_launch_mode") {
+        Some(m) if m.value == "per_gpu" => Sp::new(DpLaunchMode::PerGpu, m.span),
+        Some(m) => Sp::new(DpLaunchMode::PerNode, m.span),
+        None => Sp::new(DpLaunchMode::PerNode, recipe.engine.span),
+    }
+}
+
+/// The program run as `<binary> serve`, when the recipe names one (srtctl's name last).
+pub(super) fn serve_binary(recipe: &Recipe) -> Option<&str> {
+    ["vllm_serve_binary", "serve_binary"]
+        .iter()
+        .find_map(|key| text(recipe, key))
+        .map(|b| b.value)
+}
+
+/// `engine.version`, when written.
+pub(super) fn version(recipe: &Recipe) -> Option<Sp<&str>> {
+    text(recipe, "version")
+}
+
+/// The values of vLLM's keys: each of its type, `dp_launch_mode` one of its modes.
+pub(super) fn check(recipe: &Recipe, problems: &mut Vec<Problem>) {
+    for arg in &recipe.engine.keys.entries {
+        let path = format!("engine.{}", arg.key);
+        let string = matches!(arg.value, ArgValue::Str(_));
+        let fits = match arg.key.as_str() {
+            "connector" => string || arg.value == ArgValue::Null,
+            "dp_launch_mode" | "serve_binary" | "vllm_serve_binary" | "version" => string,
+            _ => true,
+        };
+        if !fits {
+            problems.push(
+                Problem::new(
+                    "srt::recipe::type",
+                    arg.value_span,
+                    format!("`{path}` must be a string, found {}", kind(&arg.value)),
+                )
+                .label("expected a string"),
+            );
+            continue;
+        }
+        if let ("dp_launch_mode", ArgValue::Str(mode)) = (arg.key.as_str(), &arg.value) {
+            if mode != "per_node" && mode != "per_gpu" {
+                problems.push(
+                    Problem::new(
+                        "srt::recipe::value",
+                        arg.value_span,
+                        format!("unknown `engine.dp_launch_mode` `{mode}`"),
+                    )
+                    .label("unknown mode")
+                    .help("expected `per_node` or `per_gpu`"),
+                );
+            }
+        }
+    }
+}
+
+/// A short noun for a value, as the loader names YAML kinds.
+fn kind(value: &ArgValue) -> &'static str {
+    match value {
+        ArgValue::Null => "null",
+        ArgValue::Bool(_) => "a boolean",
+        ArgValue::Int(_) => "an integer",
+        ArgValue::Float(_) => "a number",
+        ArgValue::Str(_) => "a string",
+        ArgValue::List(_) => "a list",
+        ArgValue::Json(_) => "a mapping",
+    }
+}
