@@ -489,6 +489,9 @@ health_check:
         assert_eq!(mine, 3, "{url}: {listed}");
     }
     assert_eq!(env.completion(PUBLIC)["object"], "text_completion");
+    // A worker serves once every frontend lists it, not only the first.
+    let probe = &state["resources"]["worker.agg[0].node[0]"]["health"];
+    assert_eq!(probe["urls"].as_array().map(Vec::len), Some(2), "{probe}");
     let pids = ["nginx", "frontend[0]", "frontend[1]"].map(|a| env.pid(name, a));
     let out = apply_under_load(&env, "args change through nginx", &recipe(1024), 8);
     assert!(out.contains("3 replaced"), "{out}");

@@ -314,7 +314,7 @@ impl Frontend for Dynamo {
             etcd: etcd_url,
             nats: nats_url,
             planes,
-            frontend: entries[0].0.clone(),
+            frontends: entries.iter().map(|(url, _)| url.clone()).collect(),
         };
         Ok(Infrastructure {
             processes,

@@ -50,8 +50,10 @@ pub(super) struct DynamoRuntime {
     pub nats: Option<String>,
     /// The request and event planes.
     pub planes: Planes,
-    /// The first frontend's base URL, whose `/health` lists registered workers.
-    pub frontend: String,
+    /// Every frontend's base URL: a worker serves once each one's `/health` lists it
+    /// (behind nginx, a rolled worker must be routable by every frontend before the
+    /// next one stops).
+    pub frontends: Vec<String>,
 }
 
 /// The component a role's workers register as: Dynamo's frontend sends prefill work to
@@ -143,13 +145,13 @@ impl WorkerRuntime for DynamoRuntime {
 }
 
 impl DynamoRuntime {
-    /// The frontend's `/health` lists an instance of `role` whose fields also match
+    /// Every frontend's `/health` lists an instance of `role` whose fields also match
     /// `own`.
     fn listed(&self, address: &str, role: RoleKind, own: Field) -> Probe {
         let mut fields = instance_fields(&self.namespace, role);
         fields.push(own);
         Probe::JsonItems {
-            urls: vec![self.frontend.clone()],
+            urls: self.frontends.clone(),
             path: "/health".into(),
             lists: vec![Listed {
                 name: format!("`{address}` registered"),
