@@ -7,6 +7,7 @@
 //! answers.
 
 use crate::launch::Probe;
+use futures::future::{FutureExt, LocalBoxFuture};
 use futures::StreamExt;
 use std::time::Duration;
 
@@ -43,6 +44,53 @@ async fn json_of(client: &reqwest::Client, url: &str) -> Result<serde_json::Valu
         .map_err(unanswered)
 }
 
+/// A JSON answer, shared by the probes that asked for it.
+type Answer = Result<std::sync::Arc<serde_json::Value>, Miss>;
+
+/// JSON answers fetched once for every probe of one pass over many processes (refresh,
+/// `srt status`): each worker's registration probe reads its frontend's `/health`, which
+/// lists every worker, so without it a pass over n workers would fetch and parse n
+/// answers of n instances each. The first probe asking for a URL fetches it; the others
+/// wait for that answer.
+#[derive(Default)]
+pub struct Answers {
+    by_url: std::sync::Mutex<
+        std::collections::HashMap<String, futures::future::Shared<LocalBoxFuture<'static, Answer>>>,
+    >,
+}
+
+impl Answers {
+    /// The JSON answer of `GET url`, fetched by the first caller.
+    async fn get(&self, client: &reqwest::Client, url: &str) -> Answer {
+        let shared = {
+            let mut by_url = self
+                .by_url
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            by_url
+                .entry(url.to_string())
+                .or_insert_with(|| {
+                    let (client, url) = (client.clone(), url.to_string());
+                    let fetch: LocalBoxFuture<'static, Answer> =
+                        Box::pin(
+                            async move { json_of(&client, &url).await.map(std::sync::Arc::new) },
+                        );
+                    fetch.shared()
+                })
+                .clone()
+        };
+        shared.await
+    }
+}
+
+/// `GET url` as JSON, through `answers` when the probe is one of a pass.
+async fn answer(client: &reqwest::Client, url: &str, answers: Option<&Answers>) -> Answer {
+    match answers {
+        Some(answers) => answers.get(client, url).await,
+        None => json_of(client, url).await.map(std::sync::Arc::new),
+    }
+}
+
 /// The text of `GET url`: a 2xx answer's body, else why there is none (a process that
 /// answers with an error status has said nothing yet).
 async fn text_of(client: &reqwest::Client, url: &str) -> Result<String, Miss> {
@@ -65,14 +113,25 @@ pub fn once<'a>(
     client: &'a reqwest::Client,
     probe: &'a Probe,
     resolve: &'a dyn Fn(&str) -> String,
-) -> futures::future::LocalBoxFuture<'a, Result<String, Miss>> {
-    Box::pin(attempt(client, probe, resolve))
+) -> LocalBoxFuture<'a, Result<String, Miss>> {
+    once_in(client, probe, resolve, None)
+}
+
+/// [`once`], with the JSON answers of a pass shared through `answers`.
+pub fn once_in<'a>(
+    client: &'a reqwest::Client,
+    probe: &'a Probe,
+    resolve: &'a dyn Fn(&str) -> String,
+    answers: Option<&'a Answers>,
+) -> LocalBoxFuture<'a, Result<String, Miss>> {
+    Box::pin(attempt(client, probe, resolve, answers))
 }
 
 async fn attempt(
     client: &reqwest::Client,
     probe: &Probe,
     resolve: &dyn Fn(&str) -> String,
+    answers: Option<&Answers>,
 ) -> Result<String, Miss> {
     match probe {
         Probe::Learned {
@@ -89,14 +148,14 @@ async fn attempt(
                 )));
             };
             let then = then.with_learned(value);
-            once(client, &then, resolve)
+            once_in(client, &then, resolve, answers)
                 .await
                 .map(|ok| format!("{value}: {ok}"))
         }
         Probe::JsonCounts { urls, path, .. } | Probe::JsonItems { urls, path, .. } => {
             for url in urls {
                 let url = format!("{}{path}", resolve(url));
-                let body = json_of(client, &url).await?;
+                let body = answer(client, &url, answers).await?;
                 let short_of = shortfalls(probe, &body, resolve);
                 if !short_of.is_empty() {
                     return Err(Miss::Short(format!("{url}: {}", short_of.join(", "))));

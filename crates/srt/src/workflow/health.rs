@@ -120,7 +120,7 @@ pub enum Health {
 pub async fn look(
     probe: &crate::launch::Probe,
     resolve: &dyn Fn(&str) -> String,
-    client: &reqwest::Client,
+    (client, answers): (&reqwest::Client, &crate::probe::Answers),
     timeout: Duration,
 ) -> Health {
     if let crate::launch::Probe::Http { urls, path } = probe {
@@ -131,7 +131,8 @@ pub async fn look(
         }
         return Health::Healthy;
     }
-    match tokio::time::timeout(timeout, crate::probe::once(client, probe, resolve)).await {
+    let attempt = crate::probe::once_in(client, probe, resolve, Some(answers));
+    match tokio::time::timeout(timeout, attempt).await {
         Ok(Ok(_)) => Health::Healthy,
         Ok(Err(Miss::Short(_))) => Health::Unhealthy,
         Ok(Err(Miss::Unanswered(_))) | Err(_) => Health::Unknown,
@@ -143,11 +144,11 @@ pub async fn look(
 pub async fn failing(
     probe: &crate::launch::Probe,
     resolve: &dyn Fn(&str) -> String,
-    client: &reqwest::Client,
+    (client, answers): (&reqwest::Client, &crate::probe::Answers),
     grace: Duration,
 ) -> Option<String> {
     let crate::launch::Probe::Http { urls, path } = probe else {
-        return unlisted(probe, resolve, client, grace).await;
+        return unlisted(probe, resolve, (client, answers), grace).await;
     };
     for url in urls {
         let found = unhealthy(&format!("{}{path}", resolve(url)), grace).await;
@@ -162,16 +163,20 @@ pub async fn failing(
 /// is missing from it at every attempt within `grace` (every 0.5 s, each bounded by a
 /// second). Judged only while the frontend answers: one that does not (down, stopped,
 /// not answering JSON) makes the worker neither listed nor missing, it is what drifted.
+/// The first attempt reads the answers of the pass (`answers`: one fetch per frontend
+/// for every worker); a worker missing from them is asked again on its own.
 pub async fn unlisted(
     probe: &crate::launch::Probe,
     resolve: &dyn Fn(&str) -> String,
-    client: &reqwest::Client,
+    (client, answers): (&reqwest::Client, &crate::probe::Answers),
     grace: Duration,
 ) -> Option<String> {
     let start = Instant::now();
     let per_attempt = grace.min(Duration::from_secs(1));
+    let mut shared = Some(answers);
     loop {
-        let attempt = tokio::time::timeout(per_attempt, crate::probe::once(client, probe, resolve));
+        let once = crate::probe::once_in(client, probe, resolve, shared.take());
+        let attempt = tokio::time::timeout(per_attempt, once);
         let missing = match attempt.await {
             Ok(Err(Miss::Short(missing))) => missing,
             Ok(Ok(_) | Err(Miss::Unanswered(_))) | Err(_) => return None,
@@ -298,18 +303,29 @@ mod listed {
     use crate::exec::fake::FakeExecutor;
     use crate::launch::{Field, Listed};
     use crate::plan::Observation;
+    use crate::probe::Answers;
     use crate::state::{ResourceState, State, Status};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
     use tokio::net::TcpListener;
 
     /// A frontend whose `/health` lists one instance, at `127.0.0.1:7000` in namespace
     /// `d`: its base URL.
     async fn frontend() -> String {
+        counted_frontend().await.0
+    }
+
+    /// [`frontend`], and how many requests it has answered.
+    async fn counted_frontend() -> (String, Arc<AtomicUsize>) {
+        let served = Arc::new(AtomicUsize::new(0));
+        let counter = served.clone();
         const BODY: &str = r#"{"instances":[{"namespace":"d","transport":{"tcp":"127.0.0.1:7000/x/d/generate"}}]}"#;
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move {
             loop {
                 let (mut s, _) = listener.accept().await.unwrap();
+                let counter = counter.clone();
                 tokio::spawn(async move {
                     let mut request = Vec::new();
                     let mut buf = [0u8; 512];
@@ -322,10 +338,11 @@ mod listed {
                         BODY.len()
                     );
                     s.write_all(answer.as_bytes()).await.unwrap();
+                    counter.fetch_add(1, Ordering::SeqCst);
                 });
             }
         });
-        url
+        (url, served)
     }
 
     /// A base URL nothing listens on: a frontend that is down.
@@ -374,10 +391,13 @@ mod listed {
         let grace = Duration::from_millis(1200);
         let t = Instant::now();
         let listed = registered(&url, "w0", 7000);
-        assert_eq!(unlisted(&listed, &resolve, &http(), grace).await, None);
+        assert_eq!(
+            unlisted(&listed, &resolve, (&http(), &Answers::default()), grace).await,
+            None
+        );
         assert!(t.elapsed() < grace, "a listed worker is judged at once");
         let missing = registered(&url, "w1", 7001);
-        let said = unlisted(&missing, &resolve, &http(), grace).await;
+        let said = unlisted(&missing, &resolve, (&http(), &Answers::default()), grace).await;
         assert!(t.elapsed() >= grace, "judged only after the grace");
         assert_eq!(
             said.as_deref(),
@@ -387,10 +407,43 @@ mod listed {
             )
         );
         // `failing` sends it there; status sees the same.
-        assert_eq!(failing(&missing, &resolve, &http(), grace).await, said);
-        let look = |p| async move { super::look(&p, &resolve, &http(), grace).await };
+        assert_eq!(
+            failing(&missing, &resolve, (&http(), &Answers::default()), grace).await,
+            said
+        );
+        let look = |p| async move {
+            super::look(&p, &resolve, (&http(), &Answers::default()), grace).await
+        };
         assert_eq!(look(listed).await, Health::Healthy);
         assert_eq!(look(missing).await, Health::Unhealthy);
+    }
+
+    /// One pass over many workers asks their frontend once: its answer lists them all.
+    #[tokio::test]
+    async fn one_pass_reads_a_frontends_answer_once_for_every_worker() {
+        let (url, served) = counted_frontend().await;
+        let (answers, client) = (Answers::default(), http());
+        let probes: Vec<_> = (0..50).map(|_| registered(&url, "w0", 7000)).collect();
+        let looks = probes
+            .iter()
+            .map(|p| unlisted(p, &resolve, (&client, &answers), Duration::from_secs(1)));
+        let found = futures::future::join_all(looks).await;
+        assert!(found.iter().all(Option::is_none), "{found:?}");
+        assert_eq!(served.load(Ordering::SeqCst), 1);
+        // Without the pass's answers each probe asks on its own.
+        for p in &probes[..3] {
+            assert_eq!(
+                unlisted(
+                    p,
+                    &resolve,
+                    (&http(), &Answers::default()),
+                    Duration::from_secs(1)
+                )
+                .await,
+                None
+            );
+        }
+        assert_eq!(served.load(Ordering::SeqCst), 4);
     }
 
     #[tokio::test]
@@ -399,11 +452,23 @@ mod listed {
         let probe = registered(&url, "w0", 7000);
         let t = Instant::now();
         assert_eq!(
-            unlisted(&probe, &resolve, &http(), Duration::from_secs(5)).await,
+            unlisted(
+                &probe,
+                &resolve,
+                (&http(), &Answers::default()),
+                Duration::from_secs(5)
+            )
+            .await,
             None
         );
         assert!(t.elapsed() < Duration::from_secs(5), "not waited out");
-        let look = super::look(&probe, &resolve, &http(), Duration::from_secs(1)).await;
+        let look = super::look(
+            &probe,
+            &resolve,
+            (&http(), &Answers::default()),
+            Duration::from_secs(1),
+        )
+        .await;
         assert_eq!(look, Health::Unknown);
     }
 

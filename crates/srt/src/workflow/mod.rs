@@ -812,9 +812,10 @@ pub async fn refresh_async(
     };
     let grace = unhealthy_grace.unwrap_or_default();
     let resolve = |s: &str| bindings.resolve(s);
-    let (http, resolve) = (&http, &resolve);
+    let answers = crate::probe::Answers::default();
+    let (http, resolve, answers) = (&http, &resolve, &answers);
     let checks = probes.iter().map(|(a, probe)| async move {
-        let found = health::failing(probe, resolve, http, grace).await;
+        let found = health::failing(probe, resolve, (http, answers), grace).await;
         ((*a).clone(), found)
     });
     // Bounded: one connection per worker at once would take one file descriptor and one

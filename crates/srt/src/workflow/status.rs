@@ -158,12 +158,11 @@ async fn look_all(probes: &[(usize, Cow<'_, Probe>)], bindings: &Bindings) -> Ve
         .build()
         .expect("http client");
     let resolve = |s: &str| bindings.resolve(s);
-    let (client, resolve) = (&client, &resolve);
+    let answers = crate::probe::Answers::default();
+    let (client, resolve, answers) = (&client, &resolve, &answers);
     let checks = probes.iter().map(|(i, probe)| async move {
-        (
-            *i,
-            super::health::look(probe, resolve, client, LOOK_TIMEOUT).await,
-        )
+        let health = super::health::look(probe, resolve, (client, answers), LOOK_TIMEOUT);
+        (*i, health.await)
     });
     futures::stream::iter(checks)
         .buffer_unordered(super::PROBES_IN_FLIGHT)
