@@ -236,21 +236,34 @@ fn sigkill_of_apply_mid_roll_then_apply_converges_and_destroy_leaves_nothing() {
 /// it (and what registered in it), apply heals it and the deployment serves again.
 #[test]
 fn a_killed_etcd_is_drift_and_apply_heals_it() {
+    killed_infrastructure_is_drift_and_apply_heals_it("dyn-etcd", "etcd");
+}
+
+/// The same for nats-server under the NATS request plane.
+#[test]
+fn a_killed_nats_server_is_drift_and_apply_heals_it() {
+    killed_infrastructure_is_drift_and_apply_heals_it("dyn-nats", "nats");
+}
+
+fn killed_infrastructure_is_drift_and_apply_heals_it(name: &str, killed: &str) {
     let _serial = serial();
     let Some(env) = env() else { return };
-    let name = "dyn-etcd";
-    let recipe = env.recipe("dynamo.yaml", &agg(name, 2, 2048));
+    let text = agg(name, 2, 2048).replace("roles:\n", "dynamo:\n  request_plane: nats\nroles:\n");
+    let recipe = env.recipe("dynamo.yaml", &text);
     env.apply(&recipe);
-    let etcd = env.pid(name, "etcd");
-    e2e_support::sigkill(etcd).unwrap();
-    e2e_support::wait_for("etcd to exit", || {
-        e2e_support::stat(etcd).is_none_or(|(state, _, _)| state == 'Z')
+    let pid = env.pid(name, killed);
+    e2e_support::sigkill(pid).unwrap();
+    e2e_support::wait_for("it to exit", || {
+        e2e_support::stat(pid).is_none_or(|(state, _, _)| state == 'Z')
     });
     let plan = env.ok(&["plan", "-f", &recipe, "--simulate"]);
-    assert!(plan.contains("etcd will be replaced"), "{plan}");
+    assert!(
+        plan.contains(&format!("{killed} will be replaced")),
+        "{plan}"
+    );
     let out = env.apply(&recipe);
     assert!(out.contains("Apply complete"), "{out}");
-    assert_ne!(env.pid(name, "etcd"), etcd);
+    assert_ne!(env.pid(name, killed), pid);
     assert_eq!(env.completion(PUBLIC)["object"], "text_completion");
     let again = env.apply(&recipe);
     assert!(again.contains("nothing to change"), "{again}");
