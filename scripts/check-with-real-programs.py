@@ -3,16 +3,18 @@
 running the program.
 
 Usage: <venv>/bin/python scripts/check-with-real-programs.py PROGRAM < argv.json
-       PROGRAM: vllm | vllm-router | sglang-router
+       PROGRAM: vllm | vllm-router | sglang-router | smg
 
 stdin: a JSON list of strings, the words after the command prefix, or a JSON
 list of such lists (one parser start for many commands; one verdict line each):
   vllm           the words after `vllm serve` (model first, as srt renders it)
   vllm-router    the words after `vllm-router`
   sglang-router  the words after `sglang-router launch`
+  smg            the words after `smg launch`
 
 Run it with the interpreter of the venv that holds PROGRAM
-(.tools/vllm-venv, .tools/router-venv, .tools/sglang-router-venv). It parses
+(.tools/vllm-venv, .tools/router-venv, .tools/sglang-router-venv,
+.tools/smg-venv). It parses
 the words as the program does (real_parsers.py), then runs the checks the
 program runs right after parsing:
   vllm           ServeSubcommand.validate(args) (validate_parsed_serve_args)

@@ -3,7 +3,7 @@
 as a JSON catalog on stdout; spot checks go to stderr.
 
 Usage: <venv>/bin/python scripts/flag-catalog.py PROGRAM
-       PROGRAM: vllm | vllm-router | sglang-router
+       PROGRAM: vllm | vllm-router | sglang-router | smg
                 | dynamo-frontend | dynamo-mocker | dynamo-vllm
 
 Run it with the interpreter of the venv that holds PROGRAM;

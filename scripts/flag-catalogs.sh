@@ -6,7 +6,7 @@
 #
 # Usage: scripts/flag-catalogs.sh [--check] [PROGRAM...]
 #
-#   PROGRAM is vllm, vllm-router, sglang-router, dynamo-frontend,
+#   PROGRAM is vllm, vllm-router, sglang-router, smg, dynamo-frontend,
 #   dynamo-mocker, dynamo-vllm, etcd or nats-server (default: all of them).
 #   Each runs with the interpreter of that program's venv under
 #   ${SRT_TOOLS_DIR:-<repo>/.tools}:
@@ -16,6 +16,8 @@
 #                    -> crates/srt/src/frontend/vllm_router/catalog/vllm-router-<version>.json
 #     sglang-router  sglang-router-venv  (scripts/install-sglang-router.sh)
 #                    -> crates/srt/src/frontend/sglang_router/catalog/sglang-router-<version>.json
+#     smg            smg-venv            (scripts/install-smg.sh)
+#                    -> crates/srt/src/frontend/smg/catalog/smg-<version>.json
 #     dynamo-frontend, dynamo-mocker, dynamo-vllm
 #                    dynamo-venv         (scripts/install-dynamo.sh)
 #                    -> crates/srt/src/frontend/dynamo/catalog/<program>-<version>.json
@@ -38,13 +40,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROOT="$(repo_root)"
 TOOLS="$(tools_dir)"
-ALL_PROGRAMS=(vllm vllm-router sglang-router dynamo-frontend dynamo-mocker dynamo-vllm etcd nats-server)
+ALL_PROGRAMS=(vllm vllm-router sglang-router smg dynamo-frontend dynamo-mocker dynamo-vllm etcd nats-server)
 
 venv_of() {
     case "$1" in
     vllm) printf '%s\n' "$TOOLS/vllm-venv" ;;
     vllm-router) printf '%s\n' "$TOOLS/router-venv" ;;
     sglang-router) printf '%s\n' "$TOOLS/sglang-router-venv" ;;
+    smg) printf '%s\n' "$TOOLS/smg-venv" ;;
     dynamo-frontend | dynamo-mocker | dynamo-vllm) printf '%s\n' "$TOOLS/dynamo-venv" ;;
     *) die "unknown program '$1' (want: ${ALL_PROGRAMS[*]})" ;;
     esac
@@ -55,6 +58,7 @@ out_dir_of() {
     vllm) printf '%s\n' "$ROOT/crates/srt/src/engine/vllm/catalog" ;;
     vllm-router) printf '%s\n' "$ROOT/crates/srt/src/frontend/vllm_router/catalog" ;;
     sglang-router) printf '%s\n' "$ROOT/crates/srt/src/frontend/sglang_router/catalog" ;;
+    smg) printf '%s\n' "$ROOT/crates/srt/src/frontend/smg/catalog" ;;
     dynamo-* | etcd | nats-server) printf '%s\n' "$ROOT/crates/srt/src/frontend/dynamo/catalog" ;;
     esac
 }

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs what the project's tests need on a fresh Debian bookworm machine.
 #
-# Usage: scripts/install-deps.sh [all | router | nginx | etcd | nats | insta | slurm | dynamo | vllm]...
+# Usage: scripts/install-deps.sh [all | router | smg | nginx | etcd | nats | insta | slurm | dynamo | vllm]...
 #
 #   router  vllm-router (pinned) in <tools>/router-venv, via install-router.sh,
 #           and sglang-router (pinned) in <tools>/sglang-router-venv, via
 #           install-sglang-router.sh
+#   smg     the Shepherd Model Gateway (PyPI smg, pinned) in <tools>/smg-venv,
+#           via install-smg.sh (a 154 MB venv, ~10 s cold)
 #   nginx   Debian's nginx (the project can put nginx in front of several
 #           Routers); installed only, never started here
 #   etcd    Debian's etcd-server (bookworm: 3.4.23, v3 API), the discovery
@@ -37,6 +39,10 @@ CARGO_INSTA_VERSION="${SRT_CARGO_INSTA_VERSION:-1.49.0}"
 install_router() {
     bash "$(dirname "${BASH_SOURCE[0]}")/install-router.sh" >/dev/null
     bash "$(dirname "${BASH_SOURCE[0]}")/install-sglang-router.sh" >/dev/null
+}
+
+install_smg() {
+    bash "$(dirname "${BASH_SOURCE[0]}")/install-smg.sh" >/dev/null
 }
 
 install_dynamo() {
@@ -101,6 +107,7 @@ main() {
         case "$part" in
         all)
             install_router
+            install_smg
             install_nginx
             install_etcd
             install_nats
@@ -108,6 +115,7 @@ main() {
             install_slurm
             ;;
         router) install_router ;;
+        smg) install_smg ;;
         nginx) install_nginx ;;
         etcd) install_etcd ;;
         nats | nats-server) install_nats ;;
@@ -119,7 +127,7 @@ main() {
             sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
             return 0
             ;;
-        *) die "unknown part '$part' (want: all router nginx etcd nats insta slurm dynamo vllm)" ;;
+        *) die "unknown part '$part' (want: all router smg nginx etcd nats insta slurm dynamo vllm)" ;;
         esac
         log "$part done ($(elapsed_since "$start") s)"
     done

