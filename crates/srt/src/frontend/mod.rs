@@ -8,6 +8,7 @@
 //! engine put on them.
 
 mod dynamo;
+mod gateway;
 pub(crate) mod nginx;
 mod sglang_router;
 mod smg;

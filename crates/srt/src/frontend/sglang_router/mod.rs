@@ -14,16 +14,12 @@
 
 mod admin;
 
-use super::{nginx, Frontend, FrontendParts, Layout};
+use super::{Frontend, FrontendParts, Layout};
 use crate::catalog::Catalog;
 use crate::launch::ConnectorChoice;
-use crate::launch::{
-    membership_address, Argv, BuildContext, Component, Count, Gate, LaunchProcess, Member,
-    Membership, MembershipMode, Probe, ProcessKind,
-};
+use crate::launch::{BuildContext, Component, LaunchProcess};
 use crate::recipe::diag::Problem;
 use crate::recipe::{ArgValue, Recipe, RoleKind};
-use std::collections::BTreeMap;
 
 /// The SGLang Model Gateway frontend.
 pub(super) struct SglangRouter;
@@ -76,6 +72,16 @@ fn catalog() -> &'static Catalog {
         Catalog::parse(include_str!("catalog/sglang-router-0.3.2.json"))
             .expect("the shipped catalog parses")
     })
+}
+
+/// What the shared gateway build needs of this one.
+fn gateway() -> super::gateway::Gateway {
+    super::gateway::Gateway {
+        default_binary: SglangRouter.default_binary(),
+        catalog: catalog(),
+        defaulted: DEFAULTED,
+        check: check_policy,
+    }
 }
 
 impl Frontend for SglangRouter {
@@ -134,104 +140,7 @@ impl Frontend for SglangRouter {
         workers: &[LaunchProcess],
         _: &[ConnectorChoice],
     ) -> Result<FrontendParts, Problem> {
-        let fe = &recipe.frontend;
-        let advertised: Vec<(&LaunchProcess, &String)> = workers
-            .iter()
-            .filter_map(|w| Some((w, w.worker.as_ref()?.advertised_url.as_ref()?)))
-            .collect();
-        if advertised.is_empty() {
-            return Err(Problem::new(
-                "srt::recipe::no_workers",
-                fe.span,
-                "no worker serves HTTP for the gateway to route to",
-            )
-            .label("this frontend"));
-        }
-        check_policy(recipe)?;
-        let user_flags = user_flags(recipe, ctx.health().timeout_secs);
-        let mut processes = Vec::new();
-        let mut gateway_urls = Vec::new();
-        let mut upstreams = Vec::new();
-        for (i, slot) in layout.routers.iter().enumerate() {
-            let address = format!("router[{i}]");
-            let (ports, port, metrics) = super::router_ports(ctx, fe, *slot, &address)?;
-            let binary = fe
-                .binary
-                .clone()
-                .unwrap_or_else(|| self.default_binary().to_string());
-            let mut argv = Argv::from([binary.as_str(), "launch"]);
-            argv.extend([
-                "--host",
-                "0.0.0.0",
-                "--port",
-                &port.to_string(),
-                "--prometheus-port",
-                &metrics.to_string(),
-                "--prometheus-host",
-                "0.0.0.0",
-            ]);
-            argv.extend(&user_flags);
-            let ip = ctx.node_ip(slot.node);
-            gateway_urls.push(format!("http://{ip}:{port}"));
-            upstreams.push(format!("{ip}:{port}"));
-            processes.push(LaunchProcess {
-                address,
-                kind: ProcessKind::Component(&super::ROUTER),
-                node: slot.node,
-                devices: Vec::new(),
-                ports,
-                env: fe.env.clone(),
-                env_unset: Vec::new(),
-                argv,
-                files: BTreeMap::new(),
-                // srt adds its workers as they become healthy: it depends on none.
-                depends_on: Vec::new(),
-                watches: Default::default(),
-                worker: None,
-                container_image: fe
-                    .container_image
-                    .clone()
-                    .or_else(|| ctx.model().container.clone()),
-            });
-        }
-        let addresses: Vec<String> = processes.iter().map(|p| p.address.clone()).collect();
-        let public_url = format!(
-            "http://{}:{}",
-            ctx.node_ip(layout.public_node()),
-            fe.port.value
-        );
-        if let Some(node) = layout.nginx_node {
-            processes.push(nginx::process(node, fe.port.value, &upstreams, &fe.nginx));
-        }
-        let members: std::sync::Arc<[Member]> = advertised
-            .iter()
-            .map(|(w, url)| Member {
-                worker: w.address.clone(),
-                url: (*url).clone(),
-            })
-            .collect();
-        let memberships: Vec<Membership> = addresses
-            .iter()
-            .zip(&gateway_urls)
-            .map(|(router, url)| Membership {
-                address: membership_address(router),
-                router: router.clone(),
-                admin_url: url.clone(),
-                mode: MembershipMode::Managed,
-                note: None,
-                members: members.clone(),
-            })
-            .collect();
-        let mut gate_deps = addresses;
-        gate_deps.extend(memberships.iter().map(|m| m.address.clone()));
-        let gates = gates(gateway_urls, gate_deps, &advertised);
-        Ok(FrontendParts {
-            memberships,
-            processes,
-            gates,
-            public_url,
-            warnings: Vec::new(),
-        })
+        super::gateway::build(&gateway(), ctx, recipe, layout, workers)
     }
 }
 
@@ -249,63 +158,4 @@ fn check_policy(recipe: &Recipe) -> Result<(), Problem> {
         .help("use `round_robin`, `random` or `cache_aware`")),
         _ => Ok(()),
     }
-}
-
-/// `frontend.args` with srt's defaults (the start-up budget from `health_check`, a
-/// one-second check interval), sorted and rendered as the gateway reads them.
-fn user_flags(recipe: &Recipe, timeout_secs: u64) -> Vec<String> {
-    let mut flags: Vec<(String, ArgValue)> = recipe
-        .frontend
-        .args
-        .0
-        .iter()
-        .map(|a| (a.key.clone(), a.value.clone()))
-        .collect();
-    for (key, default) in [
-        (DEFAULTED[0], timeout_secs.to_string()),
-        (DEFAULTED[1], "1".to_string()),
-    ] {
-        if !flags.iter().any(|(k, _)| k == key) {
-            flags.push((key.to_string(), ArgValue::Str(default)));
-        }
-    }
-    flags.sort_by(|a, b| a.0.cmp(&b.0));
-    crate::catalog::render(Some(catalog()), &flags)
-}
-
-/// Every gateway counts every worker healthy on `/readiness`; then every worker answers
-/// its own `/health`.
-fn gates(
-    gateway_urls: Vec<String>,
-    gateways: Vec<String>,
-    advertised: &[(&LaunchProcess, &String)],
-) -> Vec<Gate> {
-    let n = advertised.len() as u32;
-    let mut deps = vec!["gate.router".to_string()];
-    deps.extend(advertised.iter().map(|(w, _)| w.address.clone()));
-    vec![
-        Gate {
-            address: "gate.router".into(),
-            description: format!("every gateway counts {n} healthy workers on /readiness"),
-            probe: Probe::JsonCounts {
-                urls: gateway_urls,
-                path: "/readiness".into(),
-                counts: vec![Count {
-                    name: "healthy workers".into(),
-                    pointers: vec!["/healthy_workers".into()],
-                    at_least: n,
-                }],
-            },
-            depends_on: gateways,
-        },
-        Gate {
-            address: "gate.workers".into(),
-            description: "every worker listed to the gateway answers /health".into(),
-            probe: Probe::Http {
-                urls: advertised.iter().map(|(_, u)| (*u).clone()).collect(),
-                path: "/health".into(),
-            },
-            depends_on: deps,
-        },
-    ]
 }
