@@ -274,6 +274,30 @@ fn innermost(e: &reqwest::Error) -> String {
     s
 }
 
+/// `GET <router>/workers` as JSON, the listing call the SGLang-lineage gateways share:
+/// no answer is a transport error, an error status or a body that is not JSON an answer
+/// srt cannot use.
+async fn workers_json(
+    http: &reqwest::Client,
+    router: &str,
+) -> Result<serde_json::Value, AdminError> {
+    let r = http
+        .get(format!("{router}/workers"))
+        .send()
+        .await
+        .map_err(|e| AdminError::transport("GET /workers", router, &e))?;
+    let status = r.status();
+    let body = r
+        .text()
+        .await
+        .map_err(|e| AdminError::transport("GET /workers", router, &e))?;
+    if !status.is_success() {
+        return Err(format!("GET {router}/workers: {status} {}", body.trim()).into());
+    }
+    Ok(serde_json::from_str(&body)
+        .map_err(|e| format!("GET {router}/workers: {e}: {}", body.trim()))?)
+}
+
 impl From<String> for AdminError {
     fn from(message: String) -> AdminError {
         AdminError::Answer(message)

@@ -32,21 +32,7 @@ struct Entry {
 
 /// `GET /workers`, every entry whatever its status.
 async fn workers(http: &reqwest::Client, router: &str) -> Result<Vec<Entry>, AdminError> {
-    let r = http
-        .get(format!("{router}/workers"))
-        .send()
-        .await
-        .map_err(|e| AdminError::transport("GET /workers", router, &e))?;
-    let status = r.status();
-    let body = r
-        .text()
-        .await
-        .map_err(|e| AdminError::transport("GET /workers", router, &e))?;
-    if !status.is_success() {
-        return Err(format!("GET {router}/workers: {status} {}", body.trim()).into());
-    }
-    let v: serde_json::Value = serde_json::from_str(&body)
-        .map_err(|e| format!("GET {router}/workers: {e}: {}", body.trim()))?;
+    let v = super::super::workers_json(http, router).await?;
     Ok(v["workers"]
         .as_array()
         .into_iter()
