@@ -298,6 +298,42 @@ async fn workers_json(
         .map_err(|e| format!("GET {router}/workers: {e}: {}", body.trim()))?)
 }
 
+/// How long a gateway may take to settle an entry of its worker list.
+pub(super) const ENTRY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Poll `GET <router>/workers/<id>` every `poll` until `settled` says the answer
+/// (status, JSON) settles it, for at most [`ENTRY_TIMEOUT`]: the wait both
+/// SGLang-lineage gateways' admin APIs need, since they add and remove in the
+/// background. `what` names the operation in the timeout's message.
+async fn wait_for_entry<T>(
+    (http, router, id): (&reqwest::Client, &str, &str),
+    what: &str,
+    poll: std::time::Duration,
+    settled: impl Fn(u16, &serde_json::Value) -> Option<Result<T, String>>,
+) -> Result<T, AdminError> {
+    let start = std::time::Instant::now();
+    loop {
+        let r = http
+            .get(format!("{router}/workers/{id}"))
+            .send()
+            .await
+            .map_err(|e| AdminError::transport("GET /workers/<id>", router, &e))?;
+        let status = r.status().as_u16();
+        let v: serde_json::Value = r.json().await.unwrap_or_default();
+        if let Some(result) = settled(status, &v) {
+            return result.map_err(AdminError::Answer);
+        }
+        if start.elapsed() > ENTRY_TIMEOUT {
+            return Err(format!(
+                "{router} did not finish {what} within {}s: {v}",
+                ENTRY_TIMEOUT.as_secs()
+            )
+            .into());
+        }
+        tokio::time::sleep(poll).await;
+    }
+}
+
 impl From<String> for AdminError {
     fn from(message: String) -> AdminError {
         AdminError::Answer(message)

@@ -12,13 +12,11 @@
 use crate::frontend::{Admin, AdminError};
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The admin API of sglang-router.
 pub(super) struct SglangRouterAdmin;
 
-/// How long a background registration or removal may take.
-const JOB_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often a background job is polled.
 const JOB_POLL: Duration = Duration::from_millis(10);
 
@@ -41,7 +39,7 @@ async fn workers(
         .collect())
 }
 
-/// Poll `GET /workers/<id>` until `done` says the answer (status, JSON) settles it.
+/// Poll `GET /workers/<id>` until `done` says the answer settles it.
 async fn wait_job(
     http: &reqwest::Client,
     router: &str,
@@ -49,27 +47,7 @@ async fn wait_job(
     what: &str,
     done: impl Fn(u16, &serde_json::Value) -> Option<Result<(), String>>,
 ) -> Result<(), AdminError> {
-    let start = Instant::now();
-    loop {
-        let r = http
-            .get(format!("{router}/workers/{id}"))
-            .send()
-            .await
-            .map_err(|e| AdminError::transport("GET /workers/<id>", router, &e))?;
-        let status = r.status().as_u16();
-        let v: serde_json::Value = r.json().await.unwrap_or_default();
-        if let Some(result) = done(status, &v) {
-            return result.map_err(AdminError::Answer);
-        }
-        if start.elapsed() > JOB_TIMEOUT {
-            return Err(format!(
-                "{router} did not finish {what} within {}s: {v}",
-                JOB_TIMEOUT.as_secs()
-            )
-            .into());
-        }
-        tokio::time::sleep(JOB_POLL).await;
-    }
+    super::super::wait_for_entry((http, router, id), what, JOB_POLL, done).await
 }
 
 impl Admin for SglangRouterAdmin {

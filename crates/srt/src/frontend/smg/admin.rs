@@ -17,9 +17,6 @@ use std::time::{Duration, Instant};
 /// The admin API of smg.
 pub(super) struct SmgAdmin;
 
-/// How long a background registration or removal may take (a removal alone takes the
-/// gateway's 5 s drain settle).
-const JOB_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often a background job is polled.
 const JOB_POLL: Duration = Duration::from_millis(20);
 
@@ -63,27 +60,7 @@ async fn wait_entry(
     what: &str,
     want: impl Fn(u16, &serde_json::Value) -> Option<Result<Settled, String>>,
 ) -> Result<Settled, AdminError> {
-    let start = Instant::now();
-    loop {
-        let r = http
-            .get(format!("{router}/workers/{id}"))
-            .send()
-            .await
-            .map_err(|e| AdminError::transport("GET /workers/<id>", router, &e))?;
-        let status = r.status().as_u16();
-        let v: serde_json::Value = r.json().await.unwrap_or_default();
-        if let Some(result) = want(status, &v) {
-            return result.map_err(AdminError::Answer);
-        }
-        if start.elapsed() > JOB_TIMEOUT {
-            return Err(format!(
-                "{router} did not finish {what} within {}s: {v}",
-                JOB_TIMEOUT.as_secs()
-            )
-            .into());
-        }
-        tokio::time::sleep(JOB_POLL).await;
-    }
+    super::super::wait_for_entry((http, router, id), what, JOB_POLL, want).await
 }
 
 /// Wait until the entry `id` of `worker` routes, or is gone (a removal that was under
@@ -166,7 +143,7 @@ impl Admin for SmgAdmin {
                 let id = post(http, router, worker).await?;
                 match settle(http, router, &id, worker).await? {
                     Settled::Ready => return Ok(()),
-                    Settled::Gone if start.elapsed() < JOB_TIMEOUT => {}
+                    Settled::Gone if start.elapsed() < super::super::ENTRY_TIMEOUT => {}
                     Settled::Gone => {
                         return Err(format!("{router} kept dropping {worker}").into());
                     }
