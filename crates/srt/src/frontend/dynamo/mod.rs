@@ -469,15 +469,28 @@ fn etcd_process(
         "--initial-cluster",
         &cluster,
     ]);
+    let ports = [(&ETCD_CLIENT, client), (&ETCD_PEER, peer)];
+    infrastructure_process((ETCD_ADDRESS, &ETCD), node, &ports, argv)
+}
+
+/// A process of the frontend's infrastructure (etcd, nats-server): a component on the
+/// public node with its ports and command, no environment of the recipe's and no image
+/// (Debian's programs, on the host).
+fn infrastructure_process(
+    (address, component): (&str, &'static Component),
+    node: usize,
+    ports: &[(&crate::ports::PortKind, PortBlock)],
+    argv: Argv,
+) -> LaunchProcess {
     LaunchProcess {
-        address: ETCD_ADDRESS.into(),
-        kind: ProcessKind::Component(&ETCD),
+        address: address.into(),
+        kind: ProcessKind::Component(component),
         node,
         devices: Vec::new(),
-        ports: BTreeMap::from([
-            (ETCD_CLIENT.name.to_string(), client),
-            (ETCD_PEER.name.to_string(), peer),
-        ]),
+        ports: ports
+            .iter()
+            .map(|(kind, block)| (kind.name.to_string(), *block))
+            .collect(),
         env: BTreeMap::new(),
         env_unset: Vec::new(),
         argv,
@@ -505,24 +518,8 @@ fn nats_process(ip: &str, node: usize, port: PortBlock, monitor: PortBlock) -> L
         "--store_dir",
         &store,
     ]);
-    LaunchProcess {
-        address: NATS_ADDRESS.into(),
-        kind: ProcessKind::Component(&NATS),
-        node,
-        devices: Vec::new(),
-        ports: BTreeMap::from([
-            (NATS_CLIENT.name.to_string(), port),
-            (NATS_MONITOR.name.to_string(), monitor),
-        ]),
-        env: BTreeMap::new(),
-        env_unset: Vec::new(),
-        argv,
-        files: BTreeMap::new(),
-        depends_on: Vec::new(),
-        watches: Default::default(),
-        worker: None,
-        container_image: None,
-    }
+    let ports = [(&NATS_CLIENT, port), (&NATS_MONITOR, monitor)];
+    infrastructure_process((NATS_ADDRESS, &NATS), node, &ports, argv)
 }
 
 /// The recipe's `frontend.args`, sorted, as `dynamo.frontend` parses them.
