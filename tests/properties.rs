@@ -124,6 +124,9 @@ fn topology() -> impl Strategy<Value = Topology> {
         )
 }
 
+/// Flags the engine passes through untouched: they carry the generated values.
+const FREE_FORM_FLAGS: [&str; 3] = ["chat-template", "revision", "tokenizer"];
+
 fn yaml_role(name: &str, nodes: &str, r: &RoleShape, values: &[String]) -> String {
     let mut args = Vec::new();
     if r.dp > 1 {
@@ -137,10 +140,7 @@ fn yaml_role(name: &str, nodes: &str, r: &RoleShape, values: &[String]) -> Strin
         args.push(format!("tensor-parallel-size: {tp}"));
     }
     // Free-form values ride on flags the engine passes through untouched.
-    for (flag, v) in ["chat-template", "revision", "tokenizer"]
-        .iter()
-        .zip(values)
-    {
+    for (flag, v) in FREE_FORM_FLAGS.iter().zip(values) {
         args.push(format!("{flag}: {}", serde_json::to_string(v).unwrap()));
     }
     format!(
@@ -252,9 +252,12 @@ proptest! {
             let lines = srt::launch::render::command_lines(&p.argv).join(" ");
             prop_assert_eq!(shlex::split(&lines), Some(p.argv.to_vec()));
         }
-        // The values reach the argv whole, one token each.
-        for v in &t.values {
-            prop_assert!(plan.processes.iter().any(|p| p.argv.contains(v)), "{v:?}");
+        // The values reach the argv whole, one token each: a word of their own, or
+        // attached to their flag when they start with `-` (argparse would read a
+        // separate `-...` word as an option).
+        for (flag, v) in FREE_FORM_FLAGS.iter().zip(&t.values) {
+            let word = if v.starts_with('-') { format!("--{flag}={v}") } else { v.clone() };
+            prop_assert!(plan.processes.iter().any(|p| p.argv.contains(&word)), "{word:?}");
         }
     }
 
