@@ -176,7 +176,11 @@ fn json_format_3_fields() {
             k.retain(|k| *k != "note");
             assert_eq!(k, ["address", "router", "admin_url", "mode", "members"]);
             for member in m["members"].as_array().unwrap() {
-                assert_eq!(keys(member), ["worker", "url"]);
+                let mut want = vec!["worker", "url", "role"];
+                if !member["kv_connector"].is_null() {
+                    want.push("kv_connector");
+                }
+                assert_eq!(keys(member), want);
             }
             memberships += 1;
         }
@@ -215,6 +219,9 @@ fn json_format_3_fields() {
                         "local_dp",
                         "bootstrap_port",
                     ];
+                    if !p["worker"]["kv_connector"].is_null() {
+                        want.push("kv_connector");
+                    }
                     // A follower node says so; a worker under a frontend's runtime
                     // has its own health probe and what runs in its place under
                     // `--simulate`: both or neither.

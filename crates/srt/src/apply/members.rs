@@ -107,6 +107,18 @@ pub(super) fn record_members(
     };
 }
 
+/// The desired member `worker` of `membership`: what its Router is told of it.
+fn member<'m>(
+    membership: &'m crate::launch::Membership,
+    worker: &str,
+) -> Result<&'m crate::launch::Member, StepError> {
+    membership
+        .members
+        .iter()
+        .find(|m| m.worker == worker)
+        .ok_or_else(|| format!("`{worker}` is not a member of `{}`", membership.address).into())
+}
+
 impl Apply<'_> {
     fn router_api(&self, frontend: &str, admin_url: &str) -> Option<RouterApi> {
         let admin = crate::frontend::lookup(frontend)?.admin()?;
@@ -287,11 +299,23 @@ impl Apply<'_> {
             let Some(api) = self.router_api(&frontend, &admin_url) else {
                 continue;
             };
+            let Some(membership) = self
+                .launch
+                .memberships
+                .iter()
+                .find(|m| &m.address == address)
+            else {
+                continue;
+            };
             let url = self.exec.bindings().resolve(&w.url);
-            api.admin.add(&http, &api.url, &url).await.map_err(|e| {
-                let doing = format!("putting `{}` back into its Router", w.worker);
-                router_failure(&self.launch.deployment, &router, &doing, e)
-            })?;
+            let registration = member(membership, &w.worker)?.registration(&url);
+            api.admin
+                .add(&http, &api.url, registration)
+                .await
+                .map_err(|e| {
+                    let doing = format!("putting `{}` back into its Router", w.worker);
+                    router_failure(&self.launch.deployment, &router, &doing, e)
+                })?;
             rec.members(address, |now| {
                 if !now.iter().any(|(u, x)| u == &w.url && x == &w.worker) {
                     now.push((w.url.clone(), w.worker.clone()));
@@ -451,8 +475,10 @@ impl Apply<'_> {
                     .cloned()
                     .collect();
                 self.wait_healthy(std::slice::from_ref(url), &own).await?;
+                let resolved = resolve(url);
+                let registration = member(membership, worker)?.registration(&resolved);
                 api.admin
-                    .add(http, &api.url, &resolve(url))
+                    .add(http, &api.url, registration)
                     .await
                     .map_err(|e| failed(&format!("adding `{worker}` to its Router"), e))?;
                 rec.members(&r.address, |now| {

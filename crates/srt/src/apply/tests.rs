@@ -640,6 +640,7 @@ fn agg_workers(n: u32) -> Vec<LaunchProcess> {
                 advertised_url: None,
                 local_dp: 1,
                 bootstrap_port: None,
+                kv_connector: None,
                 health: None,
                 simulated: None,
                 headless: false,

@@ -34,11 +34,14 @@ pub(super) fn build(
     workers: &[LaunchProcess],
 ) -> Result<FrontendParts, Problem> {
     let fe = &recipe.frontend;
-    let advertised: Vec<(&LaunchProcess, &String)> = workers
+    let members: std::sync::Arc<[Member]> = workers
         .iter()
-        .filter_map(|w| Some((w, w.worker.as_ref()?.advertised_url.as_ref()?)))
+        .filter_map(|w| {
+            let info = w.worker.as_ref()?;
+            Some(Member::new(w, info, info.advertised_url.as_ref()?))
+        })
         .collect();
-    if advertised.is_empty() {
+    if members.is_empty() {
         return Err(Problem::new(
             "srt::recipe::no_workers",
             fe.span,
@@ -102,13 +105,6 @@ pub(super) fn build(
     if let Some(node) = layout.nginx_node {
         processes.push(nginx::process(node, fe.port.value, &upstreams, &fe.nginx));
     }
-    let members: std::sync::Arc<[Member]> = advertised
-        .iter()
-        .map(|(w, url)| Member {
-            worker: w.address.clone(),
-            url: (*url).clone(),
-        })
-        .collect();
     let memberships: Vec<Membership> = addresses
         .iter()
         .zip(&gateway_urls)
@@ -123,7 +119,7 @@ pub(super) fn build(
         .collect();
     let mut gate_deps = addresses;
     gate_deps.extend(memberships.iter().map(|m| m.address.clone()));
-    let gates = gates(gateway_urls, gate_deps, &advertised);
+    let gates = gates(gateway_urls, gate_deps, &members);
     Ok(FrontendParts {
         memberships,
         processes,
@@ -157,14 +153,10 @@ fn user_flags(gateway: &Gateway, recipe: &Recipe, timeout_secs: u64) -> Vec<Stri
 
 /// Every gateway counts every worker healthy on `/readiness`; then every worker answers
 /// its own `/health`.
-fn gates(
-    gateway_urls: Vec<String>,
-    gateways: Vec<String>,
-    advertised: &[(&LaunchProcess, &String)],
-) -> Vec<Gate> {
-    let n = advertised.len() as u32;
+fn gates(gateway_urls: Vec<String>, gateways: Vec<String>, members: &[Member]) -> Vec<Gate> {
+    let n = members.len() as u32;
     let mut deps = vec!["gate.router".to_string()];
-    deps.extend(advertised.iter().map(|(w, _)| w.address.clone()));
+    deps.extend(members.iter().map(|m| m.worker.clone()));
     vec![
         Gate {
             address: "gate.router".into(),
@@ -184,7 +176,7 @@ fn gates(
             address: "gate.workers".into(),
             description: "every worker listed to the gateway answers /health".into(),
             probe: Probe::Http {
-                urls: advertised.iter().map(|(_, u)| (*u).clone()).collect(),
+                urls: members.iter().map(|m| m.url.clone()).collect(),
                 path: "/health".into(),
             },
             depends_on: deps,

@@ -15,7 +15,7 @@ mod smg;
 mod vllm_router;
 
 use crate::catalog::Catalog;
-use crate::launch::{BuildContext, Component, Gate, LaunchProcess, Membership};
+use crate::launch::{BuildContext, Component, Gate, LaunchProcess, Membership, Registration};
 use crate::launch::{ConnectorChoice, WorkerFeature};
 use crate::launch::{Services, WorkerRuntime};
 use crate::ports::{PortBlock, FRONTEND_INTERNAL, PUBLIC, ROUTER_METRICS};
@@ -351,12 +351,12 @@ pub trait Admin: Sync {
         http: &'a reqwest::Client,
         router: &'a str,
     ) -> BoxFuture<'a, Result<Vec<String>, AdminError>>;
-    /// Add `worker` (already healthy); adding a present worker succeeds.
+    /// Add `worker` (already healthy) in its role; adding a present worker succeeds.
     fn add<'a>(
         &'a self,
         http: &'a reqwest::Client,
         router: &'a str,
-        worker: &'a str,
+        worker: Registration<'a>,
     ) -> BoxFuture<'a, Result<(), AdminError>>;
     /// Take `worker` out: no new request goes to it, requests in flight finish. Removing
     /// an absent worker succeeds.

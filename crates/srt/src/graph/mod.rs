@@ -888,6 +888,8 @@ mod tests {
                 .map(|(i, w)| crate::launch::Member {
                     worker: format!("worker.{w}"),
                     url: format!("http://<node{i}-ip>:6100"),
+                    role: crate::recipe::RoleKind::Agg,
+                    kv_connector: None,
                 })
                 .collect(),
         };

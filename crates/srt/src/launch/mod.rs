@@ -303,6 +303,55 @@ pub struct Member {
     pub worker: String,
     /// The URL the Router gets.
     pub url: String,
+    /// The role it serves: a prefill/decode Router is told which when it is added.
+    pub role: RoleKind,
+    /// The KV connector it pairs over, as its engine names it (`NixlConnector`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_connector: Option<&'static str>,
+}
+
+impl Member {
+    /// The worker `process` (its facts `info`) at `url`.
+    pub fn new(process: &LaunchProcess, info: &WorkerInfo, url: &str) -> Member {
+        Member {
+            worker: process.address.clone(),
+            url: url.to_string(),
+            role: info.role,
+            kv_connector: info.kv_connector,
+        }
+    }
+
+    /// What a Router's admin API is told of it, reached at `url` (its URL with the
+    /// addresses resolved).
+    pub fn registration<'a>(&self, url: &'a str) -> Registration<'a> {
+        Registration {
+            url,
+            role: self.role,
+            kv_connector: self.kv_connector,
+        }
+    }
+}
+
+/// A worker as a Router's admin API is told of it when it is added.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Registration<'a> {
+    /// Where the Router reaches it.
+    pub url: &'a str,
+    /// The role it serves (`agg`: a regular worker).
+    pub role: RoleKind,
+    /// The KV connector it pairs over, as its engine names it.
+    pub kv_connector: Option<&'static str>,
+}
+
+impl<'a> Registration<'a> {
+    /// A regular (aggregated) worker at `url`.
+    pub fn regular(url: &'a str) -> Registration<'a> {
+        Registration {
+            url,
+            role: RoleKind::Agg,
+            kv_connector: None,
+        }
+    }
 }
 
 /// The recipe's `rollout`, as apply uses it.
@@ -445,6 +494,10 @@ pub struct WorkerInfo {
     pub local_dp: u32,
     /// Port advertised after a prefill URL (the NIXL side channel of its first rank).
     pub bootstrap_port: Option<u16>,
+    /// The KV connector it transfers the cache with, as the engine names it
+    /// (`NixlConnector`); `None` without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_connector: Option<&'static str>,
     /// It runs engine ranks for its endpoint's leader and serves nothing itself (a
     /// follower node of a replica spanning nodes): under a runtime it does not register.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -789,6 +842,7 @@ mod tests {
             advertised_url: Some("http://<node0-ip>:6100".into()),
             local_dp: 1,
             bootstrap_port: None,
+            kv_connector: None,
             health: None,
             simulated: None,
             headless: false,

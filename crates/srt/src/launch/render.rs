@@ -263,7 +263,13 @@ pub fn render(plan: &LaunchPlan) -> String {
         }
         let _ = writeln!(out, "members:");
         for member in m.members.iter() {
-            let _ = writeln!(out, "  {} ({})", member.url, member.worker);
+            let _ = writeln!(
+                out,
+                "  {} ({}){}",
+                member.url,
+                member.worker,
+                registered_as(m, member)
+            );
         }
         out.push('\n');
     }
@@ -294,6 +300,19 @@ pub fn json(plan: &LaunchPlan) -> String {
         }
     }
     serde_json::to_string_pretty(&masked).expect("launch plan serializes")
+}
+
+/// What a managed membership's Router is told of a prefill or decode member besides
+/// its URL: `: added as decode, kv_connector NixlConnector`.
+fn registered_as(m: &super::Membership, member: &super::Member) -> String {
+    if m.mode != super::MembershipMode::Managed || member.role == crate::recipe::RoleKind::Agg {
+        return String::new();
+    }
+    let mut out = format!(": added as {}", member.role.name());
+    if let Some(connector) = member.kv_connector {
+        let _ = write!(out, ", kv_connector {connector}");
+    }
+    out
 }
 
 #[cfg(test)]

@@ -1001,6 +1001,8 @@ mod tests {
             .map(|w| Member {
                 worker: w.to_string(),
                 url: format!("http://{w}:8000"),
+                role: crate::recipe::RoleKind::Agg,
+                kv_connector: None,
             })
             .collect();
         let mut launch = crate::launch::LaunchPlan::empty("t");

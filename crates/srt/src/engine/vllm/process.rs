@@ -297,6 +297,7 @@ fn node_process(
                 Some(_) => bootstrap_port.filter(|_| rank == 0),
                 None => bootstrap_port.filter(|_| serves_http),
             },
+            kv_connector: plan.connector.kv_connector,
             headless: !serves,
             health: None,
             simulated: None,

@@ -10,6 +10,7 @@
 //! - `GET /liveness`: 200 once bound.
 
 use crate::frontend::{Admin, AdminError};
+use crate::launch::Registration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use std::time::Duration;
@@ -73,8 +74,10 @@ impl Admin for SglangRouterAdmin {
         &'a self,
         http: &'a reqwest::Client,
         router: &'a str,
-        worker: &'a str,
+        worker: Registration<'a>,
     ) -> BoxFuture<'a, Result<(), AdminError>> {
+        // It routes regular vLLM workers only (`SglangRouter::validate`).
+        let worker = worker.url;
         async move {
             let r = http
                 .post(format!("{router}/workers"))

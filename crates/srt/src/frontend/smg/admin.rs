@@ -10,6 +10,8 @@
 //! - `GET /liveness`: 200 once bound.
 
 use crate::frontend::{Admin, AdminError};
+use crate::launch::Registration;
+use crate::recipe::RoleKind;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use std::time::{Duration, Instant};
@@ -84,12 +86,35 @@ async fn settle(
     .await
 }
 
+/// The body of `POST /workers` for `worker`: its URL; a prefill or decode worker also
+/// its `worker_type` and the `kv_connector` the gateway pairs the two legs over (without
+/// one it sends both legs without `kv_transfer_params`, and the decode computes the
+/// prompt itself).
+fn body(worker: Registration<'_>) -> serde_json::Value {
+    let mut body = serde_json::json!({ "url": worker.url });
+    let worker_type = match worker.role {
+        RoleKind::Agg => return body,
+        RoleKind::Prefill => "prefill",
+        RoleKind::Decode => "decode",
+    };
+    body["worker_type"] = worker_type.into();
+    if let Some(connector) = worker.kv_connector {
+        body["kv_connector"] = connector.into();
+    }
+    body
+}
+
 /// One `POST /workers`: the id of the entry it made, or of the one the gateway already
 /// holds for the URL (409).
-async fn post(http: &reqwest::Client, router: &str, worker: &str) -> Result<String, AdminError> {
+async fn post(
+    http: &reqwest::Client,
+    router: &str,
+    registration: Registration<'_>,
+) -> Result<String, AdminError> {
+    let worker = registration.url;
     let r = http
         .post(format!("{router}/workers"))
-        .json(&serde_json::json!({ "url": worker }))
+        .json(&body(registration))
         .send()
         .await
         .map_err(|e| AdminError::transport("POST /workers", router, &e))?;
@@ -135,17 +160,17 @@ impl Admin for SmgAdmin {
         &'a self,
         http: &'a reqwest::Client,
         router: &'a str,
-        worker: &'a str,
+        worker: Registration<'a>,
     ) -> BoxFuture<'a, Result<(), AdminError>> {
         async move {
             let start = Instant::now();
             loop {
                 let id = post(http, router, worker).await?;
-                match settle(http, router, &id, worker).await? {
+                match settle(http, router, &id, worker.url).await? {
                     Settled::Ready => return Ok(()),
                     Settled::Gone if start.elapsed() < super::super::ENTRY_TIMEOUT => {}
                     Settled::Gone => {
-                        return Err(format!("{router} kept dropping {worker}").into());
+                        return Err(format!("{router} kept dropping {}", worker.url).into());
                     }
                 }
             }
@@ -196,5 +221,30 @@ impl Admin for SmgAdmin {
                 .is_ok_and(|r| r.status().is_success())
         }
         .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prefill_or_decode_worker_is_registered_with_its_role_and_connector() {
+        let url = "http://10.0.0.1:6100";
+        assert_eq!(
+            body(Registration::regular(url)),
+            serde_json::json!({ "url": url })
+        );
+        for (role, name) in [(RoleKind::Prefill, "prefill"), (RoleKind::Decode, "decode")] {
+            let worker = Registration {
+                url,
+                role,
+                kv_connector: Some("NixlConnector"),
+            };
+            assert_eq!(
+                body(worker),
+                serde_json::json!({ "url": url, "worker_type": name, "kv_connector": "NixlConnector" })
+            );
+        }
     }
 }

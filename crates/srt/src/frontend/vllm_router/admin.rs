@@ -14,6 +14,7 @@
 //! takes a worker out before stopping it, and restarts the Router to put one in.
 
 use crate::frontend::{Admin, AdminError};
+use crate::launch::Registration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
@@ -87,8 +88,11 @@ impl Admin for VllmRouterAdmin {
         &'a self,
         http: &'a reqwest::Client,
         router: &'a str,
-        worker: &'a str,
+        worker: Registration<'a>,
     ) -> BoxFuture<'a, Result<(), AdminError>> {
+        // It adds regular workers only (its prefill/decode workers are on its command
+        // line): the role is not sent.
+        let worker = worker.url;
         async move {
             let r = http
                 .post(format!("{router}/add_worker"))
@@ -159,7 +163,11 @@ mod tests {
             .build()
             .unwrap();
         let e = VllmRouterAdmin
-            .add(&http, &router, "http://127.0.0.1:6100")
+            .add(
+                &http,
+                &router,
+                Registration::regular("http://127.0.0.1:6100"),
+            )
             .await
             .unwrap_err();
         assert!(

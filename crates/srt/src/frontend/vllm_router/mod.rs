@@ -368,10 +368,7 @@ impl Frontend for VllmRouter {
         let router_addrs: Vec<String> = processes.iter().map(|p| p.address.clone()).collect();
         let members: std::sync::Arc<[Member]> = advertised
             .iter()
-            .map(|(w, _, url)| Member {
-                worker: w.address.clone(),
-                url: (*url).clone(),
-            })
+            .map(|(w, info, url)| Member::new(w, info, url))
             .collect();
         let memberships: Vec<Membership> = match mode {
             None => Vec::new(),
