@@ -1,8 +1,10 @@
 //! The Shepherd Model Gateway frontend end to end, with the real `smg` (the pinned
 //! release `scripts/install-smg.sh` installs) in front of simulated vLLM workers: the
-//! gateway starts empty and srt adds every worker through its admin API, so an args
-//! change and a scale up or down under load (one request at a time, then eight in
-//! flight, half of them streamed) fail no request and keep the gateway's pid.
+//! gateway starts empty and srt adds every worker through its admin API (a prefill or
+//! decode one in its role), so an args change and a scale up or down under load (one
+//! request at a time, then eight in flight, half of them streamed) fail no request and
+//! keep the gateway's pid, aggregated or prefill/decode. The control, the same decode
+//! change behind vllm-router (which restarts), is `e2e_rollout.rs`.
 
 mod e2e_support;
 
@@ -58,6 +60,11 @@ fn ready_workers(env: &Env) -> Vec<String> {
 /// Apply `text` while `in_flight` requests at a time go through the gateway; asserts
 /// none failed and the gateway kept `gateway`'s pid. Returns the apply's output.
 fn apply_under_load(env: &Env, text: &str, in_flight: usize, what: &str, gateway: u32) -> String {
+    let deployment = if text.contains("name: e2e-smg-pd") {
+        PD
+    } else {
+        NAME
+    };
     let path = env.recipe("smg.yaml", text);
     let load = Load::start(env, "http://127.0.0.1:8000", in_flight);
     let out = env.apply(&path);
@@ -73,11 +80,105 @@ fn apply_under_load(env: &Env, text: &str, in_flight: usize, what: &str, gateway
     assert!(ok > 0, "{what}: no request went through\n{out}");
     eprintln!("{what}: {ok} requests, none failed");
     assert_eq!(
-        env.pid(NAME, "router[0]"),
+        env.pid(deployment, "router[0]"),
         gateway,
         "{what}: the gateway restarted:\n{out}"
     );
     out
+}
+
+const PD: &str = "e2e-smg-pd";
+
+/// Prefill/decode over NIXL behind smg: `prefills` prefill workers and two decodes,
+/// each role with its own `max-model-len`.
+fn pd_recipe(prefills: u32, prefill_len: u32, decode_len: u32) -> String {
+    let text = e2e_support::example_named("local-disagg-smg.yaml", PD);
+    let out = text
+        .replace(
+            "  prefill:\n    nodes: 1\n    workers: 1\n    gpus: 1\n",
+            &format!(
+                "  prefill:\n    nodes: 1\n    workers: {prefills}\n    gpus: 1\n    args:\n      max-model-len: {prefill_len}\n"
+            ),
+        )
+        .replace(
+            "max-model-len: 2048\nhealth_check:\n  timeout_seconds: 120",
+            &format!("max-model-len: {decode_len}\nhealth_check:\n  timeout_seconds: 60"),
+        );
+    assert_eq!(out.matches("max-model-len").count(), 2, "{out}");
+    out
+}
+
+/// The gateway's entries by role: (prefill, decode) URLs that are `ready`.
+fn ready_by_role(env: &Env) -> (usize, usize) {
+    let listed = env.get("http://127.0.0.1:8000/workers");
+    let ready = |role: &str| {
+        listed["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|w| w["status"] == "ready" && w["worker_type"] == role)
+            .count()
+    };
+    (ready("prefill"), ready("decode"))
+}
+
+/// A completion through the gateway ran as prefill/decode: the decode served it with
+/// the KV cache of a prefill.
+fn assert_disaggregated(env: &Env, what: &str) {
+    let v = env.completion("http://127.0.0.1:8000");
+    let sim = &v["srt_sim"];
+    assert!(
+        sim["stage"] == "decode" && sim["kv_from"].is_string(),
+        "{what}: not served as prefill/decode: {v}"
+    );
+}
+
+/// Prefill/decode behind smg: each worker is added in its role, and a decode args
+/// change, a prefill scale 1 -> 2, a prefill args change and a scale back to 1, each
+/// under both loads, fail no request and keep the gateway.
+#[test]
+fn prefill_decode_changes_keep_the_gateway_and_fail_no_request() {
+    let _g = serial();
+    let env = Env::new();
+    let path = env.recipe("smg.yaml", &pd_recipe(1, 2048, 2048));
+    let out = env.apply(&path);
+    assert!(out.contains("smoke: passed"), "{out}");
+    let argv = env.state(PD)["resources"]["router[0]"]["spec"]["argv"].clone();
+    assert!(
+        argv.as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "--pd-disaggregation"),
+        "{argv}"
+    );
+    assert_eq!(ready_by_role(&env), (1, 2));
+    assert_disaggregated(&env, "first apply");
+    let gateway = env.pid(PD, "router[0]");
+    let plan = env.ok(&["plan", "-f", &path, "--simulate"]);
+    assert!(plan.contains("No changes."), "{plan}");
+
+    let steps: [(&str, u32, u32, u32, (usize, usize), &str); 8] = [
+        ("decode args change", 1, 2048, 1024, (1, 2), "2 replaced"),
+        ("decode args change", 1, 2048, 2048, (1, 2), "2 replaced"),
+        ("prefill scale 1 -> 2", 2, 2048, 2048, (2, 2), "2 created"),
+        ("prefill scale 2 -> 1", 1, 2048, 2048, (1, 2), "2 destroyed"),
+        ("prefill scale 1 -> 2", 2, 2048, 2048, (2, 2), "2 created"),
+        ("prefill args change", 2, 1024, 2048, (2, 2), "2 replaced"),
+        ("prefill args change", 2, 2048, 2048, (2, 2), "2 replaced"),
+        ("prefill scale 2 -> 1", 1, 2048, 2048, (1, 2), "2 destroyed"),
+    ];
+    for (i, (change, prefills, prefill_len, decode_len, by_role, summary)) in
+        steps.into_iter().enumerate()
+    {
+        let in_flight = if i % 2 == 0 { 1 } else { 8 };
+        let what = format!("{change}, {in_flight} in flight");
+        let text = pd_recipe(prefills, prefill_len, decode_len);
+        let out = apply_under_load(&env, &text, in_flight, &what, gateway);
+        assert!(out.contains(summary), "{what}:\n{out}");
+        assert_eq!(ready_by_role(&env), by_role, "{what}");
+        assert_disaggregated(&env, &what);
+    }
+    env.destroy(PD);
 }
 
 /// Apply, serve, a no-op re-apply; then one role's args changed and the role scaled

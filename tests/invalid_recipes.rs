@@ -242,10 +242,10 @@ const CASES: &[Case] = &[
         "fewer than two workers",
     ),
     case(
-        "smg-prefill-decode.yaml",
-        "srt::recipe::frontend_roles",
-        "prefill",
-        "regular mode only",
+        "smg-unpaired-connector.yaml",
+        "srt::recipe::frontend_connector",
+        "none",
+        "over NixlConnector only",
     ),
     case(
         "scale-out-off.yaml",

@@ -1,7 +1,10 @@
-//! What the gateways of the SGLang lineage (sglang-router, smg) share: started empty in
-//! their regular mode, one per slot of the layout (several behind nginx), each worker
-//! added through the admin API once it is healthy, ready once `/readiness` counts every
-//! worker healthy. Each frontend brings its program, catalog and policy rules.
+//! What the gateways of the SGLang lineage (sglang-router, smg) share: started empty,
+//! one per slot of the layout (several behind nginx), in their prefill/decode mode
+//! (`--pd-disaggregation`) when the workers serve prefill and decode, else their regular
+//! mode; each worker added through the admin API, in its role, once it is healthy;
+//! ready once `/readiness` counts every worker healthy. Each frontend brings its
+//! program, catalog and rules (the roles and connectors it pairs, the policies it
+//! refuses).
 
 use super::{nginx, FrontendParts, Layout};
 use crate::catalog::Catalog;
@@ -10,7 +13,7 @@ use crate::launch::{
     MembershipMode, Probe, ProcessKind,
 };
 use crate::recipe::diag::Problem;
-use crate::recipe::{ArgValue, Recipe};
+use crate::recipe::{ArgValue, Recipe, RoleKind};
 use std::collections::BTreeMap;
 
 /// One gateway frontend's facts the shared build needs.
@@ -24,6 +27,9 @@ pub(super) struct Gateway {
     /// Its rules on `frontend.args` that the catalog cannot state (a policy it refuses).
     pub check: fn(&Recipe) -> Result<(), Problem>,
 }
+
+/// The flag that starts a gateway in its prefill/decode mode.
+const PD_MODE: &str = "--pd-disaggregation";
 
 /// The gateways, their memberships and gates, for the routable `workers`.
 pub(super) fn build(
@@ -50,6 +56,7 @@ pub(super) fn build(
         .label("this frontend"));
     }
     (gateway.check)(recipe)?;
+    let disaggregated = members.iter().any(|m| m.role != RoleKind::Agg);
     let user_flags = user_flags(gateway, recipe, ctx.health().timeout_secs);
     let mut processes = Vec::new();
     let mut gateway_urls = Vec::new();
@@ -72,6 +79,9 @@ pub(super) fn build(
             "--prometheus-host",
             "0.0.0.0",
         ]);
+        if disaggregated {
+            argv.push(PD_MODE);
+        }
         argv.extend(&user_flags);
         let ip = ctx.node_ip(slot.node);
         gateway_urls.push(format!("http://{ip}:{port}"));

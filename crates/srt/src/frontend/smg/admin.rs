@@ -178,8 +178,10 @@ impl Admin for SmgAdmin {
         .boxed()
     }
 
-    /// Removes every entry of the URL and waits until the gateway holds none (it keeps a
-    /// removed worker draining for 5 s, and refuses to add the URL back until then).
+    /// Removes every entry of the URL and waits until each is draining (no new request
+    /// goes to it) or gone. The gateway keeps a removed worker draining for 5 s and
+    /// refuses to add the URL back until then: [`SmgAdmin::add`] waits that out, so the
+    /// 5 s pass while the worker stops and its replacement starts.
     fn remove<'a>(
         &'a self,
         http: &'a reqwest::Client,
@@ -203,8 +205,8 @@ impl Admin for SmgAdmin {
                     )
                     .into());
                 }
-                wait_entry(http, router, &e.id, "removing a worker", |status, _| {
-                    (status == 404).then_some(Ok(Settled::Gone))
+                wait_entry(http, router, &e.id, "removing a worker", |status, v| {
+                    (status == 404 || v["status"] == "draining").then_some(Ok(Settled::Gone))
                 })
                 .await?;
             }

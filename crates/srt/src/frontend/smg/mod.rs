@@ -1,16 +1,19 @@
 //! The Shepherd Model Gateway (`smg`, PyPI) in front of `vllm serve` workers.
 //!
-//! Regular mode, this stage: `smg launch --host 0.0.0.0 --port P --prometheus-port M
-//! --prometheus-host 0.0.0.0 <args>`, with no worker on its command line: srt adds each
+//! `smg launch --host 0.0.0.0 --port P --prometheus-port M --prometheus-host 0.0.0.0
+//! [--pd-disaggregation] <args>`, with no worker on its command line: srt adds each
 //! worker through the admin API ([`admin`]) once it is healthy and takes it out before
 //! stopping it (managed membership), so a changed worker set never restarts the
-//! gateway. Its prefill/decode mode speaks vLLM's NIXL protocol (`docs/smg-notes.md`)
-//! but needs each worker's role in its registration, which the admin seam does not
-//! carry yet: prefill/decode roles are refused for now.
+//! gateway, in its regular mode or its prefill/decode one. A prefill or decode worker
+//! is added with its `worker_type` and its `kv_connector`; the gateway then sends the
+//! prefill leg with vLLM's `kv_transfer_params` (`do_remote_decode`) and the decode leg
+//! with what the prefill answered (`docs/smg-notes.md`). It pairs the two legs over
+//! [`PAIRS_OVER`] only.
 //!
 //! Readiness: its `/health` is 200 with no worker at all, so the gate reads `/readiness`
-//! (`{"healthy_workers": N, ...}`; 503 until one is healthy) on every gateway until each
-//! counts every worker, then every worker's own `/health`.
+//! (`{"healthy_workers": N, ...}`; 503 until one is healthy, and in prefill/decode mode
+//! until a prefill and a decode are) on every gateway until each counts every worker,
+//! then every worker's own `/health`.
 
 mod admin;
 
@@ -45,15 +48,15 @@ const MANAGED: &[(&str, &str)] = &[
     ),
     (
         "pd-disaggregation",
-        "srt runs the gateway in its regular mode (prefill/decode roles: not yet)",
+        "the gateway runs in its prefill/decode mode exactly when the recipe has prefill and decode roles",
     ),
     (
         "prefill",
-        "srt runs the gateway in its regular mode (prefill/decode roles: not yet)",
+        "srt adds each prefill worker through the admin API once it is healthy",
     ),
     (
         "decode",
-        "srt runs the gateway in its regular mode (prefill/decode roles: not yet)",
+        "srt adds each decode worker through the admin API once it is healthy",
     ),
     ("service-discovery", "srt lists the workers it starts"),
     ("enable-igw", "srt runs the gateway in its regular mode"),
@@ -114,23 +117,7 @@ impl Frontend for Smg {
         crate::catalog::managed_by(MANAGED, flag)
     }
 
-    fn validate(&self, recipe: &Recipe, _: &[ConnectorChoice], problems: &mut Vec<Problem>) {
-        // One problem for the recipe: its prefill and decode roles go together.
-        if let Some(role) = recipe.roles.iter().find(|r| r.kind != RoleKind::Agg) {
-            problems.push(
-                Problem::new(
-                    "srt::recipe::frontend_roles",
-                    role.span,
-                    format!(
-                        "srt runs smg in its regular mode only for now, so it routes aggregated workers, not `{}`",
-                        role.kind.name()
-                    ),
-                )
-                .label("prefill/decode role")
-                .help("use `frontend.type: vllm-router` for prefill/decode until srt registers smg's prefill/decode workers"),
-            );
-        }
-    }
+    fn validate(&self, _: &Recipe, _: &[ConnectorChoice], _: &mut Vec<Problem>) {}
 
     fn build(
         &self,
@@ -138,23 +125,63 @@ impl Frontend for Smg {
         recipe: &Recipe,
         layout: &Layout,
         workers: &[LaunchProcess],
-        _: &[ConnectorChoice],
+        connectors: &[ConnectorChoice],
     ) -> Result<FrontendParts, Problem> {
+        check_pairing(workers, connectors)?;
         super::gateway::build(&gateway(), ctx, recipe, layout, workers)
     }
 }
 
+/// The KV connectors (as vLLM names them) smg 1.13.0 pairs prefill and decode workers
+/// over: it tags the prefill leg with `kv_transfer_params` only for these.
+const PAIRS_OVER: &[&str] = &["NixlConnector"];
+
+/// Every prefill and decode worker transfers its KV cache over a connector smg pairs:
+/// registered without one, the gateway sends both legs untagged and the decode computes
+/// the prompt again (an aggregate that looks like prefill/decode).
+fn check_pairing(workers: &[LaunchProcess], connectors: &[ConnectorChoice]) -> Result<(), Problem> {
+    let unpaired = workers.iter().filter_map(|w| w.worker.as_ref()).find(|w| {
+        w.role != RoleKind::Agg && !w.kv_connector.is_some_and(|c| PAIRS_OVER.contains(&c))
+    });
+    let Some(info) = unpaired else {
+        return Ok(());
+    };
+    let choice = connectors
+        .iter()
+        .find(|c| c.role == info.role)
+        .expect("every role has a connector choice");
+    Err(Problem::new(
+        "srt::recipe::frontend_connector",
+        choice.span,
+        format!(
+            "smg pairs prefill and decode workers over {} only, and the `{}` role's workers transfer their KV cache with connector `{}`",
+            PAIRS_OVER.join(", "),
+            info.role.name(),
+            choice.name
+        ),
+    )
+    .label("the connector of the prefill/decode roles")
+    .help("use `engine.connector: nixl`, or `frontend.type: vllm-router`"))
+}
+
+/// The policy flags of the gateway: its own and, in prefill/decode mode, each leg's.
+const POLICY_FLAGS: &[&str] = &["policy", "prefill-policy", "decode-policy"];
+
 /// `power_of_two` cannot serve workers kept current at run time: the gateway refuses
 /// to start it with fewer than two workers, and srt starts it with none and adds them.
 fn check_policy(recipe: &Recipe) -> Result<(), Problem> {
-    match recipe.frontend.args.get("policy") {
-        Some(arg) if arg.value == ArgValue::Str("power_of_two".into()) => Err(Problem::new(
+    let power_of_two = POLICY_FLAGS
+        .iter()
+        .filter_map(|flag| recipe.frontend.args.get(flag))
+        .find(|arg| arg.value == ArgValue::Str("power_of_two".into()));
+    match power_of_two {
+        Some(arg) => Err(Problem::new(
             "srt::recipe::flag_value",
             arg.value_span,
             "smg's `power_of_two` policy refuses to start with fewer than two workers, while srt starts the gateway with none and adds each worker once it is healthy",
         )
         .label("not with workers added at run time")
         .help("use `round_robin`, `random`, `cache_aware`, `least_load`, `prefix_hash` or `consistent_hashing`")),
-        _ => Ok(()),
+        None => Ok(()),
     }
 }

@@ -123,6 +123,11 @@ fn discovery_connector(connectors: &[ConnectorChoice]) -> Option<&ConnectorChoic
 /// A worker the Router routes to: its process, its facts, its URL.
 type Advertised<'a> = (&'a LaunchProcess, &'a WorkerInfo, &'a String);
 
+/// Why a Router in prefill/decode mode restarts when its workers change, what that
+/// costs, and which frontend would not (measured: `tests/e2e_rollout.rs`, the decode
+/// args change; `tests/e2e_smg.rs`, the same change behind smg).
+const STATIC_NOTE: &str = "vllm-router 0.1.17 cannot add prefill/decode workers at run time: they are on its command line, so a change of them restarts it and requests fail until it serves again (2-3 s measured); smg (`frontend.type: smg`) adds and removes prefill/decode workers without a restart";
+
 impl Frontend for VllmRouter {
     fn name(&self) -> &'static str {
         "vllm-router"
@@ -381,7 +386,7 @@ impl Frontend for VllmRouter {
                     admin_url: url.clone(),
                     mode,
                     note: match mode {
-                        MembershipMode::Static => Some("vllm-router 0.1.17 cannot add prefill/decode workers at run time: they are on its command line".to_string()),
+                        MembershipMode::Static => Some(STATIC_NOTE.to_string()),
                         MembershipMode::Discovery => Some("it registers itself with the Router over ZMQ, and vllm-router 0.1.17 cannot drop a registration: the Router keeps routing to it until the registration expires, 4-5 s after it stops (requests paired with it meanwhile fail), or until its replacement answers on the same port".to_string()),
                         MembershipMode::Managed => None,
                     },
