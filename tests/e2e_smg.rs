@@ -157,17 +157,29 @@ fn prefill_decode_changes_keep_the_gateway_and_fail_no_request() {
     let plan = env.ok(&["plan", "-f", &path, "--simulate"]);
     assert!(plan.contains("No changes."), "{plan}");
 
-    let steps: [(&str, u32, u32, u32, (usize, usize), &str); 8] = [
-        ("decode args change", 1, 2048, 1024, (1, 2), "2 replaced"),
-        ("decode args change", 1, 2048, 2048, (1, 2), "2 replaced"),
-        ("prefill scale 1 -> 2", 2, 2048, 2048, (2, 2), "2 created"),
-        ("prefill scale 2 -> 1", 1, 2048, 2048, (1, 2), "2 destroyed"),
-        ("prefill scale 1 -> 2", 2, 2048, 2048, (2, 2), "2 created"),
-        ("prefill args change", 2, 1024, 2048, (2, 2), "2 replaced"),
-        ("prefill args change", 2, 2048, 2048, (2, 2), "2 replaced"),
-        ("prefill scale 2 -> 1", 1, 2048, 2048, (1, 2), "2 destroyed"),
+    // (change, prefill workers, prefill and decode max-model-len, ready (prefill,
+    // decode) entries after it, the apply's summary); odd steps run 8 in flight.
+    let steps = [
+        ("decode args change", [1, 2048, 1024], (1, 2), "2 replaced"),
+        ("decode args change", [1, 2048, 2048], (1, 2), "2 replaced"),
+        ("prefill scale 1 -> 2", [2, 2048, 2048], (2, 2), "2 created"),
+        (
+            "prefill scale 2 -> 1",
+            [1, 2048, 2048],
+            (1, 2),
+            "2 destroyed",
+        ),
+        ("prefill scale 1 -> 2", [2, 2048, 2048], (2, 2), "2 created"),
+        ("prefill args change", [2, 1024, 2048], (2, 2), "2 replaced"),
+        ("prefill args change", [2, 2048, 2048], (2, 2), "2 replaced"),
+        (
+            "prefill scale 2 -> 1",
+            [1, 2048, 2048],
+            (1, 2),
+            "2 destroyed",
+        ),
     ];
-    for (i, (change, prefills, prefill_len, decode_len, by_role, summary)) in
+    for (i, (change, [prefills, prefill_len, decode_len], by_role, summary)) in
         steps.into_iter().enumerate()
     {
         let in_flight = if i % 2 == 0 { 1 } else { 8 };
