@@ -994,3 +994,44 @@ fn two_dynamo_deployments_side_by_side_never_see_each_others_workers() {
     destroy(&env, a);
     destroy(&env, b);
 }
+
+/// Prefill/decode behind smg across the nodes: nginx on n1 in front of the gateway on
+/// n2, which srt tells of every worker in its role. A decode args change rolls the
+/// decodes with the gateway's step kept, and the deployment serves prefill/decode
+/// (the decode on n2 served with the KV cache of a prefill on n1) before and after.
+#[test]
+fn smg_prefill_decode_behind_nginx_rolls_without_restarting_the_gateway() {
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(c) = cluster() else { return };
+    let env = Env::new(c);
+    let d = "slurm-disagg-smg";
+    let text = example("slurm-disagg-smg.yaml");
+    let recipe = env.file("smg.yaml", &text);
+    apply_and_serve(&env, &recipe, d);
+    let served = |when: &str| {
+        let v = completion(&env.router());
+        let sim = &v["srt_sim"];
+        assert!(
+            sim["stage"] == "decode" && sim["kv_from"].is_string(),
+            "{when}: {v}"
+        );
+    };
+    served("first apply");
+    assert_eq!(env.runtime(d, "router[0]")["nodes"][0], "n2");
+    assert_eq!(env.runtime(d, "nginx")["nodes"][0], "n1");
+    let gateway = env.step(d, "router[0]");
+    let changed = env.file(
+        "smg.yaml",
+        &text.replace(
+            "  decode:\n    nodes: 1\n    workers: 2\n    gpus: 1\n",
+            "  decode:\n    nodes: 1\n    workers: 2\n    gpus: 1\n    args:\n      max-model-len: 1024\n",
+        ),
+    );
+    let out = env.ok(&["apply", "-f", &changed, "--simulate", "--auto-approve"]);
+    assert!(out.contains("2 replaced"), "{out}");
+    assert_eq!(env.step(d, "router[0]"), gateway, "the gateway restarted");
+    served("after the decode roll");
+    destroy(&env, d);
+}

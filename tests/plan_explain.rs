@@ -104,7 +104,7 @@ fn decode_change_replaces_decode_and_router_only_with_reasons() {
         router.reasons,
         vec![Reason::MustRestart {
             dependencies: vec!["worker.decode[0].node[0]".into()],
-            why: "vllm-router 0.1.17 cannot add prefill/decode workers at run time: they are on its command line".into()
+            why: "vllm-router 0.1.17 cannot add prefill/decode workers at run time: they are on its command line, so a change of them restarts it and requests fail until it serves again (2-3 s measured); smg (`frontend.type: smg`) adds and removes prefill/decode workers without a restart".into()
         }]
     );
     assert!(

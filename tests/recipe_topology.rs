@@ -826,6 +826,47 @@ fn smg_gateway_starts_empty_and_lists_every_worker() {
     assert_eq!(counts[0].at_least, 2);
 }
 
+/// smg in prefill/decode mode: `--pd-disaggregation`, still started empty, every worker a
+/// managed member in its role with the connector the gateway pairs over; its gate counts
+/// both roles.
+#[test]
+fn smg_prefill_decode_adds_each_worker_in_its_role() {
+    for (example, gateway_node) in [
+        ("examples/local-disagg-smg.yaml", 0),
+        ("examples/slurm-disagg-smg.yaml", 1),
+    ] {
+        let plan = plan(example);
+        let rs = routers(&plan);
+        assert_eq!(rs.len(), 1, "{example}");
+        let r = rs[0];
+        assert_eq!(r.node, gateway_node, "{example}");
+        assert_eq!(r.argv.to_vec()[..2], ["smg", "launch"]);
+        assert_eq!(occurrences(&r.argv, "--pd-disaggregation").len(), 1);
+        assert!(occurrences(&r.argv, "--prefill").is_empty());
+        assert!(occurrences(&r.argv, "--decode").is_empty());
+        assert_eq!(value(&r.argv, "--prefill-policy"), "round_robin");
+        assert_eq!(managed_members(&plan, r), advertised(&plan));
+        let m = &plan.memberships[0];
+        for member in m.members.iter() {
+            let w = plan
+                .processes
+                .iter()
+                .find(|p| p.address == member.worker)
+                .unwrap();
+            assert_eq!(member.role, w.worker.as_ref().unwrap().role);
+            assert_ne!(member.role, RoleKind::Agg);
+            assert_eq!(member.kv_connector, Some("NixlConnector"));
+        }
+        let Probe::JsonCounts { counts, .. } = &plan.gates[0].probe else {
+            panic!("{:?}", plan.gates[0].probe)
+        };
+        assert_eq!(counts[0].at_least as usize, m.members.len());
+    }
+    // Behind nginx on SLURM: nginx on the head, the gateway on the decode node.
+    let plan = plan("examples/slurm-disagg-smg.yaml");
+    assert_eq!(nginx(&plan).map(|n| n.node), Some(0));
+}
+
 /// What registers a Dynamo worker: its endpoint (component by role), etcd's address on
 /// the infra node, and a request-plane port of its own on its node.
 fn assert_registers(plan: &LaunchPlan, w: &LaunchProcess, component: &str, mode: &str) {
@@ -964,6 +1005,8 @@ fn every_example_has_a_topology_test() {
         "examples/local-dynamo-agg.yaml",
         "examples/local-dynamo-disagg.yaml",
         "examples/slurm-dynamo-disagg.yaml",
+        "examples/local-disagg-smg.yaml",
+        "examples/slurm-disagg-smg.yaml",
     ];
     let found: Vec<String> = examples()
         .iter()
