@@ -243,9 +243,15 @@ const CASES: &[Case] = &[
     ),
     case(
         "smg-unpaired-connector.yaml",
-        "srt::recipe::frontend_connector",
+        "srt::recipe::pd_protocol",
         "none",
-        "over NixlConnector only",
+        "no KV hand-off",
+    ),
+    case(
+        "sglang-router-prefill-decode.yaml",
+        "srt::recipe::pd_protocol",
+        "nixl",
+        "routes aggregated workers only",
     ),
     case(
         "scale-out-off.yaml",

@@ -174,6 +174,7 @@ fn check(
     );
     let connectors = connectors(recipe, engine, &mut problems);
     check_discovery(frontend, &connectors, &mut problems);
+    check_pd_protocol(frontend, engine, &connectors, &mut problems);
     frontend.validate(recipe, &connectors, &mut problems);
     let features = worker_features(recipe, engine, frontend, &mut problems);
     if let Some(runtime) = frontend.worker_runtime() {
@@ -537,6 +538,63 @@ fn worker_features(
 }
 
 /// A connector whose workers register themselves needs a frontend that listens.
+/// Every prefill/decode role's connector hands requests over in a way the frontend
+/// drives (the engine answers how, the frontend lists what it drives): one problem, at
+/// the first role that does not.
+fn check_pd_protocol(
+    frontend: &dyn Frontend,
+    engine: &dyn Engine,
+    connectors: &[ConnectorChoice],
+    problems: &mut Vec<Problem>,
+) {
+    let drives = frontend.pd_protocols();
+    let Some(c) = connectors
+        .iter()
+        .find(|c| c.role != RoleKind::Agg && !drives.contains(&c.protocol))
+    else {
+        return;
+    };
+    let what = match drives {
+        [] => "routes aggregated workers only".to_string(),
+        _ => format!(
+            "drives {} between prefill and decode workers",
+            drives
+                .iter()
+                .map(|p| p.describe())
+                .collect::<Vec<_>>()
+                .join(" or ")
+        ),
+    };
+    let fits: Vec<&str> = crate::frontend::FRONTENDS
+        .iter()
+        .filter(|f| f.pd_protocols().contains(&c.protocol))
+        .map(|f| f.name())
+        .collect();
+    let mut problem = Problem::new(
+        "srt::recipe::pd_protocol",
+        c.span,
+        format!(
+            "frontend `{}` {what}, and the `{}` role's {} workers with connector `{}` speak {}",
+            frontend.name(),
+            c.role.name(),
+            engine.name(),
+            c.name,
+            c.protocol.describe()
+        ),
+    )
+    .label("the connector of the prefill/decode roles");
+    if !fits.is_empty() {
+        problem = problem.help(format!(
+            "choose a connector the frontend drives, or a frontend that drives this one: {}",
+            fits.iter()
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    problems.push(problem);
+}
+
 fn check_discovery(
     frontend: &dyn Frontend,
     connectors: &[ConnectorChoice],

@@ -24,8 +24,8 @@ pub(super) struct Gateway {
     pub catalog: &'static Catalog,
     /// The start-up timeout and check-interval flags srt sets by default, in that order.
     pub defaulted: &'static [&'static str],
-    /// Its rules on `frontend.args` that the catalog cannot state (a policy it refuses).
-    pub check: fn(&Recipe) -> Result<(), Problem>,
+    /// Its `frontend.type`, in messages.
+    pub name: &'static str,
 }
 
 /// The flag that starts a gateway in its prefill/decode mode.
@@ -55,7 +55,7 @@ pub(super) fn build(
         )
         .label("this frontend"));
     }
-    (gateway.check)(recipe)?;
+    check_policy(gateway, recipe)?;
     let disaggregated = members.iter().any(|m| m.role != RoleKind::Agg);
     let user_flags = user_flags(gateway, recipe, ctx.health().timeout_secs);
     let mut processes = Vec::new();
@@ -192,4 +192,41 @@ fn gates(gateway_urls: Vec<String>, gateways: Vec<String>, members: &[Member]) -
             depends_on: deps,
         },
     ]
+}
+
+/// The policy flags of the gateways: their own and, in prefill/decode mode, each leg's.
+const POLICY_FLAGS: &[&str] = &["policy", "prefill-policy", "decode-policy"];
+
+/// `power_of_two` cannot serve workers kept current at run time: both gateways refuse
+/// to start it with fewer than two workers, and srt starts them with none and adds them.
+fn check_policy(gateway: &Gateway, recipe: &Recipe) -> Result<(), Problem> {
+    let name = gateway.name;
+    let power_of_two = POLICY_FLAGS
+        .iter()
+        .filter_map(|flag| recipe.frontend.args.get(flag))
+        .find(|arg| arg.value == ArgValue::Str("power_of_two".into()));
+    match power_of_two {
+        Some(arg) => Err(Problem::new(
+            "srt::recipe::flag_value",
+            arg.value_span,
+            format!("{name}'s `power_of_two` policy refuses to start with fewer than two workers, while srt starts the gateway with none and adds each worker once it is healthy"),
+        )
+        .label("not with workers added at run time")
+        .help(format!("use one of {}", other_policies(gateway.catalog, arg.key.as_str())))),
+        None => Ok(()),
+    }
+}
+
+/// The choices of the policy flag `key` in `catalog` but `power_of_two`, quoted.
+fn other_policies(catalog: &Catalog, key: &str) -> String {
+    let choices = match catalog.resolve(key) {
+        crate::catalog::Resolution::Exact(o, _) => o.choices.clone().unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    let others: Vec<String> = choices
+        .iter()
+        .filter(|c| *c != "power_of_two")
+        .map(|c| format!("`{c}`"))
+        .collect();
+    others.join(", ")
 }

@@ -16,7 +16,7 @@ mod vllm_router;
 
 use crate::catalog::Catalog;
 use crate::launch::{BuildContext, Component, Gate, LaunchProcess, Membership, Registration};
-use crate::launch::{ConnectorChoice, WorkerFeature};
+use crate::launch::{ConnectorChoice, PdProtocol, WorkerFeature};
 use crate::launch::{Services, WorkerRuntime};
 use crate::ports::{PortBlock, FRONTEND_INTERNAL, PUBLIC, ROUTER_METRICS};
 use crate::recipe::diag::Problem;
@@ -157,6 +157,10 @@ pub trait Frontend: Sync {
     fn section(&self) -> Option<&'static OwnedSection> {
         None
     }
+    /// The prefill/decode hand-offs it drives between a prefill and a decode worker
+    /// (empty: it routes aggregated workers only). A prefill/decode role whose
+    /// connector's protocol (the engine's answer) is not one of them is refused.
+    fn pd_protocols(&self) -> &'static [PdProtocol];
     /// Whether it can discover workers that register themselves (discovery connectors).
     fn supports_discovery(&self) -> bool {
         false

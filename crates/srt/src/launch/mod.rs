@@ -460,8 +460,38 @@ pub struct ConnectorChoice {
     pub name: &'static str,
     /// Workers register with the frontend over its discovery listener.
     pub discovery: bool,
+    /// How a prefill/decode pair of these workers hands a request over, as the frontend
+    /// in front of them must drive it: the engine's answer, which the frontend checks.
+    pub protocol: PdProtocol,
     /// Where it was chosen (the role's override or `engine.connector`).
     pub span: SourceSpan,
+}
+
+/// How a prefill worker hands a request's KV cache to a decode worker, as the frontend
+/// in front of them drives it (`Engine::connector` answers, `Frontend::pd_protocols`
+/// lists what a frontend drives).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PdProtocol {
+    /// No hand-off: the decode computes the prompt again.
+    Recompute,
+    /// vLLM's: the prefill leg carries `kv_transfer_params` (`do_remote_decode`), and
+    /// the decode leg what the prefill answered (where to pull the cache from).
+    KvTransferParams,
+    /// SGLang's bootstrap rendezvous: the same request goes to both with
+    /// `bootstrap_host`/`bootstrap_port`/`bootstrap_room`, and the decode pulls the
+    /// cache through the prefill's bootstrap server.
+    Bootstrap,
+}
+
+impl PdProtocol {
+    /// What the protocol is, in a message.
+    pub fn describe(self) -> &'static str {
+        match self {
+            PdProtocol::Recompute => "no KV hand-off (the decode computes the prompt again)",
+            PdProtocol::KvTransferParams => "vLLM's `kv_transfer_params` hand-off",
+            PdProtocol::Bootstrap => "SGLang's bootstrap rendezvous",
+        }
+    }
 }
 
 /// Something a frontend needs every worker of a role to serve besides completions (see

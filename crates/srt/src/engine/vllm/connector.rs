@@ -1,7 +1,7 @@
 //! KV connectors as table rows. Code asks a row what it needs (a side channel, rank
 //! listeners, discovery); no connector name is compared anywhere else.
 
-use crate::launch::DiscoveryTarget;
+use crate::launch::{DiscoveryTarget, PdProtocol};
 use crate::ports::{PortKind, MORIIO_HANDSHAKE, MORIIO_NOTIFY};
 use crate::recipe::diag::{did_you_mean, Problem};
 use crate::recipe::{Recipe, Role, RoleKind, Sp};
@@ -27,6 +27,8 @@ pub(super) struct Connector {
     pub kv_role: KvRole,
     /// Workers register with the frontend over ZMQ instead of being listed on its command line.
     pub discovery: bool,
+    /// How its prefill/decode pairs hand a request over.
+    pub protocol: PdProtocol,
     /// Workers open a NIXL side channel (one port per DP rank), advertised as the prefill bootstrap port.
     pub side_channel: bool,
     /// Listener kinds allocated as a block of one port per local rank.
@@ -42,6 +44,7 @@ pub(super) const NIXL: Connector = Connector {
     kv_connector: Some("NixlConnector"),
     kv_role: KvRole::Both,
     discovery: false,
+    protocol: PdProtocol::KvTransferParams,
     side_channel: true,
     rank_listeners: &[],
     vllm_port: true,
@@ -53,6 +56,7 @@ pub(super) const MORIIO: Connector = Connector {
     kv_connector: Some("MoRIIOConnector"),
     kv_role: KvRole::ByMode,
     discovery: true,
+    protocol: PdProtocol::KvTransferParams,
     side_channel: false,
     rank_listeners: &[MORIIO_HANDSHAKE, MORIIO_NOTIFY],
     vllm_port: false,
@@ -64,6 +68,7 @@ pub(super) const NONE: Connector = Connector {
     kv_connector: None,
     kv_role: KvRole::Both,
     discovery: false,
+    protocol: PdProtocol::Recompute,
     side_channel: false,
     rank_listeners: &[],
     vllm_port: true,

@@ -174,6 +174,11 @@ impl Engine for Vllm {
             role: role.kind,
             name: c.name,
             discovery: c.discovery,
+            // A role's own `kv-transfer-config` brings a connector of its own (NIXL).
+            protocol: match connector::own_config(c, role) {
+                true => crate::launch::PdProtocol::KvTransferParams,
+                false => c.protocol,
+            },
             span: role
                 .connector
                 .as_ref()

@@ -17,8 +17,8 @@ mod section;
 use super::{nginx, Frontend, FrontendParts, Infrastructure, Layout, OwnedSection, WrapperFlags};
 use crate::catalog::Catalog;
 use crate::launch::{
-    Argv, BuildContext, Component, ConnectorChoice, Field, Gate, LaunchProcess, Listed, Probe,
-    ProcessKind, Services,
+    Argv, BuildContext, Component, ConnectorChoice, Field, Gate, LaunchProcess, Listed, PdProtocol,
+    Probe, ProcessKind, Services,
 };
 use crate::ports::{
     PortBlock, ETCD_CLIENT, ETCD_PEER, FRONTEND_INTERNAL, NATS_CLIENT, NATS_MONITOR, PUBLIC,
@@ -219,6 +219,16 @@ impl Frontend for Dynamo {
             catalog,
             managed_by: |flag| crate::catalog::managed_by(runtime::MANAGED, flag),
         })
+    }
+
+    /// The runtime's wrappers pair prefill and decode workers themselves, whatever
+    /// their engine's hand-off: the frontend only routes to the runtime.
+    fn pd_protocols(&self) -> &'static [PdProtocol] {
+        &[
+            PdProtocol::KvTransferParams,
+            PdProtocol::Recompute,
+            PdProtocol::Bootstrap,
+        ]
     }
 
     fn validate(&self, recipe: &Recipe, _: &[ConnectorChoice], problems: &mut Vec<Problem>) {

@@ -16,10 +16,10 @@ mod admin;
 
 use super::{Frontend, FrontendParts, Layout};
 use crate::catalog::Catalog;
-use crate::launch::ConnectorChoice;
 use crate::launch::{BuildContext, Component, LaunchProcess};
+use crate::launch::{ConnectorChoice, PdProtocol};
 use crate::recipe::diag::Problem;
-use crate::recipe::{ArgValue, Recipe, RoleKind};
+use crate::recipe::Recipe;
 
 /// The SGLang Model Gateway frontend.
 pub(super) struct SglangRouter;
@@ -80,7 +80,7 @@ fn gateway() -> super::gateway::Gateway {
         default_binary: SglangRouter.default_binary(),
         catalog: catalog(),
         defaulted: DEFAULTED,
-        check: check_policy,
+        name: "sglang-router",
     }
 }
 
@@ -115,22 +115,13 @@ impl Frontend for SglangRouter {
         crate::catalog::managed_by(MANAGED, flag)
     }
 
-    fn validate(&self, recipe: &Recipe, _: &[ConnectorChoice], problems: &mut Vec<Problem>) {
-        for role in recipe.roles.iter().filter(|r| r.kind != RoleKind::Agg) {
-            problems.push(
-                Problem::new(
-                    "srt::recipe::frontend_roles",
-                    role.span,
-                    format!(
-                        "sglang-router routes aggregated vLLM workers only, not `{}`",
-                        role.kind.name()
-                    ),
-                )
-                .label("prefill/decode role")
-                .help("its prefill/decode mode sends SGLang's bootstrap fields, not vLLM's kv_transfer_params; use `frontend.type: vllm-router` for prefill/decode"),
-            );
-        }
+    /// Its prefill/decode mode sends SGLang's bootstrap fields, which srt does not run
+    /// it in yet: aggregated workers only.
+    fn pd_protocols(&self) -> &'static [PdProtocol] {
+        &[]
     }
+
+    fn validate(&self, _: &Recipe, _: &[ConnectorChoice], _: &mut Vec<Problem>) {}
 
     fn build(
         &self,
@@ -141,21 +132,5 @@ impl Frontend for SglangRouter {
         _: &[ConnectorChoice],
     ) -> Result<FrontendParts, Problem> {
         super::gateway::build(&gateway(), ctx, recipe, layout, workers)
-    }
-}
-
-/// `power_of_two` cannot serve vLLM workers kept current at run time: the gateway
-/// refuses to start it with fewer than two workers (it starts with none, srt adds them),
-/// and it weighs workers by their `/get_load`, which vLLM does not serve (404).
-fn check_policy(recipe: &Recipe) -> Result<(), Problem> {
-    match recipe.frontend.args.get("policy") {
-        Some(arg) if arg.value == ArgValue::Str("power_of_two".into()) => Err(Problem::new(
-            "srt::recipe::flag_value",
-            arg.value_span,
-            "sglang-router's `power_of_two` policy cannot route vLLM workers: it reads each worker's /get_load, which vLLM does not serve, and refuses to start with fewer than two workers, while srt starts the gateway with none and adds each worker once it is healthy",
-        )
-        .label("not with vLLM workers")
-        .help("use `round_robin`, `random` or `cache_aware`")),
-        _ => Ok(()),
     }
 }

@@ -7,8 +7,7 @@
 //! gateway, in its regular mode or its prefill/decode one. A prefill or decode worker
 //! is added with its `worker_type` and its `kv_connector`; the gateway then sends the
 //! prefill leg with vLLM's `kv_transfer_params` (`do_remote_decode`) and the decode leg
-//! with what the prefill answered (`docs/smg-notes.md`). It pairs the two legs over
-//! [`PAIRS_OVER`] only.
+//! with what the prefill answered (`docs/smg-notes.md`).
 //!
 //! Readiness: its `/health` is 200 with no worker at all, so the gate reads `/readiness`
 //! (`{"healthy_workers": N, ...}`; 503 until one is healthy, and in prefill/decode mode
@@ -19,10 +18,10 @@ mod admin;
 
 use super::{Frontend, FrontendParts, Layout};
 use crate::catalog::Catalog;
-use crate::launch::ConnectorChoice;
 use crate::launch::{BuildContext, Component, LaunchProcess};
+use crate::launch::{ConnectorChoice, PdProtocol};
 use crate::recipe::diag::Problem;
-use crate::recipe::{ArgValue, Recipe, RoleKind};
+use crate::recipe::Recipe;
 
 /// The Shepherd Model Gateway frontend.
 pub(super) struct Smg;
@@ -82,7 +81,7 @@ fn gateway() -> super::gateway::Gateway {
         default_binary: Smg.default_binary(),
         catalog: catalog(),
         defaulted: DEFAULTED,
-        check: check_policy,
+        name: "smg",
     }
 }
 
@@ -117,6 +116,12 @@ impl Frontend for Smg {
         crate::catalog::managed_by(MANAGED, flag)
     }
 
+    /// vLLM's NIXL hand-off (1.13.0 tags the prefill leg only for a worker registered
+    /// with `kv_connector: NixlConnector`; unpaired, it sends both legs untagged).
+    fn pd_protocols(&self) -> &'static [PdProtocol] {
+        &[PdProtocol::KvTransferParams]
+    }
+
     fn validate(&self, _: &Recipe, _: &[ConnectorChoice], _: &mut Vec<Problem>) {}
 
     fn build(
@@ -125,63 +130,8 @@ impl Frontend for Smg {
         recipe: &Recipe,
         layout: &Layout,
         workers: &[LaunchProcess],
-        connectors: &[ConnectorChoice],
+        _: &[ConnectorChoice],
     ) -> Result<FrontendParts, Problem> {
-        check_pairing(workers, connectors)?;
         super::gateway::build(&gateway(), ctx, recipe, layout, workers)
-    }
-}
-
-/// The KV connectors (as vLLM names them) smg 1.13.0 pairs prefill and decode workers
-/// over: it tags the prefill leg with `kv_transfer_params` only for these.
-const PAIRS_OVER: &[&str] = &["NixlConnector"];
-
-/// Every prefill and decode worker transfers its KV cache over a connector smg pairs:
-/// registered without one, the gateway sends both legs untagged and the decode computes
-/// the prompt again (an aggregate that looks like prefill/decode).
-fn check_pairing(workers: &[LaunchProcess], connectors: &[ConnectorChoice]) -> Result<(), Problem> {
-    let unpaired = workers.iter().filter_map(|w| w.worker.as_ref()).find(|w| {
-        w.role != RoleKind::Agg && !w.kv_connector.is_some_and(|c| PAIRS_OVER.contains(&c))
-    });
-    let Some(info) = unpaired else {
-        return Ok(());
-    };
-    let choice = connectors
-        .iter()
-        .find(|c| c.role == info.role)
-        .expect("every role has a connector choice");
-    Err(Problem::new(
-        "srt::recipe::frontend_connector",
-        choice.span,
-        format!(
-            "smg pairs prefill and decode workers over {} only, and the `{}` role's workers transfer their KV cache with connector `{}`",
-            PAIRS_OVER.join(", "),
-            info.role.name(),
-            choice.name
-        ),
-    )
-    .label("the connector of the prefill/decode roles")
-    .help("use `engine.connector: nixl`, or `frontend.type: vllm-router`"))
-}
-
-/// The policy flags of the gateway: its own and, in prefill/decode mode, each leg's.
-const POLICY_FLAGS: &[&str] = &["policy", "prefill-policy", "decode-policy"];
-
-/// `power_of_two` cannot serve workers kept current at run time: the gateway refuses
-/// to start it with fewer than two workers, and srt starts it with none and adds them.
-fn check_policy(recipe: &Recipe) -> Result<(), Problem> {
-    let power_of_two = POLICY_FLAGS
-        .iter()
-        .filter_map(|flag| recipe.frontend.args.get(flag))
-        .find(|arg| arg.value == ArgValue::Str("power_of_two".into()));
-    match power_of_two {
-        Some(arg) => Err(Problem::new(
-            "srt::recipe::flag_value",
-            arg.value_span,
-            "smg's `power_of_two` policy refuses to start with fewer than two workers, while srt starts the gateway with none and adds each worker once it is healthy",
-        )
-        .label("not with workers added at run time")
-        .help("use `round_robin`, `random`, `cache_aware`, `least_load`, `prefix_hash` or `consistent_hashing`")),
-        None => Ok(()),
     }
 }

@@ -23,7 +23,7 @@ use crate::launch::{
     membership_address, Argv, BuildContext, Component, Count, Gate, LaunchProcess, Member,
     Membership, MembershipMode, Probe, ProcessKind, WorkerInfo,
 };
-use crate::launch::{ConnectorChoice, WorkerFeature};
+use crate::launch::{ConnectorChoice, PdProtocol, WorkerFeature};
 use crate::ports::{PortBlock, DISCOVERY, DISCOVERY_PORT};
 use crate::recipe::diag::Problem;
 use crate::recipe::{ArgValue, Recipe, RoleKind};
@@ -144,6 +144,11 @@ impl Frontend for VllmRouter {
     fn install_hint(&self) -> &'static str {
         "install the pinned Router with `scripts/install-router.sh` and put `.tools/bin` on PATH \
          (`export PATH=\"$PWD/.tools/bin:$PATH\"`), or name the program with `frontend.binary`"
+    }
+
+    /// vLLM's hand-off (`--vllm-pd-disaggregation`), or none (`connector: none`).
+    fn pd_protocols(&self) -> &'static [PdProtocol] {
+        &[PdProtocol::KvTransferParams, PdProtocol::Recompute]
     }
 
     fn supports_discovery(&self) -> bool {
