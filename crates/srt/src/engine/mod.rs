@@ -80,10 +80,14 @@ pub trait Engine: Sync {
         endpoint: &Endpoint,
         process: &LaunchProcess,
     ) -> Serving;
-    /// Make one of the engine's worker processes run `simulator` in place of the
-    /// engine's program (`--simulate`): the simulator takes the engine's own arguments,
-    /// so only the program changes. Applied to the processes handed to the executor,
-    /// never to the launch plan the graph is lowered from.
+    /// The program that stands in for the engine under `--simulate`: a binary shipped
+    /// next to `srt` (`srt-vllm-sim`) that accepts exactly the engine's arguments.
+    fn simulator(&self) -> &'static str;
+    /// Make one of the engine's worker processes run `simulator` (the path of
+    /// [`Engine::simulator`]) in place of the engine's program (`--simulate`): the
+    /// simulator takes the engine's own arguments, so only the program changes. Applied
+    /// to the processes handed to the executor, never to the launch plan the graph is
+    /// lowered from.
     fn simulate(&self, process: &mut LaunchProcess, simulator: &std::path::Path);
     /// How to get the engine's program when it is not on this machine's `PATH`: named
     /// when a plan would start it and cannot find it.

@@ -267,11 +267,12 @@ pub(super) fn write_files(bindings: &Bindings, p: &LaunchProcess) -> Result<(), 
     Ok(())
 }
 
-/// The simulator binary next to the running `srt` (`srt-vllm-sim`), if present.
-pub fn default_simulator() -> Option<PathBuf> {
+/// The program `name` shipped next to the running `srt` (an engine's simulator), if
+/// present: in its directory, or the one above (a test binary under `deps/`).
+pub fn next_to_srt(name: &str) -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let dir = exe.parent()?;
-    [dir.join("srt-vllm-sim"), dir.parent()?.join("srt-vllm-sim")]
+    [dir.join(name), dir.parent()?.join(name)]
         .into_iter()
         .find(|p| p.is_file())
 }

@@ -8,7 +8,6 @@ pub mod status;
 
 use crate::assemble::{assemble, BuildOptions};
 use crate::cluster::{ClusterProfile, ProfileError};
-use crate::exec::local::default_simulator;
 use crate::exec::Executor;
 use crate::graph::{self, ResourceGraph};
 use crate::launch::{self, LaunchPlan};
@@ -351,6 +350,26 @@ pub fn simulated(
     run
 }
 
+/// The path of `engine`'s simulator, found next to `srt`, when a worker of `launch`
+/// needs it (a worker under a frontend's runtime brings its own simulated engine);
+/// else an empty path, never run.
+fn stand_in(launch: &LaunchPlan, engine: &dyn crate::engine::Engine) -> Result<PathBuf, OpError> {
+    let needed = launch.processes.iter().any(|p| {
+        p.kind == launch::ProcessKind::Worker
+            && p.worker.as_ref().is_none_or(|w| w.simulated.is_none())
+    });
+    if !needed {
+        return Ok(PathBuf::new());
+    }
+    let name = engine.simulator();
+    crate::exec::local::next_to_srt(name).ok_or_else(|| {
+        OpError::Other(format!(
+            "--simulate needs the `{name}` binary next to `srt` (the {} engine's simulator)",
+            engine.name()
+        ))
+    })
+}
+
 /// Options for [`prepare`].
 #[derive(Clone, Debug)]
 pub struct PrepareOptions {
@@ -401,8 +420,8 @@ pub struct Setup {
     pub store: StateStore,
     /// The executor.
     pub exec: Box<dyn Executor>,
-    /// Under `--simulate`, the simulator binary.
-    simulator: Option<PathBuf>,
+    /// Whether workers run as their engine's simulator (`--simulate`).
+    simulate: bool,
     /// Nodes available (`--nodes`).
     nodes: Option<usize>,
 }
@@ -432,11 +451,6 @@ pub fn setup(
     options: &PrepareOptions,
 ) -> Result<Setup, OpError> {
     let recipe = recipe::load_str(&source, default_name)?;
-    // Found now, required once the plan shows a worker that needs it (a worker under a
-    // frontend's runtime brings its own simulated engine).
-    let simulator = options
-        .simulate
-        .then(|| default_simulator().unwrap_or_default());
     let profile = effective_profile(cluster_profile(options.cluster.as_deref())?, &recipe);
     let dir = deployment_dir(&options.state_dir, &recipe.name.value);
     // Node count first (the executor's bindings need it), then the plan for its host layout.
@@ -456,7 +470,7 @@ pub fn setup(
             nodes,
             gpus_per_node: recipe.resources.gpus_per_node.value,
             gpu_type: recipe.resources.gpu_type.clone(),
-            simulate: simulator.is_some(),
+            simulate: options.simulate,
             grace: options.grace,
             adopt: enclosing_job(),
         },
@@ -466,7 +480,7 @@ pub fn setup(
         source,
         recipe,
         exec,
-        simulator,
+        simulate: options.simulate,
         nodes: options.nodes,
     })
 }
@@ -552,23 +566,14 @@ impl Setup {
         .map_err(|p| source.error(p))?;
         let graph = graph::lower_with(&launch, &exec.execution(), exec.allocation().as_ref())?;
         let recipe_hash = desired_hash(&graph);
-        let simulated = match &self.simulator {
-            Some(sim) => {
+        let simulated = match self.simulate {
+            true => {
                 let engine = crate::engine::lookup(&recipe.engine.kind.value).ok_or_else(|| {
                     OpError::Other(format!("unknown engine `{}`", recipe.engine.kind.value))
                 })?;
-                let needed = launch.processes.iter().any(|p| {
-                    p.kind == launch::ProcessKind::Worker
-                        && p.worker.as_ref().is_none_or(|w| w.simulated.is_none())
-                });
-                if needed && sim.as_os_str().is_empty() {
-                    return Err(OpError::Other(
-                        "--simulate needs the `srt-vllm-sim` binary next to `srt`".into(),
-                    ));
-                }
-                Some(simulated(&launch, engine, sim))
+                Some(simulated(&launch, engine, &stand_in(&launch, engine)?))
             }
-            None => None,
+            false => None,
         };
         Ok(Lowered {
             launch,
@@ -580,7 +585,7 @@ impl Setup {
 
     fn with(self, lowered: Lowered) -> Prepared {
         Prepared {
-            simulate: self.simulator.is_some(),
+            simulate: self.simulate,
             nodes: self.nodes,
             store: self.store,
             source: self.source,

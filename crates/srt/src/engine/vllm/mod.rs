@@ -117,6 +117,10 @@ impl Engine for Vllm {
          `engine.serve_binary`"
     }
 
+    fn simulator(&self) -> &'static str {
+        "srt-vllm-sim"
+    }
+
     fn simulate(&self, process: &mut LaunchProcess, simulator: &std::path::Path) {
         let sim = simulator.display().to_string();
         // A runtime's wrapper (`python3 -m dynamo.vllm --model M ...`) takes the model as
