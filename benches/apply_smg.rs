@@ -18,6 +18,13 @@
 //!   worker `ready`);
 //! - **destroy**: `srt destroy` of the deployment.
 //!
+//! What it shows (docs/performance.md): a rolled decode costs about 6 s beyond its
+//! start-up, smg's 5 s and `rollout.min_ready_seconds` (1 s here). The gateway keeps a
+//! removed worker `draining` for 5 s and refuses its URL until then, and a rolled worker
+//! keeps its URL, so its replacement, started within milliseconds, waits that out before
+//! it is added back and held (with `min_ready_seconds: 0` a unit took 5.0 s). Destroy
+//! is about 5 s too: the gateway's own shutdown on SIGTERM.
+//!
 //! Needs `smg` (`scripts/install-smg.sh`): looked up in `$SRT_TOOLS_DIR/bin`,
 //! `.tools/bin`, then `PATH`; without it the benchmark says so and exits. Options (after
 //! `--`): `--smoke` (2 decodes, one run; the default without `--bench`, i.e. under
