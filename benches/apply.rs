@@ -36,8 +36,10 @@
 //! i * 1000 / N ms, so that the runs sample every phase of the Router's 1 s check). `SRT_BENCH_SRT=/path/srt`
 //! measures another build of srt (with its `srt-vllm-sim` next to it).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+mod common;
+
+use common::{get, median, ms};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -81,47 +83,12 @@ health_check:
     )
 }
 
-fn router_dir() -> Option<PathBuf> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    if let Some(d) = std::env::var_os("SRT_TOOLS_DIR") {
-        dirs.push(PathBuf::from(d).join("bin"));
-    }
-    dirs.push(root.join(".tools/bin"));
-    if let Some(path) = std::env::var_os("PATH") {
-        dirs.extend(std::env::split_paths(&path));
-    }
-    dirs.into_iter().find(|d| d.join("vllm-router").is_file())
-}
-
-/// One HTTP/1.1 GET; the status and body, or `None` when nothing answers.
-fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut s =
-        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).ok()?;
-    let status = buf.split_whitespace().nth(1)?.parse().ok()?;
-    let body = buf.split_once("\r\n\r\n").map_or("", |b| b.1);
-    Some((status, body.to_string()))
-}
-
 /// Workers and `regular + decode` entries the Router lists.
 fn router_lists(port: u16, workers: usize) -> bool {
     let Some((200, body)) = get(port, "/workers") else {
         return false;
     };
-    // A chunked body still contains the JSON object whole.
-    let json = body
-        .find('{')
-        .and_then(|s| body.rfind('}').map(|e| &body[s..=e]))
-        .unwrap_or("");
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(json) else {
+    let Some(v) = common::json_body(&body) else {
         return false;
     };
     let n = |k: &str| v["stats"][k].as_u64().unwrap_or(0);
@@ -174,10 +141,7 @@ struct Env {
 
 impl Env {
     fn srt(&self, args: &[&str]) -> Command {
-        // SRT_BENCH_SRT: another build to compare (its srt-vllm-sim next to it).
-        let srt =
-            std::env::var_os("SRT_BENCH_SRT").unwrap_or_else(|| env!("CARGO_BIN_EXE_srt").into());
-        let mut c = Command::new(srt);
+        let mut c = Command::new(common::srt_program());
         c.args(args)
             .current_dir(self.dir.path())
             .env("PATH", &self.path)
@@ -439,15 +403,6 @@ fn one_run(router: &Path, workers: usize, startup_delay_ms: u64) -> Result<Run, 
     })
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.0}", d.as_secs_f64() * 1000.0)
-}
-
 fn opt_median(v: Vec<Option<Duration>>) -> String {
     let v: Vec<Duration> = v.into_iter().flatten().collect();
     if v.is_empty() {
@@ -468,7 +423,7 @@ fn main() {
     // `cargo bench` passes `--bench`; without it (`cargo test --all-targets`, the test
     // suite) the benchmark only checks that it still runs.
     let smoke = args.iter().any(|a| a == "--smoke") || !args.iter().any(|a| a == "--bench");
-    let Some(router) = router_dir() else {
+    let Some(router) = common::tool_dir("vllm-router") else {
         println!("apply benchmark skipped: vllm-router not found (run scripts/install-router.sh or set SRT_TOOLS_DIR)");
         return;
     };

@@ -24,9 +24,10 @@
 //! (after `--`): `--smoke` (2 workers, one run; the default without `--bench`, i.e. under
 //! `cargo test --all-targets`), `--workers 4,16`, `--reps N`.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::path::PathBuf;
+mod common;
+
+use common::{median, tools};
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,13 +35,6 @@ use std::time::{Duration, Instant};
 
 /// The frontend's public port in these recipes (away from the examples' 8000).
 const PUBLIC_PORT: u16 = 18100;
-
-fn tools() -> PathBuf {
-    std::env::var_os("SRT_TOOLS_DIR").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools"),
-        PathBuf::from,
-    )
-}
 
 /// The recipe of `workers` workers of one GPU, on a node with room for one more.
 fn recipe_text(name: &str, workers: usize, max_model_len: u32) -> String {
@@ -73,29 +67,11 @@ rollout:
     )
 }
 
-/// One HTTP/1.1 GET of the frontend: the body, or `None` when nothing answers.
-fn get(path: &str) -> Option<String> {
-    let addr = ([127, 0, 0, 1], PUBLIC_PORT).into();
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{PUBLIC_PORT}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).ok()?;
-    buf.split_once("\r\n\r\n").map(|b| b.1.to_string())
-}
-
 /// The `generate` instances of `namespace` the frontend lists.
 fn listed(namespace: &str) -> usize {
-    let Some(body) = get("/health") else { return 0 };
-    let json = body
-        .find('{')
-        .and_then(|s| body.rfind('}').map(|e| &body[s..=e]))
-        .unwrap_or("");
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(json) else {
+    let Some(v) =
+        common::get(PUBLIC_PORT, "/health").and_then(|(_, body)| common::json_body(&body))
+    else {
         return 0;
     };
     v["instances"].as_array().map_or(0, |a| {
@@ -237,13 +213,8 @@ fn one_run(path: &str, workers: usize) -> Result<Run, String> {
     })
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
 fn ms(d: Duration) -> String {
-    format!("{:.0} ms", d.as_secs_f64() * 1000.0)
+    format!("{} ms", common::ms(d))
 }
 
 fn main() {
