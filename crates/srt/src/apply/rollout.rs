@@ -249,9 +249,10 @@ impl Apply<'_> {
         roll: &Roll,
         unit: &Unit,
     ) -> StepResult {
-        let t = Instant::now();
         let group = &roll.groups[&unit.group];
         self.take_turn(group, unit).await?;
+        // Its own roll, from its turn: not the wait for the units before it.
+        let t = Instant::now();
         let result = self.roll_in_turn(rec, group, unit).await;
         {
             let mut turns = group.turns.lock().expect("turns lock");
