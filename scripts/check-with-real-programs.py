@@ -3,7 +3,7 @@
 running the program.
 
 Usage: <venv>/bin/python scripts/check-with-real-programs.py PROGRAM < argv.json
-       PROGRAM: vllm | vllm-router | sglang-router | smg
+       PROGRAM: vllm | vllm-router | sglang-router | smg | sglang
 
 stdin: a JSON list of strings, the words after the command prefix, or a JSON
 list of such lists (one parser start for many commands; one verdict line each):
@@ -11,15 +11,20 @@ list of such lists (one parser start for many commands; one verdict line each):
   vllm-router    the words after `vllm-router`
   sglang-router  the words after `sglang-router launch`
   smg            the words after `smg launch`
+  sglang         the words after `python3 -m sglang.launch_server`
 
 Run it with the interpreter of the venv that holds PROGRAM
 (.tools/vllm-venv, .tools/router-venv, .tools/sglang-router-venv,
-.tools/smg-venv). It parses
+.tools/smg-venv, .tools/sglang-catalog-venv). It parses
 the words as the program does (real_parsers.py), then runs the checks the
 program runs right after parsing:
   vllm           ServeSubcommand.validate(args) (validate_parsed_serve_args)
   the Routers    RouterArgs._validate_router_args() (launch_router does so
                  before starting the Rust router)
+  sglang         the rest of prepare_server_args (--config merge,
+                 ServerArgs.from_cli_args); its resolution, which checks the
+                 parallel layout and P/D settings, reads the model and the
+                 platform and is not run
 Deeper checks that vLLM makes only once it reads the model config (engine
 config, parallel layout) are not run.
 

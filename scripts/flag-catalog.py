@@ -3,7 +3,7 @@
 as a JSON catalog on stdout; spot checks go to stderr.
 
 Usage: <venv>/bin/python scripts/flag-catalog.py PROGRAM
-       PROGRAM: vllm | vllm-router | sglang-router | smg
+       PROGRAM: vllm | vllm-router | sglang-router | smg | sglang
                 | dynamo-frontend | dynamo-mocker | dynamo-vllm
 
 Run it with the interpreter of the venv that holds PROGRAM;
@@ -34,6 +34,10 @@ gives the same bytes):
                  vLLM wraps types in optional_type()/parse_type() (which also
                  accept "" and "None" as None); those are unwrapped.
                  vLLM's human_readable_int ("1k", "2M") stays other:.
+                 SGLang: json_list_type and parse_cuda_graph_config_arg
+                 (JSON parsed, then checked) are json; nullable_str ("" and
+                 "None" as None) is str; its human_readable_int and
+                 parse_cuda_graph_backend_arg stay other:.
     choices      stringified, in the parser's order, or null; sorted where
                  the program draws them from an unordered collection (a set,
                  or sglang-router's tool-call parsers) so that reruns match
@@ -43,8 +47,13 @@ gives the same bytes):
                  own marking: a help text saying "<one of its flags> is
                  deprecated" (vLLM 0.32 marks --disable-cascade-attn and
                  --log-config-file that way and passes deprecated=True for no
-                 serve option)
-  env (vllm only)                  sorted names in vllm.envs.environment_variables
+                 serve option), or SGLang's: one of its Deprecated*Action
+                 classes (arg_groups/argparse_actions.py), or a help text
+                 opening "Deprecated" or "(Deprecated"
+  env (vllm)                       sorted names in vllm.envs.environment_variables
+  env (sglang)                     sorted names of the variables
+                                   sglang.srt.environ.Envs reads (its fields,
+                                   and the deprecated names some fall back to)
   Dynamo programs only:
     env          sorted names of the environment variables that give an
                  option its default (the options' env_var); the Rust runtime
@@ -60,6 +69,11 @@ gives the same bytes):
                  parser's); see real_parsers.py
   Dynamo marks a deprecated option by wrapping its action in a subclass
   named DeprecatedAction; `action` is then that subclass's argparse base.
+  SGLang's deprecated actions subclass argparse.Action directly; `action`
+  is what they do: DeprecatedStoreTrueAction store_true,
+  DeprecatedStoreConstAction store_const when it takes no value (else
+  store: --monokernel-backend takes one of its choices),
+  DeprecatedAliasStoreAction store.
 """
 
 import argparse
@@ -88,10 +102,26 @@ _ACTIONS = {
 _NO_VALUE = {"store_true", "store_false", "store_const", "append_const", "count", "help", "version", "boolean_optional"}
 
 
+# SGLang's deprecated flags (sglang/srt/arg_groups/argparse_actions.py), by
+# what they do with the command line.
+_SGLANG_DEPRECATED = {
+    "DeprecatedStoreTrueAction": lambda action: "store_true",
+    "DeprecatedStoreConstAction": lambda action: "store_const" if action.nargs == 0 else "store",
+    "DeprecatedAliasStoreAction": lambda action: "store",
+}
+
+
+def _is_sglang_deprecated(action):
+    cls = type(action)
+    return cls.__name__ in _SGLANG_DEPRECATED and cls.__module__.startswith("sglang.")
+
+
 def action_name(action):
     cls = type(action)
-    if cls.__name__ == "DeprecatedAction":  # Dynamo's wrapper (configuration/utils.py)
-        cls = cls.__mro__[1]
+    if _is_sglang_deprecated(action):
+        return _SGLANG_DEPRECATED[cls.__name__](action)
+    if cls.__name__ == "DeprecatedAction" and not cls.__module__.startswith("sglang."):
+        cls = cls.__mro__[1]  # Dynamo's wrapper (configuration/utils.py)
     return _ACTIONS.get(cls) or "other:" + cls.__name__
 
 
@@ -125,6 +155,12 @@ def type_name(t):
     short = name.rsplit(".", 1)[-1]
     if short == "parse_dataclass":  # vLLM: JSON validated into a config dataclass
         return "json"
+    module = getattr(t, "__module__", "") or ""
+    if module.startswith("sglang."):
+        if short in ("json_list_type", "parse_cuda_graph_config_arg"):  # orjson/json.loads, then checked
+            return "json"
+        if short == "nullable_str":  # "" and "None" as None
+            return "str"
     if re.fullmatch(r"str_?(2|to)_?bool|strtobool|parse_bool|to_bool", short):
         return "bool"
     if isinstance(t, argparse.FileType):
@@ -132,12 +168,16 @@ def type_name(t):
     return "other:" + name
 
 
-def is_deprecated(parser, action):
+def is_deprecated(program, parser, action):
     if getattr(action, "deprecated", False) or type(action).__name__ == "DeprecatedAction":
+        return True
+    if _is_sglang_deprecated(action):
         return True
     if action in getattr(parser, "_deprecated", ()):
         return True
     help_text = action.help or ""
+    if program == "sglang" and help_text.startswith(("Deprecated", "(Deprecated")):
+        return True
     return any(f"{flag} is deprecated" in help_text for flag in action.option_strings)
 
 
@@ -175,7 +215,7 @@ def option_entry(program, parser, action, role=None):
         "nargs": action.nargs,
         "type": type_name(action.type),
         "choices": choices_of(program, action),
-        "deprecated": is_deprecated(parser, action),
+        "deprecated": is_deprecated(program, parser, action),
         "required": bool(action.required),
     }
     if program in real_parsers.DYNAMO_PROGRAMS:
@@ -193,7 +233,11 @@ def _parses(program, argv):
 
 
 def _base_argv(program):
-    return ["tiny-model"] if program == "vllm" else []
+    if program == "vllm":
+        return ["tiny-model"]
+    if program == "sglang":  # --model-path is required
+        return ["--model-path", "tiny-model"]
+    return []
 
 
 def probe_abbrev(program, options):
@@ -262,6 +306,12 @@ def catalog(program):
         import vllm.envs
 
         out["env"] = sorted(vllm.envs.environment_variables)
+    if program == "sglang":
+        from sglang.srt.environ import EnvField, Envs
+
+        fields = [f for f in vars(Envs).values() if isinstance(f, EnvField)]
+        aliases = {f.deprecated_name for f in fields if getattr(f, "deprecated_name", None)}
+        out["env"] = sorted({f.name for f in fields} | aliases)
     if program in real_parsers.DYNAMO_PROGRAMS:
         out["env"] = sorted({o["env_var"] for o in options if o["env_var"]})
     probes = {"abbrev": (abbrev_probe, abbrev), "underscore": (underscore_probe, underscore)}
@@ -317,6 +367,18 @@ def spot_checks(program, cat, probes):
             if flag in by_flag:
                 show(flag, opt(flag, "action", "type", "choices", "env_var"))
         show("'--bogus-flag 1'", parse_result(["--bogus-flag", "1"]))
+    elif program == "sglang":
+        for flag in ("--model-path", "--served-model-name", "--host", "--port", "--tp-size", "--dp-size",
+                     "--enable-dp-attention", "--attn-dp-size", "--ep-size", "--nnodes", "--node-rank",
+                     "--dist-init-addr", "--nccl-port", "--base-gpu-id", "--disaggregation-mode",
+                     "--disaggregation-bootstrap-port", "--disaggregation-transfer-backend",
+                     "--disaggregation-ib-device", "--skip-server-warmup", "--trust-remote-code"):
+            show(flag, opt(flag, "flags", "action", "type", "nargs", "choices", "required"))
+        show("env count", len(cat["env"]))
+        show("'--tp-size 2 --dp-size 2 --enable-dp-attention'",
+             parse_result(["--tp-size", "2", "--dp-size", "2", "--enable-dp-attention"]))
+        show("'--disaggregation-mode both'", parse_result(["--disaggregation-mode", "both"]))
+        show("'--tp 2' (a prefix of --tp-size alone)", parse_result(["--tp", "2"]))
     else:
         show("--policy", opt("--policy", "choices"))
         show("--prefill", opt("--prefill", "action", "nargs"))

@@ -6,7 +6,7 @@
 #
 # Usage: scripts/flag-catalogs.sh [--check] [PROGRAM...]
 #
-#   PROGRAM is vllm, vllm-router, sglang-router, smg, dynamo-frontend,
+#   PROGRAM is vllm, vllm-router, sglang-router, smg, sglang, dynamo-frontend,
 #   dynamo-mocker, dynamo-vllm, etcd or nats-server (default: all of them).
 #   Each runs with the interpreter of that program's venv under
 #   ${SRT_TOOLS_DIR:-<repo>/.tools}:
@@ -18,6 +18,9 @@
 #                    -> crates/srt/src/frontend/sglang_router/catalog/sglang-router-<version>.json
 #     smg            smg-venv            (scripts/install-smg.sh)
 #                    -> crates/srt/src/frontend/smg/catalog/smg-<version>.json
+#     sglang         sglang-catalog-venv (scripts/install-sglang-catalog.sh)
+#                    -> crates/srt/src/engine/sglang/catalog/sglang-<version>.json
+#                    (`python3 -m sglang.launch_server`: ServerArgs' options)
 #     dynamo-frontend, dynamo-mocker, dynamo-vllm
 #                    dynamo-venv         (scripts/install-dynamo.sh)
 #                    -> crates/srt/src/frontend/dynamo/catalog/<program>-<version>.json
@@ -40,7 +43,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROOT="$(repo_root)"
 TOOLS="$(tools_dir)"
-ALL_PROGRAMS=(vllm vllm-router sglang-router smg dynamo-frontend dynamo-mocker dynamo-vllm etcd nats-server)
+ALL_PROGRAMS=(vllm vllm-router sglang-router smg sglang dynamo-frontend dynamo-mocker dynamo-vllm etcd nats-server)
 
 venv_of() {
     case "$1" in
@@ -48,6 +51,7 @@ venv_of() {
     vllm-router) printf '%s\n' "$TOOLS/router-venv" ;;
     sglang-router) printf '%s\n' "$TOOLS/sglang-router-venv" ;;
     smg) printf '%s\n' "$TOOLS/smg-venv" ;;
+    sglang) printf '%s\n' "$TOOLS/sglang-catalog-venv" ;;
     dynamo-frontend | dynamo-mocker | dynamo-vllm) printf '%s\n' "$TOOLS/dynamo-venv" ;;
     *) die "unknown program '$1' (want: ${ALL_PROGRAMS[*]})" ;;
     esac
@@ -59,6 +63,7 @@ out_dir_of() {
     vllm-router) printf '%s\n' "$ROOT/crates/srt/src/frontend/vllm_router/catalog" ;;
     sglang-router) printf '%s\n' "$ROOT/crates/srt/src/frontend/sglang_router/catalog" ;;
     smg) printf '%s\n' "$ROOT/crates/srt/src/frontend/smg/catalog" ;;
+    sglang) printf '%s\n' "$ROOT/crates/srt/src/engine/sglang/catalog" ;;
     dynamo-* | etcd | nats-server) printf '%s\n' "$ROOT/crates/srt/src/frontend/dynamo/catalog" ;;
     esac
 }

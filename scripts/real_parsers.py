@@ -6,6 +6,8 @@ it from a venv that holds the program:
   vllm-router    vllm-router (install-router.sh): `vllm-router`
   sglang-router  sglang-router (install-sglang-router.sh): `sglang-router launch`
   smg            smg (install-smg.sh): `smg launch`
+  sglang         SGLang's server options (install-sglang-catalog.sh):
+                 `python3 -m sglang.launch_server`
   dynamo-frontend, dynamo-mocker, dynamo-vllm
                  ai-dynamo (install-dynamo.sh): `python3 -m dynamo.frontend`,
                  `python3 -m dynamo.mocker`, `python3 -m dynamo.vllm`
@@ -27,6 +29,17 @@ from --help text:
   builds a fresh argparse.ArgumentParser, adds RouterArgs' options and parses.
   The parser object is taken from inside that function (parse_args is
   intercepted once), so it is exactly the one the console script uses.
+- sglang: sglang/launch_server.py's main calls load_plugins() (no plugin
+  is installed in the catalog venv) and then
+  sglang.srt.server_args.prepare_server_args(argv), which builds a fresh
+  argparse.ArgumentParser(prog="sglang serve"), adds ServerArgs.add_cli_args'
+  options, merges a `--config FILE` into the argv when one is given, and
+  parses. The parser is taken from inside prepare_server_args (parse_args is
+  intercepted once), as for the Routers. Validating runs the rest of
+  prepare_server_args (ServerArgs.from_cli_args; __post_init__ does
+  nothing in 0.5.23). The resolution that checks the parallel layout and
+  the P/D settings (ServerArgs.resolve_once, run by launch_server's
+  run_server) reads the model's config and the platform, so it is not run.
 - dynamo-frontend: dynamo.frontend.main.parse_args() builds an
   argparse.ArgumentParser with FrontendArgGroup's options and calls
   parse_known_args() on sys.argv; the parser is taken from that call the
@@ -63,7 +76,7 @@ import importlib.metadata
 import io
 import re
 
-PROGRAMS = ("vllm", "vllm-router", "sglang-router", "smg", "dynamo-frontend", "dynamo-mocker", "dynamo-vllm")
+PROGRAMS = ("vllm", "vllm-router", "sglang-router", "smg", "sglang", "dynamo-frontend", "dynamo-mocker", "dynamo-vllm")
 DYNAMO_PROGRAMS = ("dynamo-frontend", "dynamo-mocker", "dynamo-vllm")
 
 COMMANDS = {
@@ -71,6 +84,7 @@ COMMANDS = {
     "vllm-router": ["vllm-router"],
     "sglang-router": ["sglang-router", "launch"],
     "smg": ["smg", "launch"],
+    "sglang": ["python3", "-m", "sglang.launch_server"],
     "dynamo-frontend": ["python3", "-m", "dynamo.frontend"],
     "dynamo-mocker": ["python3", "-m", "dynamo.mocker"],
     "dynamo-vllm": ["python3", "-m", "dynamo.vllm"],
@@ -82,6 +96,7 @@ _DISTRIBUTIONS = {
     "vllm-router": "vllm-router",
     "sglang-router": "sglang-router",
     "smg": "smg",
+    "sglang": "sglang",
     "dynamo-frontend": "ai-dynamo",
     "dynamo-mocker": "ai-dynamo",
     "dynamo-vllm": "ai-dynamo",
@@ -198,6 +213,13 @@ def _stub_vllm_if_absent():
     module("vllm.utils", FlexibleArgumentParser=argparse.ArgumentParser)
 
 
+def sglang_parser():
+    """The ArgumentParser that sglang.srt.server_args.prepare_server_args builds."""
+    from sglang.srt.server_args import prepare_server_args
+
+    return _capture("parse_args", lambda: prepare_server_args([]))
+
+
 def dynamo_parsers(program):
     """[(role, parser)] in the order the program parses with them."""
     import sys
@@ -233,6 +255,8 @@ def options_parser(program, with_help=False):
         return vllm_parsers(with_help)[1]
     if program in DYNAMO_PROGRAMS:
         return dynamo_parsers(program)[0][1]
+    if program == "sglang":
+        return sglang_parser()
     return router_parser(program)
 
 
@@ -285,6 +309,12 @@ def parse(program, argv, validate=True):
                 if validate and args.subparser == cmd.name:
                     cmd.validate(args)
                 return args
+            if program == "sglang":
+                if validate:
+                    from sglang.srt.server_args import prepare_server_args
+
+                    return prepare_server_args(list(argv))
+                return sglang_parser().parse_args(list(argv))
             launch_router = importlib.import_module(_ROUTER_MODULES[program] + ".launch_router")
             args = launch_router.parse_router_args(list(argv))
             if validate and hasattr(args, "_validate_router_args"):

@@ -791,9 +791,107 @@ mod tests {
             include_str!("frontend/vllm_router/catalog/vllm-router-0.1.17.json"),
             include_str!("frontend/sglang_router/catalog/sglang-router-0.3.2.json"),
             include_str!("frontend/smg/catalog/smg-1.13.0.json"),
+            include_str!("engine/sglang/catalog/sglang-0.5.23.json"),
         ] {
             let c = Catalog::parse(text).unwrap();
             assert!(c.options.len() > 50, "{}", c.program);
+        }
+    }
+
+    /// SGLang's catalog, made ahead of its engine, reads as argparse: the command srt
+    /// will render, the topology and P/D flags with their aliases, its switches, and
+    /// the prefixes SGLang's parser accepts.
+    #[test]
+    fn the_sglang_catalog_resolves_its_topology_flags() {
+        let c = Catalog::parse(include_str!("engine/sglang/catalog/sglang-0.5.23.json")).unwrap();
+        assert_eq!(c.command, ["python3", "-m", "sglang.launch_server"]);
+        assert_eq!(
+            (c.program.as_str(), c.version.as_str()),
+            ("sglang", "0.5.23")
+        );
+        assert!(c.allow_abbrev && !c.underscore_equivalent);
+        assert_eq!(c.syntax, Syntax::Argparse);
+        assert!(c.options.len() > 500, "{}", c.options.len());
+        let exact = |name: &str| match c.resolve(name) {
+            Resolution::Exact(o, _) => o,
+            other => panic!("{name}: {other:?}"),
+        };
+        for (name, first) in [
+            ("tensor-parallel-size", "--tp-size"),
+            ("data-parallel-size", "--dp-size"),
+            ("ep", "--ep-size"),
+            ("nccl-init-addr", "--dist-init-addr"),
+            ("model", "--model-path"),
+        ] {
+            assert_eq!(exact(name).flags[0], first, "{name}");
+        }
+        for name in [
+            "nnodes",
+            "node-rank",
+            "port",
+            "nccl-port",
+            "base-gpu-id",
+            "disaggregation-bootstrap-port",
+        ] {
+            assert_eq!(exact(name).ty.as_deref(), Some("int"), "{name}");
+            assert_eq!(exact(name).arity(), Arity::One, "{name}");
+        }
+        for name in [
+            "enable-dp-attention",
+            "skip-server-warmup",
+            "trust-remote-code",
+            "enable-dp-lm-head",
+        ] {
+            assert_eq!(exact(name).arity(), Arity::Zero, "{name}");
+        }
+        assert!(exact("enable-dp-attention").deprecated);
+        assert_eq!(
+            exact("disaggregation-mode").choices.as_deref(),
+            Some(&["null".to_string(), "prefill".into(), "decode".into()][..])
+        );
+        assert!(exact("disaggregation-transfer-backend")
+            .choices
+            .as_ref()
+            .is_some_and(|c| c.iter().any(|b| b == "nixl") && c.iter().any(|b| b == "mooncake")));
+        assert!(matches!(
+            c.resolve("tp"),
+            Resolution::Prefix(_, "--tp-size")
+        ));
+        assert!(matches!(
+            c.resolve("dp"),
+            Resolution::Prefix(_, "--dp-size")
+        ));
+        assert!(matches!(
+            c.resolve("disaggregation"),
+            Resolution::Ambiguous(_)
+        ));
+        assert_eq!(c.resolve("tp_size"), Resolution::Unknown);
+        let argv = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        assert_eq!(
+            c.parse_argv(&argv(
+                "--model-path /m --tp-size 2 --dp-size 2 --enable-dp-attention --disaggregation-mode prefill \
+                 --disaggregation-bootstrap-port 8998 --dist-init-addr 10.0.0.1:5000 --nnodes 2 --node-rank 1"
+            )),
+            Ok([
+                "model-path",
+                "tp-size",
+                "dp-size",
+                "enable-dp-attention",
+                "disaggregation-mode",
+                "disaggregation-bootstrap-port",
+                "dist-init-addr",
+                "nnodes",
+                "node-rank"
+            ]
+            .map(String::from)
+            .to_vec())
+        );
+        for bad in [
+            "--disaggregation-mode both",
+            "--nnodes two",
+            "--skip-server-warmup=1",
+        ] {
+            assert!(c.parse_argv(&argv(bad)).is_err(), "{bad}");
         }
     }
 
