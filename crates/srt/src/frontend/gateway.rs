@@ -28,6 +28,35 @@ pub(super) struct Gateway {
     pub name: &'static str,
 }
 
+/// Flags every gateway gets from the topology, with who sets them.
+pub(super) const MANAGED: &[(&str, &str)] = &[
+    (
+        "worker-urls",
+        "the gateway's workers are the role's routable workers",
+    ),
+    ("host", "the gateway listens on 0.0.0.0"),
+    (
+        "port",
+        "the gateway's port is `frontend.port` (or an internal port behind nginx)",
+    ),
+    (
+        "prometheus-port",
+        "each gateway's metrics port is allocated (port kind `router_metrics`)",
+    ),
+    (
+        "prometheus-host",
+        "the metrics listener follows the gateway's (0.0.0.0)",
+    ),
+    ("service-discovery", "srt lists the workers it starts"),
+    ("enable-igw", "srt runs the gateway in its regular mode"),
+];
+
+/// Who sets `flag` of a gateway whose own managed flags are `own`, or `None` when a
+/// recipe may set it.
+pub(super) fn managed_by(own: &[(&str, &'static str)], flag: &str) -> Option<&'static str> {
+    crate::catalog::managed_by(own, flag).or_else(|| crate::catalog::managed_by(MANAGED, flag))
+}
+
 /// The flag that starts a gateway in its prefill/decode mode.
 const PD_MODE: &str = "--pd-disaggregation";
 

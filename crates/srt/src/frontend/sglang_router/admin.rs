@@ -76,7 +76,7 @@ impl Admin for SglangRouterAdmin {
         router: &'a str,
         worker: Registration<'a>,
     ) -> BoxFuture<'a, Result<(), AdminError>> {
-        // It routes regular vLLM workers only (`SglangRouter::validate`).
+        // It routes regular workers only (`SglangRouter::pd_protocols`).
         let worker = worker.url;
         async move {
             let r = http

@@ -24,25 +24,9 @@ use crate::recipe::Recipe;
 /// The SGLang Model Gateway frontend.
 pub(super) struct SglangRouter;
 
-/// Flags the gateway gets from the topology, with who sets them.
+/// Flags the gateway gets from the topology beyond every gateway's
+/// ([`super::gateway::MANAGED`]), with who sets them.
 const MANAGED: &[(&str, &str)] = &[
-    (
-        "worker-urls",
-        "the gateway's workers are the role's routable workers",
-    ),
-    ("host", "the gateway listens on 0.0.0.0"),
-    (
-        "port",
-        "the gateway's port is `frontend.port` (or an internal port behind nginx)",
-    ),
-    (
-        "prometheus-port",
-        "each gateway's metrics port is allocated (port kind `router_metrics`)",
-    ),
-    (
-        "prometheus-host",
-        "the metrics listener follows the gateway's (0.0.0.0)",
-    ),
     (
         "pd-disaggregation",
         "SGLang's prefill/decode protocol does not speak vLLM's",
@@ -55,8 +39,6 @@ const MANAGED: &[(&str, &str)] = &[
         "decode",
         "SGLang's prefill/decode protocol does not speak vLLM's",
     ),
-    ("service-discovery", "srt lists the workers it starts"),
-    ("enable-igw", "srt runs the gateway in its regular mode"),
 ];
 
 /// Flags srt sets by default that a recipe may override.
@@ -112,7 +94,7 @@ impl Frontend for SglangRouter {
     }
 
     fn managed_by(&self, flag: &str) -> Option<&'static str> {
-        crate::catalog::managed_by(MANAGED, flag)
+        super::gateway::managed_by(MANAGED, flag)
     }
 
     /// Its prefill/decode mode sends SGLang's bootstrap fields, which srt does not run

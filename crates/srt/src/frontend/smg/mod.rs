@@ -26,25 +26,9 @@ use crate::recipe::Recipe;
 /// The Shepherd Model Gateway frontend.
 pub(super) struct Smg;
 
-/// Flags the gateway gets from the topology, with who sets them.
+/// Flags the gateway gets from the topology beyond every gateway's
+/// ([`super::gateway::MANAGED`]), with who sets them.
 const MANAGED: &[(&str, &str)] = &[
-    (
-        "worker-urls",
-        "the gateway's workers are the role's routable workers",
-    ),
-    ("host", "the gateway listens on 0.0.0.0"),
-    (
-        "port",
-        "the gateway's port is `frontend.port` (or an internal port behind nginx)",
-    ),
-    (
-        "prometheus-port",
-        "each gateway's metrics port is allocated (port kind `router_metrics`)",
-    ),
-    (
-        "prometheus-host",
-        "the metrics listener follows the gateway's (0.0.0.0)",
-    ),
     (
         "pd-disaggregation",
         "the gateway runs in its prefill/decode mode exactly when the recipe has prefill and decode roles",
@@ -57,8 +41,6 @@ const MANAGED: &[(&str, &str)] = &[
         "decode",
         "srt adds each decode worker through the admin API once it is healthy",
     ),
-    ("service-discovery", "srt lists the workers it starts"),
-    ("enable-igw", "srt runs the gateway in its regular mode"),
 ];
 
 /// Flags srt sets by default that a recipe may override.
@@ -113,7 +95,7 @@ impl Frontend for Smg {
     }
 
     fn managed_by(&self, flag: &str) -> Option<&'static str> {
-        crate::catalog::managed_by(MANAGED, flag)
+        super::gateway::managed_by(MANAGED, flag)
     }
 
     /// vLLM's NIXL hand-off (1.13.0 tags the prefill leg only for a worker registered
