@@ -413,33 +413,16 @@ fn opt_median(v: Vec<Option<Duration>>) -> String {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let arg = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
-    // `cargo bench` passes `--bench`; without it (`cargo test --all-targets`, the test
-    // suite) the benchmark only checks that it still runs.
-    let smoke = args.iter().any(|a| a == "--smoke") || !args.iter().any(|a| a == "--bench");
+    let options = common::Options::parse();
+    let arg = |flag: &str| options.value(flag);
     let Some(router) = common::tool_dir("vllm-router") else {
         println!("apply benchmark skipped: vllm-router not found (run scripts/install-router.sh or set SRT_TOOLS_DIR)");
         return;
     };
-    let sizes: Vec<usize> = match arg("--workers") {
-        Some(s) => s
-            .split(',')
-            .map(|n| n.trim().parse().expect("--workers 2,16"))
-            .collect(),
-        None if smoke => vec![2],
-        None => vec![2, 16, 64],
-    };
+    let sizes = options.workers(&[2, 16, 64]);
     let startup_delay_ms: u64 =
         arg("--startup-delay-ms").map_or(0, |d| d.parse().expect("--startup-delay-ms N"));
-    let reps: usize = arg("--reps")
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(if smoke { 1 } else { 5 });
+    let reps = options.reps(5);
     // With a delay, run i waits `delay + i * 1000 / reps` ms: the workers come up at
     // phases spread over one period of the Router's 1 s startup check, as they would in
     // real deployments, instead of at one phase that is always lucky or always unlucky.

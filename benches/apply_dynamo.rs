@@ -218,22 +218,9 @@ fn ms(d: Duration) -> String {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let bench = args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--smoke");
-    let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
-    let workers: Vec<usize> = match value("--workers") {
-        Some(w) => w.split(',').filter_map(|n| n.parse().ok()).collect(),
-        None if bench => vec![4, 16],
-        None => vec![2],
-    };
-    let reps: usize = value("--reps")
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(if bench { 3 } else { 1 });
+    let options = common::Options::parse();
+    let workers = options.workers(&[4, 16]);
+    let reps = options.reps(3);
     let venv = tools().join("dynamo-venv/bin");
     if !venv.join("python3").exists() || !tools().join("models/tiny/config.json").exists() {
         println!("apply_dynamo: ai-dynamo is not installed (scripts/install-dynamo.sh); skipped");

@@ -398,31 +398,13 @@ fn one_run(path: &str, decodes: usize) -> Result<Run, String> {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
-    // `cargo bench` passes `--bench`; without it (`cargo test --all-targets`) the
-    // benchmark only checks that it still runs.
-    let smoke = args.iter().any(|a| a == "--smoke") || !args.iter().any(|a| a == "--bench");
+    let options = common::Options::parse();
     let Some(smg) = common::tool_dir("smg") else {
         println!("apply_smg benchmark skipped: smg not found (run scripts/install-smg.sh or set SRT_TOOLS_DIR)");
         return;
     };
-    let decodes: Vec<usize> = match value("--workers") {
-        Some(w) => w
-            .split(',')
-            .map(|n| n.trim().parse().expect("--workers 2,8"))
-            .collect(),
-        None if smoke => vec![2],
-        None => vec![8],
-    };
-    let reps: usize = value("--reps")
-        .map(|r| r.parse().expect("--reps N"))
-        .unwrap_or(if smoke { 1 } else { 3 });
+    let decodes = options.workers(&[8]);
+    let reps = options.reps(3);
     let path = format!(
         "{}:{}",
         smg.display(),

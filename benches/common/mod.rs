@@ -74,3 +74,49 @@ pub(crate) fn median(mut v: Vec<Duration>) -> Duration {
 pub(crate) fn ms(d: Duration) -> String {
     format!("{:.0}", d.as_secs_f64() * 1000.0)
 }
+
+/// A benchmark's command line (after `--`): `--smoke`, also the default without
+/// `--bench` (as under `cargo test --all-targets`, which only checks the benchmark still
+/// runs), `--workers a,b`, `--reps N`, and any other `--flag value`.
+pub(crate) struct Options {
+    args: Vec<String>,
+    /// One small run only.
+    pub smoke: bool,
+}
+
+impl Options {
+    /// This process's options.
+    pub(crate) fn parse() -> Options {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let smoke = args.iter().any(|a| a == "--smoke") || !args.iter().any(|a| a == "--bench");
+        Options { args, smoke }
+    }
+
+    /// The word after `flag`.
+    pub(crate) fn value(&self, flag: &str) -> Option<String> {
+        self.args
+            .iter()
+            .position(|a| a == flag)
+            .and_then(|i| self.args.get(i + 1))
+            .cloned()
+    }
+
+    /// `--workers a,b`, else 2 for a smoke run, else `bench`.
+    pub(crate) fn workers(&self, bench: &[usize]) -> Vec<usize> {
+        match self.value("--workers") {
+            Some(w) => w
+                .split(',')
+                .map(|n| n.trim().parse().expect("--workers N,M"))
+                .collect(),
+            None if self.smoke => vec![2],
+            None => bench.to_vec(),
+        }
+    }
+
+    /// `--reps N`, else 1 for a smoke run, else `bench`.
+    pub(crate) fn reps(&self, bench: usize) -> usize {
+        self.value("--reps")
+            .map(|r| r.parse().expect("--reps N"))
+            .unwrap_or(if self.smoke { 1 } else { bench })
+    }
+}
