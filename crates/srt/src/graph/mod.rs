@@ -890,6 +890,7 @@ mod tests {
                     url: format!("http://<node{i}-ip>:6100"),
                     role: crate::recipe::RoleKind::Agg,
                     kv_connector: None,
+                    bootstrap_port: None,
                 })
                 .collect(),
         };

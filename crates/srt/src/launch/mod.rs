@@ -308,6 +308,10 @@ pub struct Member {
     /// The KV connector it pairs over, as its engine names it (`NixlConnector`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kv_connector: Option<&'static str>,
+    /// The port a prefill hands its requests' KV cache over from, told to a Router
+    /// that pairs by it (SGLang's bootstrap server).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bootstrap_port: Option<u16>,
 }
 
 impl Member {
@@ -318,6 +322,7 @@ impl Member {
             url: url.to_string(),
             role: info.role,
             kv_connector: info.kv_connector,
+            bootstrap_port: info.bootstrap_port,
         }
     }
 
@@ -328,6 +333,7 @@ impl Member {
             url,
             role: self.role,
             kv_connector: self.kv_connector,
+            bootstrap_port: self.bootstrap_port,
         }
     }
 }
@@ -341,6 +347,8 @@ pub struct Registration<'a> {
     pub role: RoleKind,
     /// The KV connector it pairs over, as its engine names it.
     pub kv_connector: Option<&'static str>,
+    /// A prefill's bootstrap port, when its Router pairs by one.
+    pub bootstrap_port: Option<u16>,
 }
 
 impl<'a> Registration<'a> {
@@ -350,6 +358,7 @@ impl<'a> Registration<'a> {
             url,
             role: RoleKind::Agg,
             kv_connector: None,
+            bootstrap_port: None,
         }
     }
 }

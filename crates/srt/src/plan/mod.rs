@@ -1003,6 +1003,7 @@ mod tests {
                 url: format!("http://{w}:8000"),
                 role: crate::recipe::RoleKind::Agg,
                 kv_connector: None,
+                bootstrap_port: None,
             })
             .collect();
         let mut launch = crate::launch::LaunchPlan::empty("t");

@@ -242,6 +242,7 @@ mod tests {
                 url,
                 role,
                 kv_connector: Some("NixlConnector"),
+                bootstrap_port: None,
             };
             assert_eq!(
                 body(worker),
