@@ -37,6 +37,11 @@ pub trait Engine: Sync {
     /// the schema and the unknown-key check come from them; the engine checks their
     /// values in [`Engine::validate`].
     fn keys(&self) -> &'static [crate::recipe::keys::Key];
+    /// The port kinds its processes bind beyond the shared ones of [`crate::ports`]
+    /// (their ranges stay below the ephemeral ports: a test checks every engine's).
+    fn port_kinds(&self) -> &'static [crate::ports::PortKind] {
+        &[]
+    }
     /// The names of the KV connectors a recipe may choose (`engine.connector`).
     fn connector_names(&self) -> &'static [&'static str];
     /// The connector `role` runs (its own override, else the engine-wide one).
@@ -108,4 +113,28 @@ pub const ENGINES: &[&dyn Engine] = &[&vllm::Vllm];
 /// Look an engine up by its recipe name.
 pub fn lookup(name: &str) -> Option<&'static dyn Engine> {
     ENGINES.iter().copied().find(|e| e.name() == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ENGINES;
+    use crate::ports::{EPHEMERAL_START, KINDS, SCOPE_ORDINALS};
+
+    /// An engine's own port kinds obey what the shared ones do: two scopes of them end
+    /// below the ephemeral ports, and no name is another kind's.
+    #[test]
+    fn every_engines_port_kinds_end_below_the_ephemeral_ports_with_names_of_their_own() {
+        let mut names: Vec<&str> = KINDS.iter().map(|k| k.name).collect();
+        for engine in ENGINES {
+            for kind in engine.port_kinds() {
+                let last = u32::from(kind.base)
+                    + (2 * SCOPE_ORDINALS - 1) * u32::from(kind.stride)
+                    + u32::from(kind.span)
+                    - 1;
+                assert!(last < EPHEMERAL_START, "{}: {last}", kind.name);
+                assert!(!names.contains(&kind.name), "{} named twice", kind.name);
+                names.push(kind.name);
+            }
+        }
+    }
 }
