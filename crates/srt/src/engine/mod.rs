@@ -11,8 +11,8 @@ mod vllm;
 
 use crate::catalog::Catalog;
 use crate::launch::{BuildContext, ConnectorChoice, LaunchProcess, Serving, WorkerFeature};
-use crate::recipe::diag::Problem;
-use crate::recipe::{ArgValue, Recipe, Role};
+use crate::recipe::diag::{did_you_mean, Problem};
+use crate::recipe::{ArgValue, Recipe, Role, Sp};
 use crate::topology::Endpoint;
 
 /// An inference engine.
@@ -109,6 +109,21 @@ pub trait Engine: Sync {
 
 /// Every engine srt knows.
 pub const ENGINES: &[&dyn Engine] = &[&vllm::Vllm];
+
+/// An engine's connector named `chosen` is none of its `names`: the problem at the
+/// name, with a suggestion.
+pub(crate) fn unknown_connector(chosen: &Sp<String>, names: &[&str]) -> Problem {
+    let p = Problem::new(
+        "srt::recipe::connector",
+        chosen.span,
+        format!("unknown connector `{}`", chosen.value),
+    )
+    .label("unknown connector");
+    match did_you_mean(&chosen.value, names.iter().copied()) {
+        Some(s) => p.help(format!("did you mean `{s}`?")),
+        None => p.help(format!("known connectors: {}", names.join(", "))),
+    }
+}
 
 /// Look an engine up by its recipe name.
 pub fn lookup(name: &str) -> Option<&'static dyn Engine> {

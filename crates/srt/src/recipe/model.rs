@@ -69,6 +69,15 @@ impl Section {
     pub fn get(&self, key: &str) -> Option<&Arg> {
         self.entries.iter().find(|a| a.key == key)
     }
+
+    /// The entry `key`'s string value, at its value, when it is one.
+    pub fn text(&self, key: &str) -> Option<Sp<&str>> {
+        let arg = self.get(key)?;
+        match &arg.value {
+            ArgValue::Str(s) => Some(Sp::new(s.as_str(), arg.value_span)),
+            _ => None,
+        }
+    }
 }
 
 /// `slurm:`: per-recipe scheduler settings; they override the cluster profile.
@@ -280,6 +289,19 @@ impl Args {
 }
 
 impl ArgValue {
+    /// A short noun for the value's kind, as messages name YAML kinds (`a string`).
+    pub fn noun(&self) -> &'static str {
+        match self {
+            ArgValue::Null => "null",
+            ArgValue::Bool(_) => "a boolean",
+            ArgValue::Int(_) => "an integer",
+            ArgValue::Float(_) => "a number",
+            ArgValue::Str(_) => "a string",
+            ArgValue::List(_) => "a list",
+            ArgValue::Json(_) => "a mapping",
+        }
+    }
+
     /// The value as a single argv token.
     pub fn render(&self) -> String {
         match self {

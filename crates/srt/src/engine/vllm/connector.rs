@@ -3,7 +3,7 @@
 
 use crate::launch::{DiscoveryTarget, PdProtocol};
 use crate::ports::{PortKind, MORIIO_HANDSHAKE, MORIIO_NOTIFY};
-use crate::recipe::diag::{did_you_mean, Problem};
+use crate::recipe::diag::Problem;
 use crate::recipe::{Recipe, Role, RoleKind, Sp};
 use serde_json::{json, Map, Value};
 
@@ -177,22 +177,7 @@ pub(super) fn lookup(name: &str) -> Option<&'static Connector> {
 pub(super) fn for_role(recipe: &Recipe, role: &Role) -> Result<&'static Connector, Problem> {
     let engine_wide = super::keys::connector(recipe);
     let chosen: &Sp<String> = role.connector.as_ref().unwrap_or(&engine_wide);
-    lookup(&chosen.value).ok_or_else(|| {
-        let names = CONNECTORS.iter().map(|c| c.name);
-        let p = Problem::new(
-            "srt::recipe::connector",
-            chosen.span,
-            format!("unknown connector `{}`", chosen.value),
-        )
-        .label("unknown connector");
-        match did_you_mean(&chosen.value, names.clone()) {
-            Some(s) => p.help(format!("did you mean `{s}`?")),
-            None => p.help(format!(
-                "known connectors: {}",
-                names.collect::<Vec<_>>().join(", ")
-            )),
-        }
-    })
+    lookup(&chosen.value).ok_or_else(|| crate::engine::unknown_connector(chosen, NAMES))
 }
 
 #[cfg(test)]

@@ -46,11 +46,7 @@ pub(super) enum DpLaunchMode {
 
 /// A written key's string value, if it is one.
 fn text<'r>(recipe: &'r Recipe, key: &str) -> Option<Sp<&'r str>> {
-    let arg = recipe.engine.keys.get(key)?;
-    match &arg.value {
-        ArgValue::Str(s) => Some(Sp::new(s.as_str(), arg.value_span)),
-        _ => None,
-    }
+    recipe.engine.keys.text(key)
 }
 
 /// The engine-wide KV connector: `engine.connector` (`null` is `none`), else the default
@@ -102,7 +98,7 @@ pub(super) fn check(recipe: &Recipe, problems: &mut Vec<Problem>) {
                 Problem::new(
                     "srt::recipe::type",
                     arg.value_span,
-                    format!("`{path}` must be a string, found {}", kind(&arg.value)),
+                    format!("`{path}` must be a string, found {}", arg.value.noun()),
                 )
                 .label("expected a string"),
             );
@@ -121,18 +117,5 @@ pub(super) fn check(recipe: &Recipe, problems: &mut Vec<Problem>) {
                 );
             }
         }
-    }
-}
-
-/// A short noun for a value, as the loader names YAML kinds.
-fn kind(value: &ArgValue) -> &'static str {
-    match value {
-        ArgValue::Null => "null",
-        ArgValue::Bool(_) => "a boolean",
-        ArgValue::Int(_) => "an integer",
-        ArgValue::Float(_) => "a number",
-        ArgValue::Str(_) => "a string",
-        ArgValue::List(_) => "a list",
-        ArgValue::Json(_) => "a mapping",
     }
 }
