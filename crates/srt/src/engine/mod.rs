@@ -107,6 +107,17 @@ pub trait Engine: Sync {
     ) -> futures::future::BoxFuture<'a, Option<u64>>;
 }
 
+/// A program that runs an engine under a frontend's runtime, in place of the engine's
+/// own server (`python3 -m dynamo.vllm`): it takes the engine's flags (its own parser
+/// leaves them to the engine's) and registers the worker with the runtime. Each engine
+/// lists its wrappers, one row per runtime.
+pub(crate) struct Wrapper {
+    /// The runtime's name.
+    pub runtime: &'static str,
+    /// argv before the flags.
+    pub program: &'static [&'static str],
+}
+
 /// Every engine srt knows.
 pub const ENGINES: &[&dyn Engine] = &[&vllm::Vllm];
 
@@ -122,6 +133,81 @@ pub(crate) fn unknown_connector(chosen: &Sp<String>, names: &[&str]) -> Problem 
     match did_you_mean(&chosen.value, names.iter().copied()) {
         Some(s) => p.help(format!("did you mean `{s}`?")),
         None => p.help(format!("known connectors: {}", names.join(", "))),
+    }
+}
+
+/// An engine's shipped catalogs (`(version, JSON)`, newest first), parsed; each must
+/// carry the version it is filed under.
+pub(crate) fn parse_catalogs(files: &[(&str, &str)]) -> Vec<Catalog> {
+    files
+        .iter()
+        .map(|(v, text)| {
+            let c = Catalog::parse(text).expect("a shipped catalog parses");
+            assert_eq!(c.version, *v, "catalog file named by its version");
+            c
+        })
+        .collect()
+}
+
+/// The catalog of `version` among `parsed` (the first, the default, for `None`), or
+/// the versions there are.
+pub(crate) fn catalog_of(
+    parsed: &'static [Catalog],
+    files: &[(&'static str, &str)],
+    version: Option<&str>,
+) -> Result<&'static Catalog, Vec<&'static str>> {
+    match version {
+        None => Ok(&parsed[0]),
+        Some(v) => parsed
+            .iter()
+            .find(|c| c.version == v)
+            .ok_or_else(|| files.iter().map(|(v, _)| *v).collect()),
+    }
+}
+
+/// The catalog of the release a recipe names (`engine.version`, `version`), or the
+/// problem at that key when srt has none.
+pub(crate) fn recipe_catalog(
+    engine: &dyn Engine,
+    version: Option<Sp<&str>>,
+    problems: &mut Vec<Problem>,
+) -> Option<&'static Catalog> {
+    match engine.catalog(version.as_ref().map(|v| v.value)) {
+        Ok(c) => Some(c),
+        Err(known) => {
+            let v = version.expect("only a named version can be missing");
+            problems.push(
+                Problem::new(
+                    "srt::recipe::engine_version",
+                    v.span,
+                    format!("srt has no flag catalog for {} {}", engine.name(), v.value),
+                )
+                .label("unknown release")
+                .help(format!(
+                    "known releases: {} (scripts/flag-catalogs.sh makes a catalog from a release)",
+                    known.join(", ")
+                )),
+            );
+            None
+        }
+    }
+}
+
+/// Every role's `args` against `catalog`, the engine's managed flags refused.
+pub(crate) fn check_role_args(
+    engine: &dyn Engine,
+    catalog: &Catalog,
+    recipe: &Recipe,
+    problems: &mut Vec<Problem>,
+) {
+    for role in &recipe.roles {
+        crate::catalog::check_args(
+            catalog,
+            &role.args,
+            &format!("roles.{}.args", role.kind.name()),
+            &|flag| engine.managed_by(flag),
+            problems,
+        );
     }
 }
 

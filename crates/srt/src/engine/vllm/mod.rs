@@ -8,7 +8,7 @@ mod process;
 mod shape;
 mod validate;
 
-use super::Engine;
+use super::{Engine, Wrapper};
 use crate::catalog::Catalog;
 use crate::launch::{Argv, BuildContext, LaunchProcess, Serving};
 use crate::launch::{ConnectorChoice, WorkerFeature};
@@ -19,23 +19,13 @@ use crate::topology::Endpoint;
 /// The vLLM engine.
 pub(super) struct Vllm;
 
-/// Flags srt derives, with who sets them (what a recipe changes instead).
-/// A program that runs vLLM's engine under a frontend's runtime, in place of `vllm
-/// serve`: it takes vLLM's engine flags (its own parser leaves them to vLLM's) and
-/// registers the worker with the runtime.
-pub(crate) struct Wrapper {
-    /// The runtime's name.
-    runtime: &'static str,
-    /// argv before the flags.
-    program: &'static [&'static str],
-}
-
 /// vLLM's runtime wrappers: one row per runtime.
 const WRAPPERS: &[Wrapper] = &[Wrapper {
     runtime: "dynamo",
     program: &["python3", "-m", "dynamo.vllm"],
 }];
 
+/// Flags srt derives, with who sets them (what a recipe changes instead).
 const MANAGED: &[(&str, &str)] = &[
     ("host", "every worker listens on 0.0.0.0"),
     ("port", "each worker's HTTP port is allocated (port kind `http`)"),
@@ -62,16 +52,7 @@ const CATALOGS: &[(&str, &str)] = &[("0.32.0", include_str!("catalog/vllm-0.32.0
 
 fn catalogs() -> &'static [Catalog] {
     static PARSED: std::sync::OnceLock<Vec<Catalog>> = std::sync::OnceLock::new();
-    PARSED.get_or_init(|| {
-        CATALOGS
-            .iter()
-            .map(|(v, text)| {
-                let c = Catalog::parse(text).expect("a shipped catalog parses");
-                assert_eq!(c.version, *v, "catalog file named by its version");
-                c
-            })
-            .collect()
-    })
+    PARSED.get_or_init(|| super::parse_catalogs(CATALOGS))
 }
 
 const MANAGED_ENV: &[&str] = &[
@@ -158,14 +139,7 @@ impl Engine for Vllm {
     }
 
     fn catalog(&self, version: Option<&str>) -> Result<&'static Catalog, Vec<&'static str>> {
-        let all = catalogs();
-        match version {
-            None => Ok(&all[0]),
-            Some(v) => all
-                .iter()
-                .find(|c| c.version == v)
-                .ok_or_else(|| CATALOGS.iter().map(|(v, _)| *v).collect()),
-        }
+        super::catalog_of(catalogs(), CATALOGS, version)
     }
 
     fn connector_names(&self) -> &'static [&'static str] {

@@ -35,7 +35,7 @@ struct EndpointPlan<'a> {
     /// value wins when it sets one: a conflicting one was refused).
     feature_flags: Vec<(String, ArgValue)>,
     /// The runtime wrapper the workers run as, when a frontend's runtime hosts them.
-    wrapper: Option<&'static super::Wrapper>,
+    wrapper: Option<&'static crate::engine::Wrapper>,
 }
 
 /// An endpoint's NIXL side channels: one run of one port per DP rank, from one base
@@ -60,7 +60,7 @@ fn port_problem(role: &Role) -> impl Fn(PortError) -> Problem + '_ {
 /// and the runtime wrapper they run as.
 pub(super) struct ServeAs {
     pub feature_flags: Vec<(String, ArgValue)>,
-    pub wrapper: Option<&'static super::Wrapper>,
+    pub wrapper: Option<&'static crate::engine::Wrapper>,
 }
 
 /// The processes of one endpoint of `role` running `connector`.

@@ -176,34 +176,8 @@ fn per_gpu(recipe: &Recipe, problems: &mut Vec<Problem>) {
 
 /// Every role's `args` against the catalog of the release the recipe names.
 fn args(engine: &Vllm, recipe: &Recipe, problems: &mut Vec<Problem>) {
-    let version = keys::version(recipe);
-    let catalog = match engine.catalog(version.as_ref().map(|v| v.value)) {
-        Ok(c) => c,
-        Err(known) => {
-            let v = version.expect("only a named version can be missing");
-            problems.push(
-                Problem::new(
-                    "srt::recipe::engine_version",
-                    v.span,
-                    format!("srt has no flag catalog for {} {}", engine.name(), v.value),
-                )
-                .label("unknown release")
-                .help(format!(
-                    "known releases: {} (scripts/flag-catalogs.sh makes a catalog from a release)",
-                    known.join(", ")
-                )),
-            );
-            return;
-        }
-    };
-    for role in &recipe.roles {
-        crate::catalog::check_args(
-            catalog,
-            &role.args,
-            &format!("roles.{}.args", role.kind.name()),
-            &|flag| engine.managed_by(flag),
-            problems,
-        );
+    if let Some(catalog) = crate::engine::recipe_catalog(engine, keys::version(recipe), problems) {
+        crate::engine::check_role_args(engine, catalog, recipe, problems);
     }
 }
 
