@@ -222,14 +222,15 @@ fn json_format_3_fields() {
                     if !p["worker"]["kv_connector"].is_null() {
                         want.push("kv_connector");
                     }
-                    // A follower node says so; a worker under a frontend's runtime
-                    // has its own health probe and what runs in its place under
-                    // `--simulate`: both or neither.
-                    if p["worker"]["headless"] == true {
-                        want.push("headless");
-                    }
-                    if !p["worker"]["health"].is_null() {
-                        want.extend(["health", "simulated"]);
+                    // A follower node says so; a worker with a health probe of its
+                    // own (under a frontend's runtime, or an SGLang follower's
+                    // stand-in health server) says it, and one under a runtime also
+                    // what runs in its place under `--simulate`.
+                    for optional in ["headless", "health", "simulated"] {
+                        let v = &p["worker"][optional];
+                        if !v.is_null() && *v != false {
+                            want.push(optional);
+                        }
                     }
                     assert_eq!(keys(&p["worker"]), want);
                 }

@@ -23,6 +23,31 @@ fn names(v: &mut Value, def: &str, key: &str, names: Vec<&str>) {
     v["$defs"][def]["properties"][key]["enum"] = json!(names);
 }
 
+/// `engine:` as the mapping of engine `e`: `type` is its name, the other keys its own
+/// (`connector` one of its connector names).
+fn engine_object(e: &dyn crate::engine::Engine) -> Value {
+    let mut v = object(keys::ENGINE, &["type"]);
+    let ty = &mut v["properties"]["type"];
+    ty["const"] = e.name().into();
+    ty.as_object_mut().expect("object").remove("default");
+    for key in e.keys() {
+        let mut k: Value = serde_json::from_str(key.schema).expect("key schema is JSON");
+        k["description"] = key.doc.into();
+        v["properties"][key.name] = k;
+    }
+    if v["properties"].get("connector").is_some() {
+        let mut names: Vec<Value> = e.connector_names().iter().map(|&n| n.into()).collect();
+        if v["properties"]["connector"]["type"]
+            .as_array()
+            .is_some_and(|t| t.contains(&"null".into()))
+        {
+            names.push(Value::Null);
+        }
+        v["properties"]["connector"]["enum"] = Value::Array(names);
+    }
+    v
+}
+
 /// The recipe JSON Schema (draft 2020-12).
 pub fn json_schema() -> Value {
     let mut root = object(keys::TOP, &["roles"]);
@@ -52,14 +77,14 @@ pub fn json_schema() -> Value {
             "benchmark": object(keys::BENCHMARK, &["type"]),
         }),
     );
-    // `engine:` as a mapping: its type and every engine's keys, each saying whose.
+    // `engine:` as a mapping: one schema per engine, its type and its own keys.
+    let mut engines_defs = Vec::new();
     for e in crate::engine::ENGINES {
-        for key in e.keys() {
-            let mut v: Value = serde_json::from_str(key.schema).expect("key schema is JSON");
-            v["description"] = format!("`{}` engine: {}", e.name(), key.doc).into();
-            root["$defs"]["engine"]["properties"][key.name] = v;
-        }
+        let def = format!("engine_{}", e.name());
+        root["$defs"][&def] = engine_object(*e);
+        engines_defs.push(json!({"$ref": format!("#/$defs/{def}")}));
     }
+    root["$defs"]["engine"] = json!({"oneOf": engines_defs});
     for f in crate::frontend::FRONTENDS {
         if let Some(section) = f.section() {
             root["$defs"][section.name] = object(section.keys, &[]);
@@ -74,19 +99,8 @@ pub fn json_schema() -> Value {
         .iter()
         .map(|f| f.name())
         .collect();
-    let mut connectors: Vec<&str> = crate::engine::ENGINES
-        .iter()
-        .flat_map(|e| e.connector_names())
-        .copied()
-        .collect();
-    connectors.sort_unstable();
-    connectors.dedup();
-    root["properties"]["engine"]["anyOf"][0]["enum"] = json!(engines.clone());
-    names(&mut root, "engine", "type", engines);
+    root["properties"]["engine"]["anyOf"][0]["enum"] = json!(engines);
     names(&mut root, "frontend", "type", frontends);
-    let mut with_null: Vec<Value> = connectors.into_iter().map(Value::from).collect();
-    with_null.push(Value::Null);
-    root["$defs"]["engine"]["properties"]["connector"]["enum"] = Value::Array(with_null);
     root
 }
 
@@ -106,13 +120,25 @@ mod tests {
                 "{frontends}"
             );
         }
-        assert_eq!(
-            schema["$defs"]["engine"]["properties"]["type"]["enum"][0],
-            "vllm"
+        let engines = schema["$defs"]["engine"]["oneOf"].as_array().unwrap();
+        assert_eq!(engines.len(), crate::engine::ENGINES.len());
+        for e in crate::engine::ENGINES {
+            let def = &schema["$defs"][format!("engine_{}", e.name())];
+            assert_eq!(def["properties"]["type"]["const"], e.name());
+            let connectors = def["properties"]["connector"]["enum"].as_array().unwrap();
+            for name in e.connector_names() {
+                assert!(connectors.contains(&(*name).into()), "{connectors:?}");
+            }
+        }
+        assert!(
+            schema["$defs"]["engine_vllm"]["properties"]["connector"]["enum"]
+                .as_array()
+                .unwrap()
+                .contains(&serde_json::Value::Null)
         );
-        assert!(schema["$defs"]["engine"]["properties"]["connector"]["enum"]
-            .as_array()
-            .unwrap()
-            .contains(&"moriio".into()));
+        assert_eq!(
+            schema["$defs"]["engine_vllm"]["properties"]["version"]["default"],
+            "0.32.0"
+        );
     }
 }

@@ -309,8 +309,9 @@ pub struct Member {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kv_connector: Option<&'static str>,
     /// The port a prefill hands its requests' KV cache over from, told to a Router
-    /// that pairs by it (SGLang's bootstrap server).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// that pairs by it (SGLang's bootstrap server). Not in the launch plan's JSON: the
+    /// worker's own `bootstrap_port` says it.
+    #[serde(skip)]
     pub bootstrap_port: Option<u16>,
 }
 

@@ -52,7 +52,7 @@ pub(crate) const TOP: &[Key] = &[
     k(
         "engine",
         r##"{"anyOf": [{"type": "string", "default": "vllm"}, {"$ref": "#/$defs/engine"}]}"##,
-        "The inference engine: `vllm` or a mapping.",
+        "The inference engine: its name (`vllm`, `sglang`) or a mapping with `type`.",
     ),
     k(
         "roles",
