@@ -254,6 +254,30 @@ const CASES: &[Case] = &[
         "routes aggregated workers only",
     ),
     case(
+        "sglang-parallel-sizes.yaml",
+        "srt::recipe::parallel_size",
+        "tp-size",
+        "= 3 GPUs, but each `agg` worker has 2",
+    ),
+    case(
+        "sglang-dp-across-nodes.yaml",
+        "srt::recipe::parallel_size",
+        "dp-size",
+        "use attention DP across the nodes",
+    ),
+    case(
+        "sglang-managed-transfer-backend.yaml",
+        "srt::recipe::managed_flag",
+        "disaggregation-transfer-backend",
+        "the KV transfer backend is the connector",
+    ),
+    case(
+        "sglang-vllm-key.yaml",
+        "srt::recipe::engine_key",
+        "dp_launch_mode",
+        "a key of the `vllm` engine",
+    ),
+    case(
         "scale-out-off.yaml",
         "srt::recipe::worker_feature",
         "false",

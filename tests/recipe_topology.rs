@@ -867,6 +867,80 @@ fn smg_prefill_decode_adds_each_worker_in_its_role() {
     assert_eq!(nginx(&plan).map(|n| n.node), Some(0));
 }
 
+/// What every SGLang process gets from the allocator: its own HTTP and NCCL ports on its
+/// node (never another process's on the same host), and its GPUs as
+/// `CUDA_VISIBLE_DEVICES`, the devices srt placed it on.
+fn assert_sglang_processes(plan: &LaunchPlan) {
+    let mut seen = BTreeSet::new();
+    for w in workers(plan) {
+        assert_eq!(
+            w.argv.to_vec()[..3],
+            ["python3", "-m", "sglang.launch_server"]
+        );
+        assert_eq!(value(&w.argv, "--port"), port(w, "http").to_string());
+        assert_eq!(
+            value(&w.argv, "--nccl-port"),
+            port(w, "sglang_nccl").to_string()
+        );
+        assert_eq!(value(&w.argv, "--host"), "0.0.0.0");
+        let devices: Vec<String> = w.devices.iter().map(u32::to_string).collect();
+        assert_eq!(w.env["CUDA_VISIBLE_DEVICES"], devices.join(","));
+        for block in w.ports.values() {
+            for p in block.base..block.base + block.count {
+                assert!(seen.insert((w.node, p)), "{} reuses port {p}", w.address);
+            }
+        }
+    }
+}
+
+#[test]
+fn sglang_agg_tp_workers_each_on_their_own_gpus() {
+    let plan = plan("examples/local-sglang-agg.yaml");
+    assert_sglang_processes(&plan);
+    let ws = workers(&plan);
+    assert_eq!(ws.len(), 2);
+    assert_eq!(ws[0].devices, [0, 1]);
+    assert_eq!(ws[1].devices, [2, 3]);
+    for w in &ws {
+        assert_eq!(value(&w.argv, "--tp-size"), "2");
+        // One node, no attention DP: no rendezvous address to allocate.
+        assert!(!has(&w.argv, "--dist-init-addr") && !has(&w.argv, "--nnodes"));
+        assert!(!has(&w.argv, "--disaggregation-mode"));
+    }
+    let r = single_router(&plan);
+    assert!(!has(&r.argv, "--pd-disaggregation"));
+    assert_eq!(managed_members(&plan, r), advertised(&plan));
+}
+
+#[test]
+fn sglang_multinode_leader_serves_and_the_follower_answers_its_own_health() {
+    let plan = plan("examples/slurm-sglang-multinode.yaml");
+    assert_sglang_processes(&plan);
+    let ws = workers(&plan);
+    assert_eq!(ws.len(), 2);
+    let (leader, follower) = (ws[0], ws[1]);
+    let dist = format!("{}:{}", node_ip(0), port(leader, "sglang_dist_init"));
+    for (rank, w) in ws.iter().enumerate() {
+        assert_eq!(value(&w.argv, "--dist-init-addr"), dist);
+        assert_eq!(value(&w.argv, "--nnodes"), "2");
+        assert_eq!(value(&w.argv, "--node-rank"), rank.to_string());
+        assert_eq!(value(&w.argv, "--tp-size"), "8");
+    }
+    assert!(!follower.ports.contains_key("sglang_dist_init"));
+    let info = follower.worker.as_ref().unwrap();
+    assert!(info.headless && info.advertised_url.is_none());
+    assert_eq!(
+        follower.health_probe(),
+        Some(health(vec![format!(
+            "http://{}:{}",
+            node_ip(1),
+            port(follower, "http")
+        )]))
+    );
+    assert_eq!(follower.depends_on, std::slice::from_ref(&leader.address));
+    assert_eq!(advertised(&plan), [url(leader)]);
+}
+
 /// What registers a Dynamo worker: its endpoint (component by role), etcd's address on
 /// the infra node, and a request-plane port of its own on its node.
 fn assert_registers(plan: &LaunchPlan, w: &LaunchProcess, component: &str, mode: &str) {
@@ -1007,6 +1081,8 @@ fn every_example_has_a_topology_test() {
         "examples/slurm-dynamo-disagg.yaml",
         "examples/local-disagg-smg.yaml",
         "examples/slurm-disagg-smg.yaml",
+        "examples/local-sglang-agg.yaml",
+        "examples/slurm-sglang-multinode.yaml",
     ];
     let found: Vec<String> = examples()
         .iter()

@@ -13,6 +13,23 @@ use std::time::Duration;
 
 const SIM: &str = "/opt/srt/bin/srt-vllm-sim";
 
+/// `planned` with its program (its first words, up to the first flag or argument the
+/// simulator also gets) replaced by the simulator, as `started` shows it: the simulator
+/// must get every word after the program unchanged.
+fn program_replaced(planned: &srt::launch::Argv, started: &srt::launch::Argv) -> srt::launch::Argv {
+    let planned = planned.to_vec();
+    let started = started.to_vec();
+    let rest = started.len().saturating_sub(1);
+    let program = planned.len().saturating_sub(rest);
+    assert!(
+        (1..=3).contains(&program) && planned[..program].iter().all(|w| !w.starts_with("--")),
+        "only the program is replaced: {planned:?} -> {started:?}"
+    );
+    let mut argv = vec![SIM.to_string()];
+    argv.extend(planned[program..].iter().cloned());
+    argv.into()
+}
+
 #[test]
 fn the_simulator_replaces_only_the_program_of_workers() {
     for path in common::examples() {
@@ -28,7 +45,9 @@ fn the_simulator_replaces_only_the_program_of_workers() {
                 match own {
                     // A runtime's own simulated engine (Dynamo's mocker), whole.
                     Some(argv) => expected.argv = argv,
-                    None if planned.kind == ProcessKind::Worker => expected.argv.set_program(SIM),
+                    None if planned.kind == ProcessKind::Worker => {
+                        expected.argv = program_replaced(&planned.argv, &started.argv);
+                    }
                     None => {}
                 }
                 expected.container_image = None;

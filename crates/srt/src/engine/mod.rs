@@ -7,6 +7,7 @@
 //! [`BuildContext`]; frontends learn what they need from the workers it returns
 //! ([`crate::launch::WorkerInfo`]) and from [`ConnectorChoice`].
 
+mod sglang;
 mod vllm;
 
 use crate::catalog::Catalog;
@@ -119,7 +120,7 @@ pub(crate) struct Wrapper {
 }
 
 /// Every engine srt knows.
-pub const ENGINES: &[&dyn Engine] = &[&vllm::Vllm];
+pub const ENGINES: &[&dyn Engine] = &[&vllm::Vllm, &sglang::Sglang];
 
 /// An engine's connector named `chosen` is none of its `names`: the problem at the
 /// name, with a suggestion.

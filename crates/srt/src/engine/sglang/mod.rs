@@ -1,0 +1,291 @@
+//! SGLang: `python3 -m sglang.launch_server` workers, one server per node of an
+//! endpoint ([`process`]), their parallel sizes as SGLang resolves them ([`shape`]),
+//! the KV transfer backends of prefill/decode ([`connector`]), its `engine:` keys
+//! ([`keys`]) and the flag catalogs of the releases srt checks recipes against
+//! (`catalog/`). Prefill and decode pair by SGLang's bootstrap rendezvous
+//! ([`PdProtocol::Bootstrap`]). Facts, each with how it was seen: `docs/sglang-notes.md`.
+
+mod connector;
+mod keys;
+mod process;
+mod shape;
+mod validate;
+
+use super::{Engine, Wrapper};
+use crate::catalog::Catalog;
+use crate::launch::WorkerFeature;
+use crate::launch::{BuildContext, ConnectorChoice, LaunchProcess, PdProtocol, Serving};
+use crate::ports::PortKind;
+use crate::recipe::diag::Problem;
+use crate::recipe::{ArgValue, Recipe, Role, RoleKind};
+use crate::topology::Endpoint;
+
+/// The SGLang engine.
+pub(super) struct Sglang;
+
+/// SGLang's server.
+const PROGRAM: &[&str] = &["python3", "-m", "sglang.launch_server"];
+
+/// SGLang's runtime wrappers: one row per runtime.
+const WRAPPERS: &[Wrapper] = &[];
+
+/// `--nccl-port`: one per process (SGLang's own free-port pick races on a shared node).
+const NCCL: PortKind = PortKind {
+    name: "sglang_nccl",
+    base: 14000,
+    stride: 1,
+    span: 1,
+    purpose: "an SGLang process's `--nccl-port`",
+};
+
+/// `--dist-init-addr`'s port on an endpoint's leader and the six SGLang derives from it
+/// for attention DP (`PortArgs.init_new`: port + 1 .. port + 6).
+const DIST_INIT: PortKind = PortKind {
+    name: "sglang_dist_init",
+    base: 15000,
+    stride: 8,
+    span: 7,
+    purpose: "an SGLang endpoint's `--dist-init-addr` port and the six it derives",
+};
+
+/// A prefill's bootstrap server (`--disaggregation-bootstrap-port`), on its leader.
+const BOOTSTRAP: PortKind = PortKind {
+    name: "sglang_bootstrap",
+    base: 14500,
+    stride: 1,
+    span: 1,
+    purpose: "an SGLang prefill's `--disaggregation-bootstrap-port`",
+};
+
+/// Flags srt derives, with who sets them (what a recipe changes instead).
+const MANAGED: &[(&str, &str)] = &[
+    ("model-path", "the model is `model.path`"),
+    ("host", "every worker listens on 0.0.0.0"),
+    ("port", "each process's HTTP port is allocated (port kind `http`)"),
+    ("nccl-port", "each process's NCCL port is allocated (port kind `sglang_nccl`)"),
+    ("dist-init-addr", "a worker spanning nodes or running attention DP rendezvous at its leader, on a port allocated there (port kind `sglang_dist_init`)"),
+    ("nnodes", "the node count follows the role's GPUs per worker (`gpus`, `resources.gpus_per_node`)"),
+    ("node-rank", "each node's rank follows its place in the endpoint"),
+    ("base-gpu-id", "each worker's GPUs come from the allocation (`gpus`, `resources.gpus_per_node`), given as CUDA_VISIBLE_DEVICES"),
+    ("gpu-id-step", "each worker's GPUs come from the allocation (`gpus`, `resources.gpus_per_node`), given as CUDA_VISIBLE_DEVICES"),
+    ("disaggregation-mode", "the role (`prefill`, `decode`) sets it"),
+    ("disaggregation-bootstrap-port", "each prefill's bootstrap port is allocated (port kind `sglang_bootstrap`)"),
+    ("disaggregation-transfer-backend", "the KV transfer backend is the connector (`engine.connector`, `args.connector`)"),
+];
+
+/// Variables that narrow the GPUs a process sees: srt sets `CUDA_VISIBLE_DEVICES` to
+/// each worker's GPUs.
+const PLACEMENT_ENV: &[&str] = &[
+    "CUDA_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+];
+
+/// The SGLang releases srt has flag catalogs for, newest (the default) first.
+const CATALOGS: &[(&str, &str)] = &[("0.5.23", include_str!("catalog/sglang-0.5.23.json"))];
+
+fn catalogs() -> &'static [Catalog] {
+    static PARSED: std::sync::OnceLock<Vec<Catalog>> = std::sync::OnceLock::new();
+    PARSED.get_or_init(|| super::parse_catalogs(CATALOGS))
+}
+
+impl Sglang {
+    /// The catalog of the recipe's release (the default one when it names none srt
+    /// has: that is refused on its own).
+    fn recipe_catalog(&self, recipe: &Recipe) -> &'static Catalog {
+        let version = keys::version(recipe).map(|v| v.value);
+        self.catalog(version).unwrap_or(&catalogs()[0])
+    }
+}
+
+impl Engine for Sglang {
+    fn name(&self) -> &'static str {
+        "sglang"
+    }
+
+    fn managed_flags(&self) -> &'static [&'static str] {
+        static NAMES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+        NAMES.get_or_init(|| MANAGED.iter().map(|(f, _)| *f).collect())
+    }
+
+    fn managed_by(&self, flag: &str) -> Option<&'static str> {
+        crate::catalog::managed_by(MANAGED, flag)
+    }
+
+    fn managed_env(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    fn placement_env(&self) -> &'static [&'static str] {
+        PLACEMENT_ENV
+    }
+
+    fn catalog(&self, version: Option<&str>) -> Result<&'static Catalog, Vec<&'static str>> {
+        super::catalog_of(catalogs(), CATALOGS, version)
+    }
+
+    fn keys(&self) -> &'static [crate::recipe::keys::Key] {
+        keys::KEYS
+    }
+
+    fn port_kinds(&self) -> &'static [PortKind] {
+        &[NCCL, DIST_INIT, BOOTSTRAP]
+    }
+
+    fn connector_names(&self) -> &'static [&'static str] {
+        connector::NAMES
+    }
+
+    fn connector(&self, recipe: &Recipe, role: &Role) -> Result<ConnectorChoice, Problem> {
+        connector::for_role(recipe, role)?;
+        Ok(ConnectorChoice {
+            role: role.kind,
+            name: connector::for_role(recipe, role)?.name,
+            discovery: false,
+            protocol: PdProtocol::Bootstrap,
+            span: role
+                .connector
+                .as_ref()
+                .map_or_else(|| keys::connector(recipe).span, |s| s.span),
+        })
+    }
+
+    fn validate(&self, recipe: &Recipe, problems: &mut Vec<Problem>) {
+        keys::check(recipe, problems);
+        validate::recipe(self, recipe, problems);
+    }
+
+    fn feature_flags(
+        &self,
+        recipe: &Recipe,
+        feature: WorkerFeature,
+    ) -> Result<Vec<(String, ArgValue)>, String> {
+        let version = &self.recipe_catalog(recipe).version;
+        match feature {
+            WorkerFeature::PromptRender => Err(format!(
+                "SGLang {version} has no prompt render route (`/v1/completions/render`)"
+            )),
+            WorkerFeature::LoadReport => Err(format!(
+                "SGLang {version} reports its load at GET /v1/loads and has no /get_load"
+            )),
+            // Its `/get_server_info` (a deprecated alias of `/server_info`) always answers.
+            WorkerFeature::KvCacheInfo => Ok(Vec::new()),
+        }
+    }
+
+    fn worker_processes(
+        &self,
+        ctx: &mut BuildContext<'_>,
+        recipe: &Recipe,
+        role: &Role,
+        endpoint: &Endpoint,
+        _: &[WorkerFeature],
+        runtime: Option<&'static str>,
+    ) -> Result<Vec<LaunchProcess>, Problem> {
+        let catalog = self.recipe_catalog(recipe);
+        let plan = process::EndpointPlan {
+            role,
+            endpoint,
+            sizes: shape::check(catalog, role, endpoint)?,
+            connector: match role.kind {
+                RoleKind::Agg => None,
+                _ => Some(connector::for_role(recipe, role)?),
+            },
+            // Checked by the assembly (`runtime_wrapper`) before any worker is built.
+            wrapper: runtime.and_then(|r| WRAPPERS.iter().find(|w| w.runtime == r)),
+            catalog,
+        };
+        process::endpoint_processes(ctx, &plan)
+    }
+
+    fn runtime_wrapper(&self, runtime: &str) -> Result<&'static [&'static str], String> {
+        WRAPPERS
+            .iter()
+            .find(|w| w.runtime == runtime)
+            .map(|w| w.program)
+            .ok_or_else(|| format!("SGLang has no wrapper for the `{runtime}` runtime"))
+    }
+
+    fn serving(&self, recipe: &Recipe, role: &Role, _: &Endpoint, _: &LaunchProcess) -> Serving {
+        let catalog = self.recipe_catalog(recipe);
+        let arg = |dest: &str| shape::arg(catalog, role, dest).map(|a| a.value.render());
+        Serving {
+            model_path: recipe.model.path.value.clone(),
+            served_name: recipe.model.served_name.clone(),
+            block_size: arg("page_size"),
+            max_num_seqs: arg("max_running_requests"),
+            data_parallel: shape::sizes(catalog, role).map_or(1, shape::Sizes::ranks),
+            kv_ports: None,
+        }
+    }
+
+    fn simulator(&self) -> &'static str {
+        "srt-sglang-sim"
+    }
+
+    fn simulate(&self, process: &mut LaunchProcess, simulator: &std::path::Path) {
+        // `srt-sglang-sim` reads what follows the server's (or a wrapper's) program.
+        let skip = WRAPPERS
+            .iter()
+            .map(|w| w.program)
+            .chain([PROGRAM])
+            .find(|p| process.argv.iter().take(p.len()).eq(p.iter().copied()))
+            .map_or(1, <[&str]>::len);
+        let mut argv = crate::launch::Argv::from([simulator.display().to_string()]);
+        argv.extend(process.argv.iter().skip(skip));
+        process.argv = argv;
+    }
+
+    fn install_hint(&self) -> &'static str {
+        "without GPUs, apply with `--simulate` (srt's simulator answers as SGLang's server \
+         would); otherwise run where SGLang is installed (`python3 -m sglang.launch_server`), \
+         e.g. in the recipe's container (`model.container`)"
+    }
+
+    fn in_flight<'a>(
+        &'a self,
+        http: &'a reqwest::Client,
+        url: &'a str,
+    ) -> futures::future::BoxFuture<'a, Option<u64>> {
+        use futures::FutureExt;
+        async move {
+            let r = http.get(format!("{url}/v1/loads")).send().await.ok()?;
+            if !r.status().is_success() {
+                return None;
+            }
+            requests_in_flight(&r.json().await.ok()?)
+        }
+        .boxed()
+    }
+}
+
+/// The requests an SGLang server is working on, from its `GET /v1/loads` answer: the
+/// running and waiting requests of every DP rank. `None` when it lists no rank.
+fn requests_in_flight(loads: &serde_json::Value) -> Option<u64> {
+    let ranks = loads["loads"].as_array().filter(|r| !r.is_empty())?;
+    Some(
+        ranks
+            .iter()
+            .map(|r| {
+                r["num_running_reqs"].as_u64().unwrap_or(0)
+                    + r["num_waiting_reqs"].as_u64().unwrap_or(0)
+            })
+            .sum(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::requests_in_flight;
+
+    #[test]
+    fn running_and_waiting_are_summed_over_dp_ranks() {
+        let loads = serde_json::json!({"loads": [
+            {"dp_rank": 0, "num_running_reqs": 2, "num_waiting_reqs": 1},
+            {"dp_rank": 1, "num_running_reqs": 3, "num_waiting_reqs": 0},
+        ]});
+        assert_eq!(requests_in_flight(&loads), Some(6));
+        assert_eq!(requests_in_flight(&serde_json::json!({"loads": []})), None);
+        assert_eq!(requests_in_flight(&serde_json::json!({})), None);
+    }
+}
