@@ -251,7 +251,13 @@ const CASES: &[Case] = &[
         "sglang-router-prefill-decode.yaml",
         "srt::recipe::pd_protocol",
         "nixl",
-        "routes aggregated workers only",
+        "drives SGLang's bootstrap rendezvous",
+    ),
+    case(
+        "sglang-behind-smg-prefill-decode.yaml",
+        "srt::recipe::pd_protocol",
+        "sglang",
+        "speak SGLang's bootstrap rendezvous",
     ),
     case(
         "sglang-parallel-sizes.yaml",

@@ -913,6 +913,50 @@ fn sglang_agg_tp_workers_each_on_their_own_gpus() {
 }
 
 #[test]
+fn sglang_disagg_prefill_serves_its_bootstrap_port_and_attention_dp_its_dist_init_block() {
+    let plan = plan("examples/local-sglang-disagg.yaml");
+    assert_sglang_processes(&plan);
+    let prefill = of_role(&plan, RoleKind::Prefill);
+    let decode = of_role(&plan, RoleKind::Decode);
+    assert_eq!((prefill.len(), decode.len()), (1, 2));
+    let p = prefill[0];
+    let bootstrap = port(p, "sglang_bootstrap");
+    assert_eq!(
+        value(&p.argv, "--disaggregation-bootstrap-port"),
+        bootstrap.to_string()
+    );
+    assert_eq!(p.worker.as_ref().unwrap().bootstrap_port, Some(bootstrap));
+    for w in prefill.iter().chain(&decode) {
+        let role = role(w).name();
+        assert_eq!(value(&w.argv, "--disaggregation-mode"), role);
+        assert_eq!(value(&w.argv, "--disaggregation-transfer-backend"), "nixl");
+        // Attention DP derives six ports from the dist-init port: all seven allocated.
+        let block = w.ports["sglang_dist_init"];
+        assert_eq!(block.count, 7);
+        assert_eq!(
+            value(&w.argv, "--dist-init-addr"),
+            format!("{}:{}", node_ip(w.node), block.base)
+        );
+    }
+    for d in &decode {
+        assert!(!has(&d.argv, "--disaggregation-bootstrap-port"));
+        assert_eq!(d.worker.as_ref().unwrap().bootstrap_port, None);
+        assert_eq!(d.worker.as_ref().unwrap().local_dp, 2);
+    }
+    let r = single_router(&plan);
+    assert_eq!(count(&r.argv, "--pd-disaggregation"), 1);
+    assert!(!has(&r.argv, "--prefill") && !has(&r.argv, "--decode"));
+    for member in plan.memberships[0].members.iter() {
+        let w = process(&plan, &member.worker);
+        assert_eq!(member.role, role(w));
+        assert_eq!(
+            member.bootstrap_port,
+            w.worker.as_ref().unwrap().bootstrap_port
+        );
+    }
+}
+
+#[test]
 fn sglang_multinode_leader_serves_and_the_follower_answers_its_own_health() {
     let plan = plan("examples/slurm-sglang-multinode.yaml");
     assert_sglang_processes(&plan);
@@ -1082,6 +1126,7 @@ fn every_example_has_a_topology_test() {
         "examples/local-disagg-smg.yaml",
         "examples/slurm-disagg-smg.yaml",
         "examples/local-sglang-agg.yaml",
+        "examples/local-sglang-disagg.yaml",
         "examples/slurm-sglang-multinode.yaml",
     ];
     let found: Vec<String> = examples()

@@ -57,6 +57,16 @@ pub(super) fn managed_by(own: &[(&str, &'static str)], flag: &str) -> Option<&'s
     crate::catalog::managed_by(own, flag).or_else(|| crate::catalog::managed_by(MANAGED, flag))
 }
 
+/// The `worker_type` a gateway's `POST /workers` takes for a worker of `role` (none for
+/// a regular worker).
+pub(super) fn worker_type(role: RoleKind) -> Option<&'static str> {
+    match role {
+        RoleKind::Agg => None,
+        RoleKind::Prefill => Some("prefill"),
+        RoleKind::Decode => Some("decode"),
+    }
+}
+
 /// The flag that starts a gateway in its prefill/decode mode.
 const PD_MODE: &str = "--pd-disaggregation";
 

@@ -51,6 +51,21 @@ async fn wait_job(
     super::super::wait_for_entry((http, router, id), what, JOB_POLL, done).await
 }
 
+/// The body of `POST /workers` for `worker`: its URL; a prefill or decode worker also
+/// its `worker_type`, and a prefill the port of its bootstrap server (JSON `null`
+/// without one: the gateway then sends `bootstrap_port: null`, and SGLang's decode
+/// takes its default).
+fn body(worker: Registration<'_>) -> serde_json::Value {
+    let mut body = serde_json::json!({ "url": worker.url });
+    if let Some(worker_type) = super::super::gateway::worker_type(worker.role) {
+        body["worker_type"] = worker_type.into();
+    }
+    if let Some(port) = worker.bootstrap_port {
+        body["bootstrap_port"] = port.into();
+    }
+    body
+}
+
 impl Admin for SglangRouterAdmin {
     fn list<'a>(
         &'a self,
@@ -76,12 +91,12 @@ impl Admin for SglangRouterAdmin {
         router: &'a str,
         worker: Registration<'a>,
     ) -> BoxFuture<'a, Result<(), AdminError>> {
-        // It routes regular workers only (`SglangRouter::pd_protocols`).
+        let body = body(worker);
         let worker = worker.url;
         async move {
             let r = http
                 .post(format!("{router}/workers"))
-                .json(&serde_json::json!({ "url": worker }))
+                .json(&body)
                 .send()
                 .await
                 .map_err(|e| AdminError::transport("POST /workers", router, &e))?;
@@ -156,5 +171,39 @@ impl Admin for SglangRouterAdmin {
                 .is_ok_and(|r| r.status().is_success())
         }
         .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recipe::RoleKind;
+
+    #[test]
+    fn a_prefill_is_registered_with_its_role_and_bootstrap_port_a_decode_with_its_role() {
+        let url = "http://10.0.0.1:6100";
+        assert_eq!(
+            body(Registration::regular(url)),
+            serde_json::json!({ "url": url })
+        );
+        let prefill = Registration {
+            url,
+            role: RoleKind::Prefill,
+            kv_connector: None,
+            bootstrap_port: Some(14500),
+        };
+        assert_eq!(
+            body(prefill),
+            serde_json::json!({ "url": url, "worker_type": "prefill", "bootstrap_port": 14500 })
+        );
+        let decode = Registration {
+            role: RoleKind::Decode,
+            bootstrap_port: None,
+            ..prefill
+        };
+        assert_eq!(
+            body(decode),
+            serde_json::json!({ "url": url, "worker_type": "decode" })
+        );
     }
 }

@@ -1,12 +1,14 @@
-//! The SGLang Model Gateway (`sglang-router`, PyPI) in front of `vllm serve` workers.
+//! The SGLang Model Gateway (`sglang-router`, PyPI) in front of aggregated workers of
+//! any engine, and of SGLang's prefill/decode workers.
 //!
-//! Regular mode only: `sglang-router launch --host 0.0.0.0 --port P --prometheus-port M
-//! --prometheus-host 0.0.0.0 <args>`, with no worker on its command line: srt adds each
-//! worker through the admin API ([`admin`]) once it is healthy and takes it out before
-//! stopping it (managed membership), so a changed worker set never restarts the gateway.
-//! Its prefill/decode mode speaks SGLang's protocol (the same request to both, with
-//! bootstrap fields), not vLLM's `kv_transfer_params` one, so it serves aggregated vLLM
-//! workers only.
+//! `sglang-router launch --host 0.0.0.0 --port P --prometheus-port M --prometheus-host
+//! 0.0.0.0 [--pd-disaggregation] <args>`, with no worker on its command line: srt adds
+//! each worker through the admin API ([`admin`]) once it is healthy, a prefill or decode
+//! worker with its `worker_type` (and a prefill with its `bootstrap_port`), and takes it
+//! out before stopping it (managed membership), so a changed worker set never restarts
+//! the gateway. Its prefill/decode mode speaks SGLang's bootstrap rendezvous (the same
+//! request to both, with `bootstrap_host`/`bootstrap_port`/`bootstrap_room`), not vLLM's
+//! `kv_transfer_params` hand-off.
 //!
 //! Readiness: its `/health` is 200 with no worker at all, so the gate reads `/readiness`
 //! (`{"healthy_workers": N, ...}`; 503 until one is healthy) on every gateway until each
@@ -29,15 +31,15 @@ pub(super) struct SglangRouter;
 const MANAGED: &[(&str, &str)] = &[
     (
         "pd-disaggregation",
-        "SGLang's prefill/decode protocol does not speak vLLM's",
+        "the gateway runs in its prefill/decode mode exactly when the recipe has prefill and decode roles",
     ),
     (
         "prefill",
-        "SGLang's prefill/decode protocol does not speak vLLM's",
+        "srt adds each prefill worker, with its bootstrap port, through the admin API once it is healthy",
     ),
     (
         "decode",
-        "SGLang's prefill/decode protocol does not speak vLLM's",
+        "srt adds each decode worker through the admin API once it is healthy",
     ),
 ];
 
@@ -97,10 +99,9 @@ impl Frontend for SglangRouter {
         super::gateway::managed_by(MANAGED, flag)
     }
 
-    /// Its prefill/decode mode sends SGLang's bootstrap fields, which srt does not run
-    /// it in yet: aggregated workers only.
+    /// Its prefill/decode mode sends SGLang's bootstrap fields to both legs at once.
     fn pd_protocols(&self) -> &'static [PdProtocol] {
-        &[]
+        &[PdProtocol::Bootstrap]
     }
 
     fn validate(&self, _: &Recipe, _: &[ConnectorChoice], _: &mut Vec<Problem>) {}

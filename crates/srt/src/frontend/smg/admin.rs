@@ -11,7 +11,6 @@
 
 use crate::frontend::{Admin, AdminError};
 use crate::launch::Registration;
-use crate::recipe::RoleKind;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use std::time::{Duration, Instant};
@@ -92,10 +91,8 @@ async fn settle(
 /// prompt itself).
 fn body(worker: Registration<'_>) -> serde_json::Value {
     let mut body = serde_json::json!({ "url": worker.url });
-    let worker_type = match worker.role {
-        RoleKind::Agg => return body,
-        RoleKind::Prefill => "prefill",
-        RoleKind::Decode => "decode",
+    let Some(worker_type) = super::super::gateway::worker_type(worker.role) else {
+        return body;
     };
     body["worker_type"] = worker_type.into();
     if let Some(connector) = worker.kv_connector {
@@ -229,6 +226,7 @@ impl Admin for SmgAdmin {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recipe::RoleKind;
 
     #[test]
     fn a_prefill_or_decode_worker_is_registered_with_its_role_and_connector() {
