@@ -269,7 +269,12 @@ fn every_rendered_router_command_parses_with_the_real_router() {
 /// The engines' real parsers: the catalog's program, its venv, and the variable that
 /// asks for it (each is a large opt-in install).
 const ENGINE_VENVS: &[(&str, &str, &str, &str)] = &[
-    ("vllm", "vllm-venv", "SRT_REAL_VLLM", "scripts/install-vllm.sh"),
+    (
+        "vllm",
+        "vllm-venv",
+        "SRT_REAL_VLLM",
+        "scripts/install-vllm.sh",
+    ),
     (
         "sglang",
         "sglang-catalog-venv",
@@ -303,7 +308,10 @@ fn every_rendered_worker_command_parses_with_its_real_engine_when_installed() {
             python.display()
         );
         let commands = commands.get(*program).map_or(&[][..], Vec::as_slice);
-        assert!(!commands.is_empty(), "no example renders a {program} worker");
+        assert!(
+            !commands.is_empty(),
+            "no example renders a {program} worker"
+        );
         let argvs: Vec<Vec<String>> = commands.iter().map(|(_, a)| a.clone()).collect();
         let verdicts = real_check(&python, program, &argvs);
         for ((what, argv), v) in commands.iter().zip(&verdicts) {
@@ -316,6 +324,9 @@ fn every_rendered_worker_command_parses_with_its_real_engine_when_installed() {
         // Not vacuous: the real parser refuses a broken command.
         let bad = real_check(&python, program, &[vec!["--no-such-flag".into()]]);
         assert_eq!(bad[0]["ok"], false, "{program}");
-        eprintln!("{} {program} commands accepted by the real parser", commands.len());
+        eprintln!(
+            "{} {program} commands accepted by the real parser",
+            commands.len()
+        );
     }
 }

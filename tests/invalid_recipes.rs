@@ -260,6 +260,12 @@ const CASES: &[Case] = &[
         "speak SGLang's bootstrap rendezvous",
     ),
     case(
+        "sglang-behind-vllm-router-prefill-decode.yaml",
+        "srt::recipe::pd_protocol",
+        "sglang",
+        "`sglang-router`",
+    ),
+    case(
         "sglang-parallel-sizes.yaml",
         "srt::recipe::parallel_size",
         "tp-size",
