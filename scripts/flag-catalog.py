@@ -4,7 +4,7 @@ as a JSON catalog on stdout; spot checks go to stderr.
 
 Usage: <venv>/bin/python scripts/flag-catalog.py PROGRAM
        PROGRAM: vllm | vllm-router | sglang-router | smg | sglang
-                | dynamo-frontend | dynamo-mocker | dynamo-vllm
+                | dynamo-frontend | dynamo-mocker | dynamo-vllm | dynamo-sglang
 
 Run it with the interpreter of the venv that holds PROGRAM;
 scripts/flag-catalogs.sh does that for every program and writes the files
@@ -63,10 +63,10 @@ gives the same bytes):
     env_var      the variable Dynamo's add_argument() reads the option's
                  default from (its help ends "env var: NAME | default: ..."),
                  or null
-    parser       "dynamo", or for dynamo-vllm "worker-router": the second
-                 parser, which sees only the words the first left, and
-                 which accepts unique prefixes (allow_abbrev is the first
-                 parser's); see real_parsers.py
+    parser       "dynamo", or for dynamo-vllm and dynamo-sglang
+                 "worker-router": the second parser, which sees only the
+                 words the first left, and which accepts unique prefixes
+                 (allow_abbrev is the first parser's); see real_parsers.py
   Dynamo marks a deprecated option by wrapping its action in a subclass
   named DeprecatedAction; `action` is then that subclass's argparse base.
   SGLang's deprecated actions subclass argparse.Action directly; `action`
@@ -190,6 +190,8 @@ UNORDERED_CHOICES = {
     ("sglang-router", "tool_call_parser"),
     ("dynamo-vllm", "dyn_tool_call_parser"),
     ("dynamo-vllm", "dyn_reasoning_parser"),
+    ("dynamo-sglang", "dyn_tool_call_parser"),
+    ("dynamo-sglang", "dyn_reasoning_parser"),
 }
 
 

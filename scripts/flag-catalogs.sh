@@ -7,7 +7,8 @@
 # Usage: scripts/flag-catalogs.sh [--check] [PROGRAM...]
 #
 #   PROGRAM is vllm, vllm-router, sglang-router, smg, sglang, dynamo-frontend,
-#   dynamo-mocker, dynamo-vllm, etcd or nats-server (default: all of them).
+#   dynamo-mocker, dynamo-vllm, dynamo-sglang, etcd or nats-server (default:
+#   all of them).
 #   Each runs with the interpreter of that program's venv under
 #   ${SRT_TOOLS_DIR:-<repo>/.tools}:
 #     vllm           vllm-venv           (scripts/install-vllm.sh)
@@ -21,12 +22,15 @@
 #     sglang         sglang-catalog-venv (scripts/install-sglang-catalog.sh)
 #                    -> crates/srt/src/engine/sglang/catalog/sglang-<version>.json
 #                    (`python3 -m sglang.launch_server`: ServerArgs' options)
-#     dynamo-frontend, dynamo-mocker, dynamo-vllm
+#     dynamo-frontend, dynamo-mocker, dynamo-vllm, dynamo-sglang
 #                    dynamo-venv         (scripts/install-dynamo.sh)
 #                    -> crates/srt/src/frontend/dynamo/catalog/<program>-<version>.json
 #                    (`python3 -m dynamo.frontend`, `python3 -m dynamo.mocker`
-#                    and the Dynamo-own options of `python3 -m dynamo.vllm`;
-#                    <version> is ai-dynamo's; see scripts/real_parsers.py)
+#                    and the Dynamo-own options of `python3 -m dynamo.vllm` and
+#                    `python3 -m dynamo.sglang`; <version> is ai-dynamo's; see
+#                    scripts/real_parsers.py). dynamo-sglang imports SGLang from
+#                    sglang-catalog-venv when it is installed, else stand-ins
+#                    (the same catalog either way).
 #     etcd, nats-server  Debian's etcd-server and nats-server
 #                    (scripts/install-deps.sh etcd nats), run with the
 #                    system python3 -> crates/srt/src/frontend/dynamo/catalog/
@@ -43,7 +47,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROOT="$(repo_root)"
 TOOLS="$(tools_dir)"
-ALL_PROGRAMS=(vllm vllm-router sglang-router smg sglang dynamo-frontend dynamo-mocker dynamo-vllm etcd nats-server)
+ALL_PROGRAMS=(vllm vllm-router sglang-router smg sglang dynamo-frontend dynamo-mocker dynamo-vllm dynamo-sglang etcd nats-server)
 
 venv_of() {
     case "$1" in
@@ -52,7 +56,7 @@ venv_of() {
     sglang-router) printf '%s\n' "$TOOLS/sglang-router-venv" ;;
     smg) printf '%s\n' "$TOOLS/smg-venv" ;;
     sglang) printf '%s\n' "$TOOLS/sglang-catalog-venv" ;;
-    dynamo-frontend | dynamo-mocker | dynamo-vllm) printf '%s\n' "$TOOLS/dynamo-venv" ;;
+    dynamo-frontend | dynamo-mocker | dynamo-vllm | dynamo-sglang) printf '%s\n' "$TOOLS/dynamo-venv" ;;
     *) die "unknown program '$1' (want: ${ALL_PROGRAMS[*]})" ;;
     esac
 }
@@ -82,7 +86,7 @@ main() {
     done
     ((${#programs[@]})) || programs=("${ALL_PROGRAMS[@]}")
 
-    local failed=0 venv py script tmp version out start
+    local failed=0 venv py script tmp version out start sglang_site
     for program in "${programs[@]}"; do
         start="$(now)"
         tmp="$(mktemp)"
@@ -96,8 +100,13 @@ main() {
             py="$venv/bin/python"
             script=flag-catalog.py
         fi
+        # dynamo.sglang imports SGLang, which lives in its catalog venv.
+        sglang_site=""
+        if [[ "$program" == dynamo-sglang ]]; then
+            sglang_site="$(compgen -G "$TOOLS/sglang-catalog-venv/lib/python3*/site-packages" | head -n1 || true)"
+        fi
         # -B: no __pycache__ in the work tree.
-        if ! "$py" -B "$ROOT/scripts/$script" "$program" >"$tmp"; then
+        if ! SRT_SGLANG_SITE_PACKAGES="$sglang_site" "$py" -B "$ROOT/scripts/$script" "$program" >"$tmp"; then
             rm -f "$tmp"
             die "$program: $script failed"
         fi

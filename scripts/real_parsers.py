@@ -8,9 +8,10 @@ it from a venv that holds the program:
   smg            smg (install-smg.sh): `smg launch`
   sglang         SGLang's server options (install-sglang-catalog.sh):
                  `python3 -m sglang.launch_server`
-  dynamo-frontend, dynamo-mocker, dynamo-vllm
+  dynamo-frontend, dynamo-mocker, dynamo-vllm, dynamo-sglang
                  ai-dynamo (install-dynamo.sh): `python3 -m dynamo.frontend`,
-                 `python3 -m dynamo.mocker`, `python3 -m dynamo.vllm`
+                 `python3 -m dynamo.mocker`, `python3 -m dynamo.vllm`,
+                 `python3 -m dynamo.sglang`
 
 Every parser here is the program's own argparse object, never a copy written
 from --help text:
@@ -67,6 +68,30 @@ from --help text:
   parse_worker_router_config builds (taken the same way). Its options are
   added to the catalog with "parser": "worker-router"; the first parser's
   have "parser": "dynamo".
+- dynamo-sglang: dynamo.sglang.args.parse_args(argv) (a coroutine) builds an
+  ArgumentParser with argparse's default allow_abbrev=True and
+  DynamoRuntimeArgGroup's and DynamoSGLangArgGroup's options. SGLang's
+  options (ServerArgs.add_cli_args, on a parser of their own) and the
+  router-advertisement options are appended to argument groups of it for
+  --help only (`_group_actions`), so it parses Dynamo's own options alone:
+  parse_known_args(argv). The rest goes to parse_worker_router_config (as for
+  dynamo-vllm), then, after Dynamo rewrites `--disaggregation-mode agg|pd` to
+  SGLang's `null` (and takes `encode` itself), to SGLang's parser, which
+  holds ServerArgs' options (the sglang catalog) plus two additions of
+  Dynamo's (`--disable-piecewise-cuda-graph`, a legacy spelling of
+  `--cuda-graph-backend-prefill disabled`, and `gms` among `--load-format`'s
+  choices), which no catalog holds.
+  dynamo.sglang.args imports SGLang at the top (sglang.srt.server_args, and
+  `sglang.Engine`'s methods in a class body of dynamo.sglang.gateway). SGLang
+  is not in the Dynamo venv: the real one is taken from the site-packages
+  directory SRT_SGLANG_SITE_PACKAGES names (flag-catalogs.sh names SGLang's
+  catalog venv's), appended to sys.path, with `sglang.Engine` a stand-in
+  (the real one imports the model executor, torchvision and more); without
+  it, the names dynamo.sglang imports are stand-ins (a ServerArgs whose
+  add_cli_args adds nothing, SGLang's --config merger). Either way its first
+  parser, taken from its parse_known_args call, holds exactly Dynamo's own
+  options, and the second is parse_worker_router_config's; the catalog is
+  the same bytes.
 """
 
 import argparse
@@ -76,8 +101,20 @@ import importlib.metadata
 import io
 import re
 
-PROGRAMS = ("vllm", "vllm-router", "sglang-router", "smg", "sglang", "dynamo-frontend", "dynamo-mocker", "dynamo-vllm")
-DYNAMO_PROGRAMS = ("dynamo-frontend", "dynamo-mocker", "dynamo-vllm")
+PROGRAMS = (
+    "vllm",
+    "vllm-router",
+    "sglang-router",
+    "smg",
+    "sglang",
+    "dynamo-frontend",
+    "dynamo-mocker",
+    "dynamo-vllm",
+    "dynamo-sglang",
+)
+DYNAMO_PROGRAMS = ("dynamo-frontend", "dynamo-mocker", "dynamo-vllm", "dynamo-sglang")
+# Dynamo's engine wrappers: their own parsers leave the rest to the engine's.
+DYNAMO_WRAPPERS = {"dynamo-vllm": "vLLM's engine parser", "dynamo-sglang": "SGLang's parser"}
 
 COMMANDS = {
     "vllm": ["vllm", "serve"],
@@ -88,6 +125,7 @@ COMMANDS = {
     "dynamo-frontend": ["python3", "-m", "dynamo.frontend"],
     "dynamo-mocker": ["python3", "-m", "dynamo.mocker"],
     "dynamo-vllm": ["python3", "-m", "dynamo.vllm"],
+    "dynamo-sglang": ["python3", "-m", "dynamo.sglang"],
 }
 
 _ROUTER_MODULES = {"vllm-router": "vllm_router", "sglang-router": "sglang_router", "smg": "smg"}
@@ -100,6 +138,7 @@ _DISTRIBUTIONS = {
     "dynamo-frontend": "ai-dynamo",
     "dynamo-mocker": "ai-dynamo",
     "dynamo-vllm": "ai-dynamo",
+    "dynamo-sglang": "ai-dynamo",
 }
 
 
@@ -181,36 +220,72 @@ def _capture(method, call):
     return captured[0]
 
 
+class _NoEngineOptions:
+    """Stand-in for an engine's argument class (vLLM's AsyncEngineArgs, SGLang's
+    ServerArgs): its add_cli_args adds nothing."""
+
+    @staticmethod
+    def add_cli_args(parser, **_kwargs):
+        return parser
+
+
+def _stand_in(name, **attrs):
+    """Installs an empty package `name` holding `attrs` in sys.modules."""
+    import sys
+    import types
+
+    m = types.ModuleType(name)
+    m.__path__ = []
+    m.__dict__.update(attrs)
+    sys.modules[name] = m
+
+
 def _stub_vllm_if_absent():
     """Stand-ins for the three vLLM names dynamo.vllm.args imports, when vLLM
     is not installed (see the module docstring)."""
     import importlib.util
-    import sys
-    import types
 
     try:
         if importlib.util.find_spec("vllm") is not None:
             return
     except ValueError:  # already a stand-in
         return
+    _stand_in("vllm")
+    _stand_in("vllm.distributed")
+    _stand_in("vllm.distributed.kv_events", KVEventsConfig=object)
+    _stand_in("vllm.engine")
+    _stand_in("vllm.engine.arg_utils", AsyncEngineArgs=_NoEngineOptions)
+    _stand_in("vllm.utils", FlexibleArgumentParser=argparse.ArgumentParser)
 
-    class AsyncEngineArgs:
-        @staticmethod
-        def add_cli_args(parser, **_kwargs):
-            return parser
 
-    def module(name, **attrs):
-        m = types.ModuleType(name)
-        m.__path__ = []
-        m.__dict__.update(attrs)
-        sys.modules[name] = m
+def _sglang_for_dynamo():
+    """SGLang as dynamo.sglang.args imports it (see the module docstring): the
+    real one, from SRT_SGLANG_SITE_PACKAGES when it is not in the venv, with
+    a stand-in `sglang.Engine`; else stand-ins for the names it imports."""
+    import os
+    import sys
 
-    module("vllm")
-    module("vllm.distributed")
-    module("vllm.distributed.kv_events", KVEventsConfig=object)
-    module("vllm.engine")
-    module("vllm.engine.arg_utils", AsyncEngineArgs=AsyncEngineArgs)
-    module("vllm.utils", FlexibleArgumentParser=argparse.ArgumentParser)
+    site = os.environ.get("SRT_SGLANG_SITE_PACKAGES")
+    if site and site not in sys.path:
+        sys.path.append(site)
+
+    class Engine:  # the class body of dynamo.sglang.gateway reads two methods
+        async_generate = None
+        _resolve_routed_dp_rank = None
+
+    try:
+        import sglang
+    except ImportError:
+        pass
+    else:
+        if getattr(sglang, "__file__", None):
+            sglang.Engine = Engine
+        return
+    _stand_in("sglang", Engine=Engine)
+    _stand_in("sglang.srt")
+    _stand_in("sglang.srt.server_args", ServerArgs=_NoEngineOptions)
+    _stand_in("sglang.srt.utils")
+    _stand_in("sglang.srt.utils.server_args_config_parser", ConfigArgumentMerger=object)
 
 
 def sglang_parser():
@@ -245,12 +320,23 @@ def dynamo_parsers(program):
         first = _capture("parse_known_args", lambda: vllm_args._parse_cli_args([]))
         second = _capture("parse_known_args", lambda: router_args.parse_worker_router_config([]))
         return [("dynamo", first), ("worker-router", second)]
+    if program == "dynamo-sglang":
+        import asyncio
+
+        _sglang_for_dynamo()
+        import dynamo.sglang.args as sglang_args
+        from dynamo.common.configuration.groups import router_args
+
+        first = _capture("parse_known_args", lambda: asyncio.run(sglang_args.parse_args([])))
+        second = _capture("parse_known_args", lambda: router_args.parse_worker_router_config([]))
+        return [("dynamo", first), ("worker-router", second)]
     raise ValueError(program)
 
 
 def options_parser(program, with_help=False):
     """The parser that holds the program's options (for vLLM: the serve subparser;
-    for dynamo-vllm: the first of its two Dynamo parsers, see dynamo_parsers)."""
+    for dynamo-vllm and dynamo-sglang: the first of their two Dynamo parsers, see
+    dynamo_parsers)."""
     if program == "vllm":
         return vllm_parsers(with_help)[1]
     if program in DYNAMO_PROGRAMS:
@@ -274,7 +360,7 @@ def _parse_dynamo(program, argv, validate):
         for k, v in vars(more).items():
             setattr(args, k, v)
     if rest and not (program == "dynamo-frontend" and getattr(args, "chat_processor", None) in ("vllm", "sglang")):
-        what = "left for vLLM's engine parser" if program == "dynamo-vllm" else "Unknown arguments specified"
+        what = f"left for {DYNAMO_WRAPPERS[program]}" if program in DYNAMO_WRAPPERS else "Unknown arguments specified"
         raise ParseError(f"{what}: {rest}")
     if validate and program == "dynamo-frontend":
         from dynamo.frontend.frontend_args import FrontendConfig

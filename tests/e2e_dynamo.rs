@@ -1,5 +1,6 @@
 //! NVIDIA Dynamo's frontend end to end, with the real programs: ai-dynamo 1.6.1's
-//! frontend and its mocker as every worker (`--simulate`), the deployment's own etcd.
+//! frontend and its mocker as every worker (`--simulate`; scheduling as vLLM or, for
+//! SGLang's workers, as SGLang), the deployment's own etcd.
 //! While a load loop sends completions through the public URL, `srt apply` changes a
 //! role's args and scales roles up and down: no request may fail, and the frontend
 //! keeps its pid (the workers register and deregister themselves). What changes behind
@@ -11,7 +12,7 @@
 mod e2e_support;
 
 use e2e_support::load::Load;
-use e2e_support::{alive, etcd, serial, text, tools_dir, wait_for, Env};
+use e2e_support::{alive, etcd, example_named, serial, text, tools_dir, wait_for, Env};
 
 const PUBLIC: &str = "http://127.0.0.1:8000";
 
@@ -88,6 +89,30 @@ health_check:
 ",
         model = model()
     )
+}
+
+/// `examples/local-dynamo-sglang.yaml` as deployment `name`, its decodes running at
+/// most `decode_running` requests: one SGLang prefill and two decodes, each Dynamo's
+/// mocker in SGLang's mode under `--simulate`.
+fn sglang_pd(name: &str, decode_running: u32) -> String {
+    example_named("local-dynamo-sglang.yaml", name)
+        .replace("path: .tools/models/tiny", &format!("path: {}", model()))
+        .replace(
+            "max-running-requests: 64",
+            &format!("max-running-requests: {decode_running}"),
+        )
+}
+
+/// The requests a worker's log says it received (the mocker logs each).
+fn received(env: &Env, name: &str, address: &str) -> usize {
+    let log = env
+        .deployment_dir(name)
+        .join("logs")
+        .join(format!("{address}.log"));
+    std::fs::read_to_string(&log)
+        .unwrap_or_else(|e| panic!("{}: {e}", log.display()))
+        .matches("request received")
+        .count()
 }
 
 /// The `generate` instances of namespace `name` the frontend's `/health` lists.
@@ -193,6 +218,79 @@ fn disaggregated_over_nats_decode_change_and_scale_ups_keep_serving() {
         Vec::<u32>::new(),
         "processes left after destroy"
     );
+}
+
+/// SGLang prefill/decode behind the real Dynamo frontend: every worker is the mocker
+/// scheduling as SGLang does (`--engine-type sglang`), the prefill listening on the
+/// bootstrap port srt allocated it. Completions, streamed too, go through the prefill
+/// and a decode; a decode args change rolls both decodes under load with no failed
+/// request, the prefill and the frontend kept; destroy leaves no process.
+#[test]
+fn sglang_prefill_decode_serve_through_the_prefill_and_roll_a_decode_change_under_load() {
+    let _serial = serial();
+    let Some(env) = env() else { return };
+    let name = "dyn-sglang";
+    let out = env.apply(&env.recipe("dynamo.yaml", &sglang_pd(name, 64)));
+    assert!(out.contains("gate.frontend: passed"), "{out}");
+    let state = env.state(name);
+    let bootstrap = state["resources"]["worker.prefill[0].node[0]"]["ports"]["sglang_bootstrap"]
+        .as_u64()
+        .expect("the prefill's bootstrap port");
+    for address in [
+        "worker.prefill[0].node[0]",
+        "worker.decode[0].node[0]",
+        "worker.decode[1].node[0]",
+    ] {
+        let pid = env.pid(name, address);
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+        let words: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|w| String::from_utf8_lossy(w).into_owned())
+            .collect();
+        let at = |flag: &str| {
+            words
+                .iter()
+                .position(|w| w == flag)
+                .map(|i| words[i + 1].as_str())
+        };
+        assert_eq!(words[1..3], ["-m", "dynamo.mocker"], "{address}: {words:?}");
+        assert_eq!(at("--engine-type"), Some("sglang"), "{address}: {words:?}");
+        let expected = address.contains("prefill").then(|| bootstrap.to_string());
+        assert_eq!(
+            at("--bootstrap-ports").map(String::from),
+            expected,
+            "{words:?}"
+        );
+    }
+    assert_eq!(env.completion(PUBLIC)["object"], "text_completion");
+    env.streamed_completion(PUBLIC);
+    assert!(
+        received(&env, name, "worker.prefill[0].node[0]") >= 2,
+        "the prefill took no request"
+    );
+    let frontend = env.pid(name, "frontend[0]");
+    let prefill = env.pid(name, "worker.prefill[0].node[0]");
+    let out = apply_under_load(&env, "decode args change", &sglang_pd(name, 32), 8);
+    assert!(out.contains("2 replaced"), "{out}");
+    assert_eq!(
+        env.pid(name, "frontend[0]"),
+        frontend,
+        "the frontend restarted"
+    );
+    assert_eq!(
+        env.pid(name, "worker.prefill[0].node[0]"),
+        prefill,
+        "the prefill was replaced"
+    );
+    assert_eq!(generate_instances(&env, name), 3);
+    env.streamed_completion(PUBLIC);
+    env.destroy(name);
+    if let Some(ns) = &env.netns {
+        if let Err(left) = ns.drained() {
+            panic!("survivors after destroy:\n{left}");
+        }
+    }
+    assert_eq!(env.processes(name), Vec::<u32>::new());
 }
 
 /// SIGKILL of `srt apply` while it rolls the workers, at several moments: the next

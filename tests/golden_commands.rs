@@ -63,6 +63,25 @@ fn wrapper_parts(c: &Catalog, words: &[String]) -> Option<(Vec<String>, Vec<Stri
     Some((own, rest))
 }
 
+/// The catalog of the engine whose runtime wrapper `wrapper` is the catalog of (what
+/// the wrapper's parser leaves is that engine's).
+fn wrapped_engine(wrapper: &Catalog) -> &'static Catalog {
+    let runtimes: Vec<&str> = srt::frontend::FRONTENDS
+        .iter()
+        .filter_map(|f| f.worker_runtime())
+        .collect();
+    srt::engine::ENGINES
+        .iter()
+        .find(|e| {
+            runtimes.iter().any(|r| {
+                e.runtime_wrapper(r)
+                    .is_ok_and(|p| p.iter().eq(&wrapper.command))
+            })
+        })
+        .map(|e| e.catalog(None).unwrap())
+        .unwrap_or_else(|| panic!("no engine runs {:?}", wrapper.command))
+}
+
 fn catalog(program: &str) -> &'static Catalog {
     catalogs()
         .into_iter()
@@ -119,8 +138,7 @@ fn every_rendered_command_parses_with_the_programs_catalog() {
             )
         });
         if let Some((own, rest)) = wrapper_parts(catalog, &words) {
-            let engine = srt::engine::ENGINES[0].catalog(None).unwrap();
-            for (c, part) in [(catalog, own), (engine, rest)] {
+            for (c, part) in [(catalog, own), (wrapped_engine(catalog), rest)] {
                 if let Err(e) = c.parse_argv(&part) {
                     panic!(
                         "{example} {}: {} would refuse {part:?}: {e}",

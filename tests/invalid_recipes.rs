@@ -581,6 +581,12 @@ const CASES: &[Case] = &[
         "dyn://<deployment>",
     ),
     case(
+        "dynamo-sglang-managed-wrapper-flag.yaml",
+        "srt::recipe::managed_flag",
+        "namespace",
+        "its own Dynamo namespace",
+    ),
+    case(
         "engine-unknown-key.yaml",
         "srt::recipe::unknown_key",
         "conector",

@@ -985,15 +985,19 @@ fn sglang_multinode_leader_serves_and_the_follower_answers_its_own_health() {
     assert_eq!(advertised(&plan), [url(leader)]);
 }
 
-/// What registers a Dynamo worker: its endpoint (component by role), etcd's address on
-/// the infra node, and a request-plane port of its own on its node.
-fn assert_registers(plan: &LaunchPlan, w: &LaunchProcess, component: &str, mode: &str) {
+/// What registers a Dynamo worker: its endpoint (component by role), its mode (`None`:
+/// it names none, SGLang's aggregated `null`), etcd's address on the infra node, and a
+/// request-plane port of its own on its node.
+fn assert_registers(plan: &LaunchPlan, w: &LaunchProcess, component: &str, mode: Option<&str>) {
     let ns = &plan.deployment;
     assert_eq!(
         value(&w.argv, "--endpoint"),
         format!("dyn://{ns}.{component}.generate")
     );
-    assert_eq!(value(&w.argv, "--disaggregation-mode"), mode);
+    match mode {
+        Some(mode) => assert_eq!(value(&w.argv, "--disaggregation-mode"), mode),
+        None => assert!(!has(&w.argv, "--disaggregation-mode"), "{:?}", w.argv),
+    }
     let etcd = plan.processes.iter().find(|p| p.address == "etcd").unwrap();
     let client = etcd.ports["etcd_client"].base;
     assert_eq!(
@@ -1031,6 +1035,15 @@ fn assert_registers(plan: &LaunchPlan, w: &LaunchProcess, component: &str, mode:
     assert!(w.worker.as_ref().unwrap().advertised_url.is_none());
 }
 
+/// The instances of each role `gate.frontend` waits for the frontend to list.
+fn listed_counts(plan: &LaunchPlan) -> Vec<u32> {
+    let listed = plan.gates.iter().find(|g| g.address == "gate.frontend");
+    let Some(Probe::JsonItems { lists, .. }) = listed.map(|g| &g.probe) else {
+        panic!("{:?}", plan.gates)
+    };
+    lists.iter().map(|l| l.at_least).collect()
+}
+
 #[test]
 fn dynamo_agg_and_disagg_register_every_worker_under_the_namespace() {
     let agg = plan("examples/local-dynamo-agg.yaml");
@@ -1055,7 +1068,7 @@ fn dynamo_agg_and_disagg_register_every_worker_under_the_namespace() {
         "one request-plane port each on the shared host"
     );
     for w in &workers {
-        assert_registers(&agg, w, "backend", "agg");
+        assert_registers(&agg, w, "backend", Some("agg"));
     }
     let frontend = agg
         .processes
@@ -1078,16 +1091,11 @@ fn dynamo_agg_and_disagg_register_every_worker_under_the_namespace() {
         let p = of_role(&pd, RoleKind::Prefill);
         let d = of_role(&pd, RoleKind::Decode);
         assert_eq!((p.len(), d.len()), (1, 2), "{path}");
-        assert_registers(&pd, p[0], "prefill", "prefill");
+        assert_registers(&pd, p[0], "prefill", Some("prefill"));
         for w in &d {
-            assert_registers(&pd, w, "backend", "decode");
+            assert_registers(&pd, w, "backend", Some("decode"));
         }
-        let listed = pd.gates.iter().find(|g| g.address == "gate.frontend");
-        let Some(Probe::JsonItems { lists, .. }) = listed.map(|g| &g.probe) else {
-            panic!("{:?}", pd.gates)
-        };
-        let counts: Vec<u32> = lists.iter().map(|l| l.at_least).collect();
-        assert_eq!(counts, [1, 2], "{path}");
+        assert_eq!(listed_counts(&pd), [1, 2], "{path}");
     }
     let slurm = plan("examples/slurm-dynamo-disagg.yaml");
     let d = of_role(&slurm, RoleKind::Decode);
@@ -1098,6 +1106,190 @@ fn dynamo_agg_and_disagg_register_every_worker_under_the_namespace() {
     );
     assert_eq!(d[0].env["NATS_SERVER"], format!("nats://{}:12500", ip(0)));
     assert_eq!(d[0].env["DYN_SYSTEM_HOST"], ip(1));
+}
+
+/// SGLang prefill/decode behind Dynamo: each worker is `python3 -m dynamo.sglang` with
+/// SGLang's flags (its role's mode among them, once: the wrapper reads SGLang's own),
+/// registered by the runtime; the prefill serves its bootstrap port. Under `--simulate`
+/// each is the mocker scheduling as SGLang does, the prefill on that bootstrap port.
+#[test]
+fn dynamo_sglang_prefill_decode_register_with_sglangs_own_mode_flag() {
+    let plan = plan("examples/local-dynamo-sglang.yaml");
+    let p = of_role(&plan, RoleKind::Prefill);
+    let d = of_role(&plan, RoleKind::Decode);
+    assert_eq!((p.len(), d.len()), (1, 2));
+    for (w, component, mode) in [
+        (p[0], "prefill", "prefill"),
+        (d[0], "backend", "decode"),
+        (d[1], "backend", "decode"),
+    ] {
+        assert_eq!(
+            w.argv.to_vec()[..5],
+            [
+                "python3",
+                "-m",
+                "dynamo.sglang",
+                "--model-path",
+                ".tools/models/tiny"
+            ]
+        );
+        assert_registers(&plan, w, component, Some(mode));
+        assert_eq!(count(&w.argv, "--disaggregation-mode"), 1, "{:?}", w.argv);
+        assert_eq!(value(&w.argv, "--disaggregation-transfer-backend"), "nixl");
+        let mocker = w.worker.as_ref().unwrap().simulated.clone().unwrap();
+        assert_eq!(mocker.to_vec()[..3], ["python3", "-m", "dynamo.mocker"]);
+        assert_eq!(value(&mocker, "--engine-type"), "sglang");
+        assert_eq!(value(&mocker, "--disaggregation-mode"), mode);
+        assert_eq!(value(&mocker, "--block-size"), "16");
+    }
+    let bootstrap = port(p[0], "sglang_bootstrap").to_string();
+    assert_eq!(
+        value(&p[0].argv, "--disaggregation-bootstrap-port"),
+        bootstrap
+    );
+    let simulated = |w: &LaunchProcess| w.worker.as_ref().unwrap().simulated.clone().unwrap();
+    assert_eq!(value(&simulated(p[0]), "--bootstrap-ports"), bootstrap);
+    for w in &d {
+        assert!(!has(&w.argv, "--disaggregation-bootstrap-port"));
+        assert!(!has(&simulated(w), "--bootstrap-ports"));
+        assert_eq!(value(&simulated(w), "--max-num-seqs"), "64");
+    }
+    assert_eq!(listed_counts(&plan), [1, 2]);
+}
+
+/// An SGLang worker spanning two nodes behind Dynamo, its requests over NATS: the leader
+/// registers; the follower runs SGLang's ranks under `dynamo.sglang`, which still
+/// connects to the runtime at node rank > 0, so it gets the runtime's address and its
+/// registration as the variables the wrapper reads its flags' defaults from, registers
+/// nothing, and is judged by its liveness (no stand-in health server under Dynamo).
+#[test]
+fn dynamo_sglang_follower_connects_to_the_runtime_without_registering() {
+    let source = srt::recipe::Source {
+        name: "span.yaml".into(),
+        text: "name: span
+model:
+  path: /models/tiny
+  served_name: tiny
+resources:
+  gpus_per_node: 2
+engine: sglang
+frontend:
+  type: dynamo
+dynamo:
+  request_plane: nats
+roles:
+  agg:
+    nodes: 2
+    workers: 1
+    args:
+      tp-size: 4
+"
+        .into(),
+    };
+    let recipe = srt::recipe::load_str(&source, "span").unwrap();
+    let plan = srt::assemble::assemble(&recipe, &Default::default()).unwrap();
+    let ws = workers(&plan);
+    let (leader, follower) = (ws[0], ws[1]);
+    // An aggregated SGLang worker names no mode: SGLang's `null`.
+    assert_registers(&plan, leader, "backend", None);
+    let mocker = leader.worker.as_ref().unwrap().simulated.clone().unwrap();
+    assert_eq!(value(&mocker, "--disaggregation-mode"), "agg");
+    assert_eq!(value(&follower.argv, "--node-rank"), "1");
+    assert!(!has(&follower.argv, "--endpoint"));
+    let env = |k: &str| follower.env.get(k).map(String::as_str);
+    assert_eq!(env("DYN_ENDPOINT"), Some("dyn://span.backend.generate"));
+    assert_eq!(env("DYN_DISCOVERY_BACKEND"), Some("etcd"));
+    assert_eq!(env("DYN_REQUEST_PLANE"), Some("nats"));
+    assert_eq!(
+        env("ETCD_ENDPOINTS"),
+        leader.env.get("ETCD_ENDPOINTS").map(String::as_str)
+    );
+    assert_eq!(
+        env("NATS_SERVER"),
+        leader.env.get("NATS_SERVER").map(String::as_str)
+    );
+    assert_eq!(env("DYN_EVENT_PLANE_HOST"), Some(ip(1).as_str()));
+    assert!(!follower.ports.contains_key("runtime_system"));
+    let info = follower.worker.as_ref().unwrap();
+    assert!(info.headless && info.simulated.is_none());
+    assert_eq!(follower.health_probe(), None);
+    assert!(follower.depends_on.contains(&leader.address));
+}
+
+/// A recipe of `engine` behind Dynamo with `roles`, on nodes of four GPUs.
+fn dynamo_plan(engine: &str, roles: &str) -> LaunchPlan {
+    let source = srt::recipe::Source {
+        name: "t.yaml".into(),
+        text: format!(
+            "name: t\nmodel:\n  path: /models/tiny\n  served_name: tiny\nresources:\n  gpus_per_node: 4\nengine: {engine}\nfrontend:\n  type: dynamo\nroles:\n{roles}"
+        ),
+    };
+    let recipe = srt::recipe::load_str(&source, "t").unwrap();
+    srt::assemble::assemble(&recipe, &Default::default()).unwrap()
+}
+
+/// What `--simulate` runs for a registering worker: Dynamo's mocker.
+fn mocker(p: &LaunchProcess) -> srt::launch::Argv {
+    p.worker.as_ref().and_then(|w| w.simulated.clone()).unwrap()
+}
+
+const DYNAMO_AGG: &str = "  agg:\n    nodes: 1\n    workers: 1\n    gpus: 1\n";
+
+/// The runtime renders the registration flags the wrapper's own parser reads:
+/// `dynamo.vllm` has a `--disaggregation-mode` of its own, `dynamo.sglang` reads SGLang's,
+/// which names no mode for an aggregated worker. The mocker standing in for either gets
+/// the mode, and schedules as the worker's engine.
+#[test]
+fn a_dynamo_wrapper_is_given_the_registration_flags_its_own_parser_reads() {
+    for (engine, mode) in [("vllm", Some("agg")), ("sglang", None)] {
+        let plan = dynamo_plan(engine, DYNAMO_AGG);
+        let w = process(&plan, "worker.agg[0].node[0]");
+        assert_registers(&plan, w, "backend", mode);
+        assert_eq!(value(&mocker(w), "--disaggregation-mode"), "agg");
+        assert_eq!(value(&mocker(w), "--engine-type"), engine);
+    }
+}
+
+/// The mocker wants one bootstrap port per mocker worker (`--num-workers`, 1) whatever
+/// its DP ranks: a vLLM prefill's first NIXL side channel, an SGLang prefill's bootstrap
+/// server (for its attention-DP ranks too).
+#[test]
+fn a_prefill_mocker_has_one_bootstrap_port_whatever_its_dp_ranks() {
+    let roles = "  prefill:\n    nodes: 1\n    workers: 1\n    gpus: 2\n    args:\n      data-parallel-size: 2\n  decode:\n    nodes: colocate\n    workers: 1\n    gpus: 1\n";
+    let pd = dynamo_plan("vllm", roles);
+    let p = process(&pd, "worker.prefill[0].node[0]");
+    assert_eq!(value(&mocker(p), "--data-parallel-size"), "2");
+    assert_eq!(p.ports["nixl"].count, 2);
+    assert_eq!(
+        value(&mocker(p), "--bootstrap-ports"),
+        port(p, "nixl").to_string()
+    );
+    let d = process(&pd, "worker.decode[0].node[0]");
+    assert!(!has(&mocker(d), "--bootstrap-ports"));
+    let roles = roles.replace("data-parallel-size: 2", "tp-size: 2\n      attn-dp-size: 2");
+    let pd = dynamo_plan("sglang", &roles);
+    let p = process(&pd, "worker.prefill[0].node[0]");
+    assert_eq!(value(&mocker(p), "--data-parallel-size"), "2");
+    assert_eq!(
+        value(&mocker(p), "--bootstrap-ports"),
+        port(p, "sglang_bootstrap").to_string()
+    );
+}
+
+/// `dynamo.sglang`'s own flags in a role's args come after SGLang's and before the
+/// registration, and stay off the mocker.
+#[test]
+fn dynamo_sglangs_own_flags_follow_sglangs_and_stay_off_the_mocker() {
+    let roles = format!(
+        "{DYNAMO_AGG}    args:\n      endpoint-types: completions\n      context-length: 1024\n"
+    );
+    let plan = dynamo_plan("sglang", &roles);
+    let w = process(&plan, "worker.agg[0].node[0]");
+    let words: Vec<&str> = w.argv.iter().collect();
+    let at = |flag: &str| words.iter().position(|t| *t == flag).unwrap();
+    assert!(at("--context-length") < at("--endpoint-types"), "{words:?}");
+    assert!(at("--endpoint-types") < at("--endpoint"), "{words:?}");
+    assert!(!has(&mocker(w), "--endpoint-types"));
 }
 
 /// Every example is covered by a test above; a new example must get one too.
@@ -1123,6 +1315,7 @@ fn every_example_has_a_topology_test() {
         "examples/local-dynamo-agg.yaml",
         "examples/local-dynamo-disagg.yaml",
         "examples/slurm-dynamo-disagg.yaml",
+        "examples/local-dynamo-sglang.yaml",
         "examples/local-disagg-smg.yaml",
         "examples/slurm-disagg-smg.yaml",
         "examples/local-sglang-agg.yaml",

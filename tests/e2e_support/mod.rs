@@ -290,6 +290,11 @@ impl Env {
         self.in_netns(|| completion(url))
     }
 
+    /// A streamed completion through `url`, from inside the scenario's namespace.
+    pub(crate) fn streamed_completion(&self, url: &str) -> String {
+        self.in_netns(|| streamed_completion(url))
+    }
+
     /// `GET url` as JSON, from inside the scenario's namespace.
     pub(crate) fn get(&self, url: &str) -> serde_json::Value {
         self.in_netns(|| get(url))
@@ -468,15 +473,34 @@ impl Drop for Cleanup<'_> {
 /// A 4-token completion through `url` (a Router, nginx or worker), which must succeed.
 pub(crate) fn completion(url: &str) -> serde_json::Value {
     let body = serde_json::json!({"model": "tiny", "prompt": "hello", "max_tokens": 4});
+    serde_json::from_str(&post_completion(url, &body)).unwrap()
+}
+
+/// A streamed 8-token completion through `url`, which must succeed and end its stream:
+/// its server-sent events.
+pub(crate) fn streamed_completion(url: &str) -> String {
+    let body = serde_json::json!({
+        "model": "tiny", "prompt": "hello there", "max_tokens": 8, "stream": true
+    });
+    let events = post_completion(url, &body);
+    assert!(
+        events.starts_with("data: ") && events.trim_end().ends_with("data: [DONE]"),
+        "{events}"
+    );
+    events
+}
+
+/// `POST url/v1/completions` with `body`, which must succeed: the answer's body.
+fn post_completion(url: &str, body: &serde_json::Value) -> String {
     with_client(|c| async move {
         let r = c
             .post(format!("{url}/v1/completions"))
-            .json(&body)
+            .json(body)
             .send()
             .await
             .unwrap();
         assert!(r.status().is_success(), "completion failed: {}", r.status());
-        r.json().await.unwrap()
+        r.text().await.unwrap()
     })
 }
 

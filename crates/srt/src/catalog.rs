@@ -105,6 +105,9 @@ pub struct OptionSpec {
     /// Deprecated by the program.
     #[serde(default)]
     pub deprecated: bool,
+    /// The environment variable its default is read from (Dynamo's programs), if any.
+    #[serde(default)]
+    pub env_var: Option<String>,
 }
 
 /// How many values an option takes on the command line.

@@ -117,6 +117,22 @@ pub(crate) struct Wrapper {
     pub runtime: &'static str,
     /// argv before the flags.
     pub program: &'static [&'static str],
+    /// Whether it still connects to the runtime on a worker's follower nodes, which
+    /// register nothing (`dynamo.sglang` at node rank > 0 publishes its ranks' metrics
+    /// and KV events; `dynamo.vllm --headless` bypasses the runtime).
+    pub followers_connect: bool,
+}
+
+/// The wrapper among `wrappers` that `argv` runs, if any.
+pub(crate) fn wrapper_of(
+    wrappers: &'static [Wrapper],
+    argv: &crate::launch::Argv,
+) -> Option<&'static Wrapper> {
+    wrappers.iter().find(|w| {
+        argv.iter()
+            .take(w.program.len())
+            .eq(w.program.iter().copied())
+    })
 }
 
 /// Every engine srt knows.

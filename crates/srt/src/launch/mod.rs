@@ -110,8 +110,15 @@ pub struct Serving {
     pub max_num_seqs: Option<String>,
     /// Data-parallel ranks this process serves.
     pub data_parallel: u32,
-    /// Ports the prefill side of a KV transfer listens on (one per rank), if any.
-    pub kv_ports: Option<PortBlock>,
+    /// The port its decodes rendezvous with it at, when it is the prefill side of a KV
+    /// transfer: vLLM's NIXL side channel (its first rank's), SGLang's bootstrap server.
+    pub bootstrap_port: Option<u16>,
+    /// The engine whose scheduling a runtime's simulated engine imitates (`vllm`,
+    /// `sglang`: the Dynamo mocker's `--engine-type`).
+    pub family: &'static str,
+    /// A process that registers nothing (`WorkerInfo::headless`) still connects to the
+    /// runtime (its wrapper does at node rank > 0), so it needs the runtime's address.
+    pub follower_connects: bool,
 }
 
 /// Concrete values for the placeholders, provided by an executor at apply time.

@@ -26,8 +26,18 @@ pub(super) struct Sglang;
 /// SGLang's server.
 const PROGRAM: &[&str] = &["python3", "-m", "sglang.launch_server"];
 
-/// SGLang's runtime wrappers: one row per runtime.
-const WRAPPERS: &[Wrapper] = &[];
+/// SGLang's runtime wrappers: one row per runtime. `dynamo.sglang` (ai-dynamo 1.6.1)
+/// parses its own flags, then the router-advertisement ones, and hands SGLang's parser
+/// the rest, the same flags `sglang.launch_server` takes (`--model-path` among them);
+/// it runs SGLang's engine in-process, without SGLang's HTTP server
+/// (`docs/sglang-notes.md`, "Under Dynamo").
+const WRAPPERS: &[Wrapper] = &[Wrapper {
+    runtime: "dynamo",
+    program: &["python3", "-m", "dynamo.sglang"],
+    // At node rank > 0 it runs SGLang's schedulers and Dynamo's runtime (their metrics
+    // and KV events), registering nothing.
+    followers_connect: true,
+}];
 
 /// `--nccl-port`: one per process (SGLang's own free-port pick races on a shared node).
 const NCCL: PortKind = PortKind {
@@ -206,7 +216,13 @@ impl Engine for Sglang {
             .ok_or_else(|| format!("SGLang has no wrapper for the `{runtime}` runtime"))
     }
 
-    fn serving(&self, recipe: &Recipe, role: &Role, _: &Endpoint, _: &LaunchProcess) -> Serving {
+    fn serving(
+        &self,
+        recipe: &Recipe,
+        role: &Role,
+        _: &Endpoint,
+        process: &LaunchProcess,
+    ) -> Serving {
         let catalog = self.recipe_catalog(recipe);
         let arg = |dest: &str| shape::arg(catalog, role, dest).map(|a| a.value.render());
         Serving {
@@ -215,7 +231,10 @@ impl Engine for Sglang {
             block_size: arg("page_size"),
             max_num_seqs: arg("max_running_requests"),
             data_parallel: shape::sizes(catalog, role).map_or(1, shape::Sizes::ranks),
-            kv_ports: None,
+            bootstrap_port: process.ports.get(BOOTSTRAP.name).map(|b| b.base),
+            family: "sglang",
+            follower_connects: super::wrapper_of(WRAPPERS, &process.argv)
+                .is_some_and(|w| w.followers_connect),
         }
     }
 

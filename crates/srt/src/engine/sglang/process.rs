@@ -9,7 +9,10 @@
 //! `--dist-init-addr` on its leader: the torch store's port and the six ports SGLang
 //! derives from it for attention DP (otherwise it would take `--port + 233` and up,
 //! which nothing allocated). A prefill's leader serves the bootstrap rendezvous on
-//! `--disaggregation-bootstrap-port`.
+//! `--disaggregation-bootstrap-port`. Under a runtime's wrapper (`python3 -m
+//! dynamo.sglang`) the command is the same after the program: the wrapper hands SGLang
+//! its flags, and SGLang still binds what they name but `--port` (its engine runs
+//! without the HTTP server; the port stays the base of what SGLang derives from it).
 
 use super::connector::Connector;
 use super::shape::Sizes;
@@ -115,6 +118,11 @@ fn node_process(
     let argv = argv(ctx, plan, shared, rank, (http.base, nccl.base));
     let url = format!("http://{}:{}", ctx.node_ip(node), http.base);
     let leads = rank == 0;
+    // A runtime's wrapper runs SGLang's engine without its HTTP server: the leader
+    // serves through the runtime, and a follower serves no stand-in health server
+    // (`dynamo.sglang` starts the engine with SGLANG_BLOCK_NONZERO_RANK_CHILDREN=0,
+    // which returns before SGLang starts one), so only its liveness tells.
+    let serves_http = plan.wrapper.is_none();
     Ok(LaunchProcess {
         address,
         kind: ProcessKind::Worker,
@@ -134,13 +142,13 @@ fn node_process(
             role: plan.role.kind,
             endpoint: plan.endpoint.index,
             node_rank: rank,
-            advertised_url: leads.then(|| url.clone()),
+            advertised_url: (leads && serves_http).then(|| url.clone()),
             local_dp: plan.sizes.ranks(),
             bootstrap_port: shared.bootstrap.filter(|_| leads).map(|b| b.base),
             kv_connector: None,
             headless: !leads,
             // A follower serves SGLang's stand-in health server on its own port.
-            health: (!leads).then(|| Probe::Http {
+            health: (!leads && serves_http).then(|| Probe::Http {
                 urls: vec![url],
                 path: "/health".into(),
             }),

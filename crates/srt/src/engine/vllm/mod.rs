@@ -23,6 +23,9 @@ pub(super) struct Vllm;
 const WRAPPERS: &[Wrapper] = &[Wrapper {
     runtime: "dynamo",
     program: &["python3", "-m", "dynamo.vllm"],
+    // Its `--headless` runs vLLM alone, without Dynamo's runtime (ai-dynamo 1.6.1,
+    // dynamo/vllm/main.py).
+    followers_connect: false,
 }];
 
 /// Flags srt derives, with who sets them (what a recipe changes instead).
@@ -107,8 +110,7 @@ impl Engine for Vllm {
         // A runtime's wrapper (`python3 -m dynamo.vllm --model M ...`) takes the model as
         // a flag: `srt-vllm-sim serve M ...` reads the same vLLM flags.
         let words: Vec<&str> = process.argv.iter().collect();
-        let wrapped = WRAPPERS.iter().find(|w| words.starts_with(w.program));
-        if let Some(w) = wrapped {
+        if let Some(w) = super::wrapper_of(WRAPPERS, &process.argv) {
             let rest = &words[w.program.len()..];
             if let ["--model", model, flags @ ..] = rest {
                 let mut argv = Argv::from([sim.as_str(), "serve", *model]);
@@ -260,7 +262,10 @@ impl Engine for Vllm {
             block_size: arg("block-size"),
             max_num_seqs: arg("max-num-seqs"),
             data_parallel,
-            kv_ports: process.ports.get(crate::ports::NIXL.name).copied(),
+            bootstrap_port: process.ports.get(crate::ports::NIXL.name).map(|b| b.base),
+            family: "vllm",
+            follower_connects: super::wrapper_of(WRAPPERS, &process.argv)
+                .is_some_and(|w| w.followers_connect),
         }
     }
 }

@@ -119,6 +119,10 @@ const MANAGED_ENV: &[(&str, &str)] = &[
         "DYN_NAMESPACE",
         "every deployment has its own Dynamo namespace",
     ),
+    (
+        "DYN_ENDPOINT",
+        "each role registers at `dyn://<deployment>.<backend|prefill>.generate`",
+    ),
     ("DYN_DISCOVERY_BACKEND", "the workers register in etcd"),
     (
         "DYN_TCP_RPC_HOST",
@@ -135,7 +139,8 @@ const MANAGED_ENV: &[(&str, &str)] = &[
 ];
 
 /// The catalogs of the programs it runs: the frontend (first), etcd, the mocker, and
-/// `dynamo.vllm`'s own flags (it leaves the rest to vLLM's parser).
+/// the own flags of `dynamo.vllm` and `dynamo.sglang` (each leaves the rest to its
+/// engine's parser).
 fn catalogs() -> &'static [Catalog] {
     static PARSED: std::sync::OnceLock<Vec<Catalog>> = std::sync::OnceLock::new();
     PARSED.get_or_init(|| {
@@ -145,6 +150,7 @@ fn catalogs() -> &'static [Catalog] {
             include_str!("catalog/nats-server-2.9.10.json"),
             include_str!("catalog/dynamo-mocker-1.6.1.json"),
             include_str!("catalog/dynamo-vllm-1.6.1.json"),
+            include_str!("catalog/dynamo-sglang-1.6.1.json"),
         ]
         .iter()
         .map(|text| Catalog::parse(text).expect("the shipped catalog parses"))
@@ -362,7 +368,12 @@ impl Frontend for Dynamo {
                 "--discovery-backend",
                 "etcd",
             ]);
-            argv.extend(section::planes(recipe).flags());
+            argv.extend(
+                section::planes(recipe)
+                    .flags()
+                    .into_iter()
+                    .flat_map(|(flag, value)| [flag, value]),
+            );
             if recipe.frontend.args.get("migration-limit").is_none() {
                 argv.extend(["--migration-limit", MIGRATION_LIMIT]);
             }

@@ -1,8 +1,10 @@
 //! The Dynamo runtime the workers run under: what makes an engine's Dynamo wrapper
-//! (`python3 -m dynamo.vllm`) register in the deployment's namespace, how srt sees that
-//! it did, and the Dynamo mocker that stands in for it under `--simulate`.
+//! (`python3 -m dynamo.vllm`, `python3 -m dynamo.sglang`) register in the deployment's
+//! namespace, how srt sees that it did, and the Dynamo mocker that stands in for it
+//! under `--simulate`, scheduling as the engine does.
 
 use super::section::{Planes, Transport};
+use crate::catalog::{Catalog, Resolution};
 use crate::launch::{
     Argv, BuildContext, Field, LaunchProcess, Listed, Probe, Serving, WorkerRuntime, LEARNED,
 };
@@ -12,7 +14,8 @@ use crate::recipe::RoleKind;
 /// The runtime's name, which engines key their wrappers by.
 pub(super) const NAME: &str = "dynamo";
 
-/// Flags of an engine's Dynamo wrapper (`dynamo.vllm`) srt sets, and why.
+/// Flags of an engine's Dynamo wrapper (`dynamo.vllm`, `dynamo.sglang`) srt sets, and
+/// why.
 pub(super) const MANAGED: &[(&str, &str)] = &[
     (
         "endpoint",
@@ -31,7 +34,7 @@ pub(super) const MANAGED: &[(&str, &str)] = &[
     ("event-plane", "it is `dynamo.event_plane`"),
     (
         "connector",
-        "the KV connector is `engine.connector` (srt renders `--kv-transfer-config`)",
+        "the KV connector is `engine.connector`, which srt renders as the engine's flag",
     ),
     (
         "headless",
@@ -101,37 +104,48 @@ impl WorkerRuntime for DynamoRuntime {
         serving: &Serving,
         own: &[String],
     ) -> Result<(), String> {
-        let Some(info) = process.worker.as_mut() else {
+        let Some(info) = process.worker.as_ref() else {
             return Ok(());
         };
-        if info.headless {
-            // A follower node runs vLLM ranks for its endpoint's leader, which registers
-            // for the whole endpoint.
-            return Ok(());
-        }
-        let role = info.role;
-        let ip = ctx.node_ip(process.node);
-        process
-            .env
-            .insert("ETCD_ENDPOINTS".into(), self.etcd.clone());
-        process
-            .env
-            .insert("DYN_EVENT_PLANE_HOST".into(), ip.clone());
-        if let Some(nats) = &self.nats {
-            process.env.insert("NATS_SERVER".into(), nats.clone());
-        }
+        let (role, headless) = (info.role, info.headless);
         let endpoint = format!("dyn://{}.{}.generate", self.namespace, component(role));
         let mut registration = vec![
-            "--endpoint",
-            &endpoint,
-            "--discovery-backend",
-            "etcd",
-            "--disaggregation-mode",
-            mode(role),
+            ("--endpoint", endpoint.as_str()),
+            ("--discovery-backend", "etcd"),
+            ("--disaggregation-mode", mode(role)),
         ];
         registration.extend(self.planes.flags());
+        // The wrapper's own parser takes what its catalog holds; the rest is its engine's
+        // flag, which the engine renders (`dynamo.sglang` reads SGLang's own
+        // `--disaggregation-mode`; `dynamo.vllm` has one of its own).
+        let wrapper = wrapper_catalog(&process.argv);
+        let own_option = |flag: &str| match wrapper.map(|c| c.resolve(&flag[2..])) {
+            Some(Resolution::Exact(o, _)) => Some(o),
+            _ => None,
+        };
+        if headless {
+            // A follower node runs engine ranks for its endpoint's leader, which registers
+            // for the whole endpoint. One whose wrapper still connects to the runtime gets
+            // its address, and the registration through the variables its wrapper's
+            // parser reads each flag's default from: under `--simulate` the engine's
+            // simulator stands in for it, and takes the engine's flags alone.
+            if serving.follower_connects {
+                self.connect(ctx, process);
+                for (flag, value) in &registration {
+                    if let Some(var) = own_option(flag).and_then(|o| o.env_var.as_deref()) {
+                        process.env.insert(var.into(), (*value).into());
+                    }
+                }
+            }
+            return Ok(());
+        }
+        self.connect(ctx, process);
         process.argv.extend(own.iter().map(String::as_str));
-        process.argv.extend(registration.iter().copied());
+        for (flag, value) in &registration {
+            if wrapper.is_none() || own_option(flag).is_some() {
+                process.argv.extend([*flag, *value]);
+            }
+        }
         let listed = match self.planes.request {
             Transport::Nats => self.learned_instance(ctx, process, role)?,
             _ => self.tcp_instance(ctx, process, role)?,
@@ -139,12 +153,35 @@ impl WorkerRuntime for DynamoRuntime {
         let info = process.worker.as_mut().expect("a worker");
         info.health = Some(listed);
         let python = process.argv.program().unwrap_or("python3").to_string();
-        info.simulated = Some(mocker(&python, serving, &registration));
+        info.simulated = Some(mocker(&python, serving, role, &registration));
         Ok(())
     }
 }
 
+/// The catalog of the Dynamo wrapper `argv` runs (`python3 -m dynamo.vllm`), if srt
+/// has one.
+fn wrapper_catalog(argv: &Argv) -> Option<&'static Catalog> {
+    super::catalogs().iter().find(|c| {
+        argv.iter()
+            .take(c.command.len())
+            .eq(c.command.iter().map(String::as_str))
+    })
+}
+
 impl DynamoRuntime {
+    /// Where a worker's runtime finds the deployment: its etcd (and nats-server), and
+    /// the address it publishes its events on.
+    fn connect(&self, ctx: &BuildContext<'_>, process: &mut LaunchProcess) {
+        let ip = ctx.node_ip(process.node);
+        process
+            .env
+            .insert("ETCD_ENDPOINTS".into(), self.etcd.clone());
+        process.env.insert("DYN_EVENT_PLANE_HOST".into(), ip);
+        if let Some(nats) = &self.nats {
+            process.env.insert("NATS_SERVER".into(), nats.clone());
+        }
+    }
+
     /// Every frontend's `/health` lists an instance of `role` whose fields also match
     /// `own`.
     fn listed(&self, address: &str, role: RoleKind, own: Field) -> Probe {
@@ -222,12 +259,18 @@ impl DynamoRuntime {
     }
 }
 
-/// The Dynamo mocker serving `serving`, registered as the worker would be.
-fn mocker(python: &str, serving: &Serving, registration: &[&str]) -> Argv {
+/// The Dynamo mocker serving `serving` in `role`, registered as the worker would be,
+/// scheduling as its engine does (`--engine-type`).
+fn mocker(python: &str, serving: &Serving, role: RoleKind, registration: &[(&str, &str)]) -> Argv {
     let mut argv = Argv::from([python, "-m", "dynamo.mocker"]);
     argv.extend(["--model-path", &serving.model_path]);
     argv.extend(["--model-name", &serving.served_name]);
-    argv.extend(registration.iter().copied());
+    argv.extend(["--engine-type", serving.family]);
+    argv.extend(
+        registration
+            .iter()
+            .flat_map(|(flag, value)| [*flag, *value]),
+    );
     for (flag, value) in [
         ("--block-size", &serving.block_size),
         ("--max-num-seqs", &serving.max_num_seqs),
@@ -239,12 +282,100 @@ fn mocker(python: &str, serving: &Serving, registration: &[&str]) -> Argv {
     if serving.data_parallel > 1 {
         argv.extend(["--data-parallel-size", &serving.data_parallel.to_string()]);
     }
-    let prefill = registration.last() == Some(&mode(RoleKind::Prefill));
-    if let (true, Some(ports)) = (prefill, serving.kv_ports) {
-        let list: Vec<String> = (0..ports.count)
-            .map(|i| (ports.base + i).to_string())
-            .collect();
-        argv.extend(["--bootstrap-ports", &list.join(",")]);
+    // One port per mocker worker (it runs one), whatever its DP ranks: where its
+    // decodes rendezvous with it.
+    if let (RoleKind::Prefill, Some(port)) = (role, serving.bootstrap_port) {
+        argv.extend(["--bootstrap-ports", &port.to_string()]);
     }
     argv
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mocker_schedules_as_the_engine_and_a_prefill_rendezvous_on_one_port() {
+        let serving = Serving {
+            model_path: "/models/tiny".into(),
+            served_name: "tiny".into(),
+            block_size: Some("16".into()),
+            max_num_seqs: None,
+            data_parallel: 2,
+            bootstrap_port: Some(14500),
+            family: "sglang",
+            follower_connects: false,
+        };
+        let registration = [
+            ("--endpoint", "dyn://t.prefill.generate"),
+            ("--discovery-backend", "etcd"),
+            ("--disaggregation-mode", "prefill"),
+        ];
+        let prefill = mocker("python3", &serving, RoleKind::Prefill, &registration);
+        assert_eq!(
+            prefill.to_vec(),
+            [
+                "python3",
+                "-m",
+                "dynamo.mocker",
+                "--model-path",
+                "/models/tiny",
+                "--model-name",
+                "tiny",
+                "--engine-type",
+                "sglang",
+                "--endpoint",
+                "dyn://t.prefill.generate",
+                "--discovery-backend",
+                "etcd",
+                "--disaggregation-mode",
+                "prefill",
+                "--block-size",
+                "16",
+                "--data-parallel-size",
+                "2",
+                "--bootstrap-ports",
+                "14500",
+            ]
+        );
+        // A decode rendezvous at its prefill's port: it listens on none.
+        let decode = mocker("python3", &serving, RoleKind::Decode, &registration);
+        assert!(
+            !decode.iter().any(|w| w == "--bootstrap-ports"),
+            "{decode:?}"
+        );
+    }
+
+    #[test]
+    fn a_wrappers_catalog_is_found_by_its_command_and_names_its_flags_variables() {
+        let of = |argv: &[&str]| wrapper_catalog(&argv.iter().copied().collect());
+        let sglang = of(&["python3", "-m", "dynamo.sglang", "--model-path", "m"]).unwrap();
+        let vllm = of(&["python3", "-m", "dynamo.vllm", "--model", "m"]).unwrap();
+        assert_eq!(
+            (sglang.program.as_str(), vllm.program.as_str()),
+            ("dynamo-sglang", "dynamo-vllm")
+        );
+        assert!(of(&["python3", "-m", "sglang.launch_server"]).is_none());
+        let exact = |c: &'static Catalog, flag: &str| match c.resolve(flag) {
+            Resolution::Exact(o, _) => o.env_var.as_deref(),
+            _ => None,
+        };
+        // `dynamo.sglang` reads SGLang's `--disaggregation-mode`; `dynamo.vllm` has one.
+        assert!(!matches!(
+            sglang.resolve("disaggregation-mode"),
+            Resolution::Exact(..)
+        ));
+        assert!(matches!(
+            vllm.resolve("disaggregation-mode"),
+            Resolution::Exact(..)
+        ));
+        for (flag, var) in [
+            ("endpoint", "DYN_ENDPOINT"),
+            ("discovery-backend", "DYN_DISCOVERY_BACKEND"),
+            ("request-plane", "DYN_REQUEST_PLANE"),
+            ("event-plane", "DYN_EVENT_PLANE"),
+        ] {
+            assert_eq!(exact(sglang, flag), Some(var), "{flag}");
+        }
+    }
 }

@@ -85,14 +85,15 @@ impl Planes {
         self.request == Transport::Nats || self.event == Some(Transport::Nats)
     }
 
-    /// The flags that put a Dynamo program on these planes (none for Dynamo's defaults).
-    pub(super) fn flags(&self) -> Vec<&'static str> {
+    /// The flags that put a Dynamo program on these planes, each with its value (none
+    /// for Dynamo's defaults).
+    pub(super) fn flags(&self) -> Vec<(&'static str, &'static str)> {
         let mut out = Vec::new();
         if self.request != Transport::Tcp {
-            out.extend(["--request-plane", self.request.name()]);
+            out.push(("--request-plane", self.request.name()));
         }
         if let Some(event) = self.event {
-            out.extend(["--event-plane", event.name()]);
+            out.push(("--event-plane", event.name()));
         }
         out
     }
@@ -228,15 +229,15 @@ mod tests {
     fn either_plane_on_nats_needs_nats_and_is_on_the_command_line() {
         let request = planes(&recipe("dynamo:\n  request_plane: nats\n"));
         assert!(request.nats());
-        assert_eq!(request.flags(), ["--request-plane", "nats"]);
+        assert_eq!(request.flags(), [("--request-plane", "nats")]);
         let event = planes(&recipe("dynamo:\n  event_plane: nats\n"));
         assert!(event.nats());
-        assert_eq!(event.flags(), ["--event-plane", "nats"]);
+        assert_eq!(event.flags(), [("--event-plane", "nats")]);
         let zmq = planes(&recipe(
             "dynamo:\n  request_plane: tcp\n  event_plane: zmq\n",
         ));
         assert!(!zmq.nats());
-        assert_eq!(zmq.flags(), ["--event-plane", "zmq"]);
+        assert_eq!(zmq.flags(), [("--event-plane", "zmq")]);
     }
 
     #[test]
