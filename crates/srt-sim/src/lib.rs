@@ -1,30 +1,49 @@
-//! A vLLM simulator: a stand-in for `vllm serve` for tests and demos on machines without
-//! GPUs.
+//! Engine simulators: stand-ins for the LLM-serving engines srt launches, for tests and
+//! demos on machines without GPUs. Each takes exactly the argv and environment the real
+//! engine gets and behaves like it where a deployment can observe it.
+//!
+//! # One core, a protocol per engine
+//!
+//! Everything engines have in common is the core ([`common`]): the process lifecycle
+//! (bind, start up, serve, SIGTERM/SIGINT), the `SRT_SIM_*` knobs ([`common::knobs`]),
+//! port binding with collisions reported ([`common::ports`]), the continuous-batching
+//! scheduler ([`common::sched`]), prompt counting with the model's tokenizer, the
+//! deterministic filler text, OpenAI-shaped answers and SSE, and the log lines. A protocol
+//! module per engine holds what that engine does differently: its command line and
+//! refusals, which ports it binds and when, its HTTP routes and their shapes.
+//!
+//! | binary | protocol | stands in for |
+//! |---|---|---|
+//! | `srt-vllm-sim` | [`vllm`] | `vllm serve` (vLLM 0.32) |
+//!
+//! # vLLM (`srt-vllm-sim`)
 //!
 //! The binary `srt-vllm-sim` takes exactly the argv `vllm` would get after the program name
 //! (`serve <model> [flags...]`) and the environment vLLM reads, and behaves like vLLM 0.32
 //! where a deployment can observe it:
 //!
-//! - **Arguments** are parsed like vLLM's argparse ([`args`]); what vLLM refuses is refused
-//!   with exit code 2 and a message on stderr ([`config`]).
-//! - **Ports** are bound for real ([`ports`]): the HTTP API (API processes only), the NIXL
+//! - **Arguments** are parsed like vLLM's argparse ([`vllm::args`]); what vLLM refuses is refused
+//!   with exit code 2 and a message on stderr ([`vllm::config`]).
+//! - **Ports** are bound for real ([`vllm::ports`]): the HTTP API (API processes only), the NIXL
 //!   side channels, the MoRI-IO handshake/notify listeners, the DP RPC port on the DP
 //!   leader and the master port on node rank 0 of a multi-node group. A collision exits 1
 //!   with `address already in use` and the port.
 //! - **Startup**: the HTTP socket is bound at once but only listens after the startup
 //!   delay, so connections are refused until the "engine" is up, as with vLLM.
-//! - **HTTP** ([`server`]): `/health`, `/ping`, `/load`, `/version`, `/v1/models`,
+//! - **HTTP** ([`vllm::server`]): `/health`, `/ping`, `/load`, `/version`, `/v1/models`,
 //!   `/metrics`, `/tokenize`, `/kv_event_sources` (empty), the render routes a Router's
 //!   cache-aware policy calls (`/v1/completions/render`, `/v1/chat/completions/render`:
 //!   403 "Scale-out endpoints are disabled" unless `--enable-scale-out`, as vLLM 0.32),
 //!   `/v1/completions`, `/v1/chat/completions` (JSON or SSE), with the
-//!   prefill/decode behaviour of the NIXL and MoRI-IO connectors ([`kv`]). Every generation
+//!   prefill/decode behaviour of the NIXL and MoRI-IO connectors ([`vllm::kv`]). Every generation
 //!   response carries an `srt_sim` object naming the stage, the serving address and rank,
 //!   and for a decode the engine whose KV it consumed.
-//! - **MoRI-IO discovery** ([`discovery`]): registration with the router over a ZMQ DEALER.
+//! - **MoRI-IO discovery** ([`vllm::discovery`]): registration with the router over a ZMQ DEALER.
 //! - SIGTERM/SIGINT end the process with exit code 0.
 //!
 //! # Environment knobs
+//!
+//! Every simulator reads the first seven; the last two are the vLLM simulator's.
 //!
 //! | variable | default | effect |
 //! |---|---|---|
@@ -38,7 +57,7 @@
 //! | `SRT_SIM_NIXL_HANDSHAKE` | 1 | `0` skips the decode stage's side-channel check |
 //! | `SRT_SIM_REGISTER_INTERVAL_MS` | 3000 | MoRI-IO registration period |
 //!
-//! The three costs drive each engine's continuous-batching scheduler ([`sched`], limits
+//! The three costs drive each engine's continuous-batching scheduler ([`common::sched`], limits
 //! from `--max-num-seqs` (256) and `--max-num-batched-tokens` (8192)); all zero, tokens
 //! are ready at once. Prompt tokens are counted with the model's `tokenizer.json`
 //! (`--tokenizer`, else the model path) when there is one, as vLLM counts them, else as
@@ -93,33 +112,19 @@
 
 #![warn(missing_docs)]
 
-pub mod args;
-pub mod config;
-pub mod discovery;
-pub mod kv;
-mod log;
-pub mod ports;
-pub mod sched;
-pub mod server;
+pub mod common;
+pub mod vllm;
 
-use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::Duration;
-
-use tokio::signal::unix::{signal, SignalKind};
-use tokio::sync::watch;
-
-pub use config::SimConfig;
-
-use ports::ListenerKind;
-
-/// Why the simulator stopped before or while serving.
+/// Why a simulator stopped before or while serving.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
+    /// `--help`: print the usage and exit 0.
+    #[error("help requested")]
+    Help,
     /// The command line does not parse (argparse's exit 2).
     #[error("{0}")]
     Usage(String),
-    /// The command line parses but vLLM would refuse the combination.
+    /// The command line parses but the engine would refuse the combination.
     #[error("{0}")]
     Refused(String),
     /// A port could not be bound.
@@ -131,299 +136,13 @@ pub enum SimError {
 }
 
 impl SimError {
-    /// The process exit code for this error: 2 for usage errors and refusals, else 1.
+    /// The process exit code for this error: 2 for usage errors and refusals, 0 for help,
+    /// else 1.
     pub fn exit_code(&self) -> i32 {
         match self {
+            SimError::Help => 0,
             SimError::Usage(_) | SimError::Refused(_) => 2,
             SimError::Bind(_) | SimError::Runtime(_) => 1,
         }
     }
-}
-
-const USAGE: &str = "usage: srt-vllm-sim serve <model> [vllm serve flags...]\n\
-    A stand-in for `vllm serve`: see the documentation of the `srt::sim` module.";
-
-/// Runs the simulator on `args` (the argv after the program name) and returns the exit
-/// code. Builds its own tokio runtime.
-pub fn main(args: Vec<String>) -> i32 {
-    let env: HashMap<String, String> = std::env::vars().collect();
-    let cfg = match SimConfig::from_argv_env(&args, &env) {
-        Ok(c) => c,
-        Err(SimError::Usage(m)) if m == "help requested" => {
-            println!("{USAGE}");
-            return 0;
-        }
-        Err(e) => {
-            let kind = match e {
-                SimError::Usage(_) => "usage",
-                _ => "refused",
-            };
-            eprintln!("srt-vllm-sim: error ({kind}): {e}");
-            return e.exit_code();
-        }
-    };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("srt-vllm-sim: error: cannot start the runtime: {e}");
-            return 1;
-        }
-    };
-    let code = rt.block_on(async {
-        match run(Arc::new(cfg)).await {
-            Ok(code) => code,
-            Err(e) => {
-                log::error(&e.to_string());
-                e.exit_code()
-            }
-        }
-    });
-    rt.shutdown_background();
-    code
-}
-
-fn ranks(r: &[u32]) -> String {
-    match (r.first(), r.last()) {
-        (None, _) | (_, None) => "none".into(),
-        (Some(a), Some(b)) if a == b => a.to_string(),
-        (Some(a), Some(b)) => format!("{a}-{b}"),
-    }
-}
-
-fn startup_banner(cfg: &SimConfig) {
-    let a = &cfg.args;
-    log::info(&format!(
-        "vLLM {} simulator: serve {} as {:?}; tp={} pp={} dp={} lb={:?} local engines: {} API ranks: {}{}",
-        server::VLLM_VERSION,
-        a.model,
-        cfg.served_names,
-        a.tensor_parallel_size,
-        a.pipeline_parallel_size,
-        cfg.dp_size,
-        cfg.lb_mode,
-        ranks(&cfg.local_ranks),
-        if cfg.api_server { ranks(&cfg.api_ranks) } else { "headless".into() },
-        cfg.kv
-            .as_ref()
-            .map(|k| format!("; kv connector {} ({:?})", k.connector_name, k.role))
-            .unwrap_or_default()
-    ));
-    // Values only for the variables the simulator reads (ports and addresses); the
-    // others are named, never shown: any of them may be a secret the recipe marks
-    // sensitive (`sensitive_env`), which the simulator cannot know.
-    const SHOWN: &[&str] = &[
-        "HEAD_NODE_IP",
-        "VLLM_HOST_IP",
-        "VLLM_NIXL_SIDE_CHANNEL_HOST",
-        "VLLM_NIXL_SIDE_CHANNEL_PORT",
-        "VLLM_PORT",
-    ];
-    let mut env: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, _)| k.starts_with("VLLM_") || k == "HEAD_NODE_IP" || k.starts_with("SRT_SIM_"))
-        .collect();
-    env.sort();
-    if !env.is_empty() {
-        log::info(&format!(
-            "environment: {}",
-            env.iter()
-                .map(
-                    |(k, v)| if SHOWN.contains(&k.as_str()) || k.starts_with("SRT_SIM_") {
-                        format!("{k}={v}")
-                    } else {
-                        format!("{k}=(set)")
-                    }
-                )
-                .collect::<Vec<_>>()
-                .join(" ")
-        ));
-    }
-    if !a.extra.is_empty() {
-        log::info(&format!(
-            "flags accepted without simulation: {}",
-            a.extra
-                .iter()
-                .map(|f| match &f.value {
-                    Some(v) => format!("--{} {v}", f.name),
-                    None => format!("--{}", f.name),
-                })
-                .collect::<Vec<_>>()
-                .join(" ")
-        ));
-    }
-    for w in &cfg.warnings {
-        log::warn(w);
-    }
-}
-
-/// Resolves when a stop has been requested.
-async fn stopped(rx: &mut watch::Receiver<Option<&'static str>>) -> &'static str {
-    loop {
-        if let Some(s) = *rx.borrow_and_update() {
-            return s;
-        }
-        if rx.changed().await.is_err() {
-            // The signal task is gone; never stop on its account.
-            std::future::pending::<()>().await;
-        }
-    }
-}
-
-async fn run(cfg: Arc<SimConfig>) -> Result<i32, SimError> {
-    startup_banner(&cfg);
-
-    let (stop_tx, mut stop_rx) = watch::channel::<Option<&'static str>>(None);
-    let mut term = signal(SignalKind::terminate())
-        .map_err(|e| SimError::Runtime(format!("cannot install a SIGTERM handler: {e}")))?;
-    let mut int = signal(SignalKind::interrupt())
-        .map_err(|e| SimError::Runtime(format!("cannot install a SIGINT handler: {e}")))?;
-    tokio::spawn(async move {
-        let name = tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
-        };
-        let _ = stop_tx.send(Some(name));
-    });
-
-    // Engine-side listeners and the HTTP socket, bound before the "engine" starts.
-    let engines = server::engines(&cfg);
-    let first_local = cfg.local_ranks.first().copied().unwrap_or(0);
-    let mut http = None;
-    let mut bound = Vec::new();
-    for l in &cfg.listeners {
-        if l.kind == ListenerKind::Http {
-            let sock = ports::bind_http(l).await?;
-            http = Some((l.clone(), sock));
-        } else {
-            let listener = ports::bind_listener(l).await?;
-            let greeting = match l.kind {
-                ListenerKind::NixlSideChannel { dp_rank } => engines
-                    .iter()
-                    .find(|e| e.rank == dp_rank)
-                    .map(|e| kv::handshake_greeting(&e.engine_id, dp_rank)),
-                ListenerKind::MoriHandshake { local_dp, .. } => Some(kv::handshake_greeting(
-                    &format!("{}:{}", cfg.mori_host_ip, l.port),
-                    first_local + local_dp,
-                )),
-                _ => None,
-            };
-            tokio::spawn(ports::serve_listener(listener, greeting));
-        }
-        bound.push(format!("{} {}:{}", l.describe(), l.host, l.port));
-    }
-    log::info(&format!(
-        "bound: {}",
-        if bound.is_empty() {
-            "nothing".into()
-        } else {
-            bound.join(", ")
-        }
-    ));
-
-    // Startup.
-    let delay = cfg.knobs.startup_delay;
-    log::info(&format!(
-        "starting {} engine core(s); ready in {} ms",
-        cfg.local_ranks.len(),
-        delay.as_millis()
-    ));
-    if let Some(code) = cfg.knobs.exit_during_startup {
-        tokio::select! {
-            s = stopped(&mut stop_rx) => {
-                log::info(&format!("received {s} during startup; exiting"));
-                return Ok(0);
-            }
-            _ = tokio::time::sleep(delay / 2) => {}
-        }
-        log::error(&format!(
-            "simulated failure during startup (SRT_SIM_EXIT_DURING_STARTUP): exiting with code {code}"
-        ));
-        return Ok(code);
-    }
-    tokio::select! {
-        s = stopped(&mut stop_rx) => {
-            log::info(&format!("received {s} during startup; exiting"));
-            return Ok(0);
-        }
-        _ = tokio::time::sleep(delay) => {}
-    }
-
-    // Serve.
-    let mut server_task = None;
-    let mut quit = None;
-    if let Some((l, sock)) = http {
-        let listener = ports::listen_http(&l, sock)?;
-        let state = Arc::new(server::AppState::new(cfg.clone(), engines));
-        let app = server::app(state);
-        // The server drains only when this task says so, after it has seen the stop
-        // request, so a signal can never look like the server dying on its own.
-        let (quit_tx, quit_rx) = tokio::sync::oneshot::channel::<()>();
-        quit = Some(quit_tx);
-        server_task = Some(tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = quit_rx.await;
-                })
-                .await
-        }));
-        log::info(&format!(
-            "Uvicorn running on http://{}:{}; application startup complete",
-            l.host, l.port
-        ));
-    } else {
-        log::info("engines ready (headless: no API server in this process)");
-    }
-
-    if let Some(ep) = discovery::endpoint(&cfg) {
-        for local_dp in 0..cfg.local_ranks.len() as u32 {
-            if let Some(p) = discovery::payload(&cfg, local_dp) {
-                tokio::spawn(discovery::register_loop(
-                    ep.clone(),
-                    discovery::encode(&p),
-                    cfg.knobs.register_interval,
-                    format!("dp rank {}", first_local + local_dp),
-                ));
-            }
-        }
-    }
-
-    {
-        let exit_after = async {
-            match cfg.knobs.exit_after {
-                Some(d) => tokio::time::sleep(d).await,
-                None => std::future::pending().await,
-            }
-        };
-        let server_done = async {
-            match server_task.as_mut() {
-                Some(t) => t.await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            s = stopped(&mut stop_rx) => {
-                log::info(&format!("received {s}; shutting down"));
-            }
-            _ = exit_after => {
-                log::error(
-                    "simulated engine death (SRT_SIM_EXIT_AFTER_MS): EngineDeadError; exiting with code 1",
-                );
-                return Ok(1);
-            }
-            r = server_done => {
-                return Err(SimError::Runtime(format!("the HTTP server stopped: {r:?}")));
-            }
-        }
-    }
-    if let Some(q) = quit {
-        let _ = q.send(());
-    }
-    if let Some(t) = server_task {
-        // Let in-flight responses finish, briefly.
-        let _ = tokio::time::timeout(Duration::from_secs(2), t).await;
-    }
-    Ok(0)
 }

@@ -1,8 +1,21 @@
 //! Minimal log lines in vLLM's style (`INFO MM-DD hh:mm:ss [srt-vllm-sim] message`), on
-//! stdout, so that an executor capturing the process output gets one line per event.
+//! stdout, so that an executor capturing the process output gets one line per event. The
+//! tag is the binary's name ([`set_program`]).
 
 use std::io::Write;
+use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+static PROGRAM: OnceLock<&'static str> = OnceLock::new();
+
+/// Names the binary in every line (`srt-vllm-sim`, `srt-sglang-sim`); set once, first.
+pub(crate) fn set_program(name: &'static str) {
+    let _ = PROGRAM.set(name);
+}
+
+fn program() -> &'static str {
+    PROGRAM.get().copied().unwrap_or("srt-sim")
+}
 
 /// `MM-DD hh:mm:ss` in UTC.
 fn stamp() -> String {
@@ -31,20 +44,20 @@ fn stamp() -> String {
 /// An informational line on stdout.
 pub(crate) fn info(msg: &str) {
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "INFO {} [srt-vllm-sim] {msg}", stamp());
+    let _ = writeln!(out, "INFO {} [{}] {msg}", stamp(), program());
     let _ = out.flush();
 }
 
 /// A warning line on stdout.
 pub(crate) fn warn(msg: &str) {
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "WARNING {} [srt-vllm-sim] {msg}", stamp());
+    let _ = writeln!(out, "WARNING {} [{}] {msg}", stamp(), program());
     let _ = out.flush();
 }
 
 /// An error line on stderr.
 pub(crate) fn error(msg: &str) {
     let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "ERROR {} [srt-vllm-sim] {msg}", stamp());
+    let _ = writeln!(err, "ERROR {} [{}] {msg}", stamp(), program());
     let _ = err.flush();
 }
