@@ -113,6 +113,7 @@
 #![warn(missing_docs)]
 
 pub mod common;
+pub mod sglang;
 pub mod vllm;
 
 /// Why a simulator stopped before or while serving.

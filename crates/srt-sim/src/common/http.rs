@@ -80,3 +80,63 @@ impl Readiness {
         }
     }
 }
+
+/// Requests served by stage, and decode stages that consumed a remote prefill's KV: the
+/// `srt_sim_*` counters every simulator's `/metrics` ends with.
+#[derive(Debug, Default)]
+pub(crate) struct StageCounters {
+    /// Prefill stages served.
+    pub(crate) prefill: std::sync::atomic::AtomicU64,
+    /// Decode stages served.
+    pub(crate) decode: std::sync::atomic::AtomicU64,
+    /// Aggregated requests served.
+    pub(crate) agg: std::sync::atomic::AtomicU64,
+    /// Decode stages that loaded a remote prefill's KV.
+    pub(crate) kv_consumed: std::sync::atomic::AtomicU64,
+}
+
+impl StageCounters {
+    /// Appends the counters in Prometheus' text format.
+    pub(crate) fn write(&self, out: &mut String) {
+        use std::sync::atomic::Ordering::Relaxed;
+        out.push_str("# HELP srt_sim_requests_total Requests served by the simulator, by stage.\n");
+        out.push_str("# TYPE srt_sim_requests_total counter\n");
+        for (stage, c) in [
+            ("prefill", &self.prefill),
+            ("decode", &self.decode),
+            ("agg", &self.agg),
+        ] {
+            out.push_str(&format!(
+                "srt_sim_requests_total{{stage=\"{stage}\"}} {}\n",
+                c.load(Relaxed)
+            ));
+        }
+        out.push_str(
+            "# HELP srt_sim_kv_transfers_consumed_total Decode stages that consumed a remote prefill's KV.\n",
+        );
+        out.push_str("# TYPE srt_sim_kv_transfers_consumed_total counter\n");
+        out.push_str(&format!(
+            "srt_sim_kv_transfers_consumed_total {}\n",
+            self.kv_consumed.load(Relaxed)
+        ));
+    }
+}
+
+/// A Prometheus text-format answer.
+pub(crate) fn prometheus(body: String) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
+}
+
+/// A Prometheus label value, escaped.
+pub(crate) fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}

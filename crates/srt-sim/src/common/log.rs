@@ -22,9 +22,19 @@ fn stamp() -> String {
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let days = (secs / 86_400) as i64;
+    let (_, month, day) = civil_date((secs / 86_400) as i64);
     let tod = secs % 86_400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    format!(
+        "{month:02}-{day:02} {:02}:{:02}:{:02}",
+        tod / 3600,
+        (tod / 60) % 60,
+        tod % 60
+    )
+}
+
+/// The civil date (year, month, day) of a day counted from 1970-01-01 (Howard Hinnant's
+/// algorithm).
+pub(crate) fn civil_date(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -33,12 +43,8 @@ fn stamp() -> String {
     let mp = (5 * doy + 2) / 153;
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    format!(
-        "{month:02}-{day:02} {:02}:{:02}:{:02}",
-        tod / 3600,
-        (tod / 60) % 60,
-        tod % 60
-    )
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
 }
 
 /// An informational line on stdout.
@@ -60,4 +66,16 @@ pub(crate) fn error(msg: &str) {
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "ERROR {} [{}] {msg}", stamp(), program());
     let _ = err.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::civil_date;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_date(0), (1970, 1, 1));
+        assert_eq!(civil_date(19_723), (2024, 1, 1));
+        assert_eq!(civil_date(19_782), (2024, 2, 29));
+    }
 }

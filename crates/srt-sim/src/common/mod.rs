@@ -4,6 +4,7 @@
 //! An engine module (`vllm`, `sglang`) brings only what its engine does differently: its
 //! command line and refusals, which ports it binds, its HTTP routes and their shapes.
 
+pub mod argparse;
 pub(crate) mod http;
 pub mod knobs;
 pub(crate) mod log;

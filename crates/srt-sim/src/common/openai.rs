@@ -140,6 +140,22 @@ impl Reply {
     }
 }
 
+/// A two-token chat reply to "p" in `dialect`'s shapes, for tests of a dialect.
+#[cfg(test)]
+pub(crate) fn sample(dialect: &'static dyn Dialect, api: Api) -> Reply {
+    Reply {
+        dialect,
+        api,
+        id: "id-x".into(),
+        model: "m".into(),
+        created: 1,
+        prompt_tokens: 2,
+        choices: vec![super::text::tokens("p", 0, 2)],
+        tail: Map::new(),
+        last_chunk: Map::new(),
+    }
+}
+
 /// The event that ends every stream.
 pub(crate) const SSE_DONE: &str = "data: [DONE]\n\n";
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 
 use super::config::SimConfig;
 use super::kv::{self, Connector, FailurePolicy, PrefillSource, Stage};
-use crate::common::http::{self, access_log, Readiness, MAX_BODY};
+use crate::common::http::{self, access_log, label, Readiness, StageCounters, MAX_BODY};
 use crate::common::log;
 use crate::common::openai::{Dialect, Reply};
 use crate::common::sched::Scheduler;
@@ -115,10 +115,7 @@ pub struct AppState {
     cfg: Arc<SimConfig>,
     engines: Vec<Engine>,
     rr: AtomicUsize,
-    prefill: AtomicU64,
-    decode: AtomicU64,
-    agg: AtomicU64,
-    kv_consumed: AtomicU64,
+    stages: StageCounters,
     readiness: Readiness,
     tokenizer: Option<tokenizers::Tokenizer>,
 }
@@ -133,10 +130,7 @@ impl AppState {
             cfg,
             engines,
             rr: AtomicUsize::new(0),
-            prefill: AtomicU64::new(0),
-            decode: AtomicU64::new(0),
-            agg: AtomicU64::new(0),
-            kv_consumed: AtomicU64::new(0),
+            stages: StageCounters::default(),
             readiness,
             tokenizer,
         }
@@ -315,12 +309,6 @@ async fn models(State(st): State<Arc<AppState>>) -> Json<Value> {
     Json(json!({ "object": "list", "data": data }))
 }
 
-fn label(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
 async fn metrics(State(st): State<Arc<AppState>>) -> Response {
     let mut out = String::new();
     if !st.cfg.args.disable_log_stats {
@@ -349,34 +337,8 @@ async fn metrics(State(st): State<Arc<AppState>>) -> Response {
             }
         }
     }
-    out.push_str("# HELP srt_sim_requests_total Requests served by the simulator, by stage.\n");
-    out.push_str("# TYPE srt_sim_requests_total counter\n");
-    for (stage, c) in [
-        ("prefill", &st.prefill),
-        ("decode", &st.decode),
-        ("agg", &st.agg),
-    ] {
-        out.push_str(&format!(
-            "srt_sim_requests_total{{stage=\"{stage}\"}} {}\n",
-            c.load(Ordering::Relaxed)
-        ));
-    }
-    out.push_str(
-        "# HELP srt_sim_kv_transfers_consumed_total Decode stages that consumed a remote prefill's KV.\n",
-    );
-    out.push_str("# TYPE srt_sim_kv_transfers_consumed_total counter\n");
-    out.push_str(&format!(
-        "srt_sim_kv_transfers_consumed_total {}\n",
-        st.kv_consumed.load(Ordering::Relaxed)
-    ));
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        out,
-    )
-        .into_response()
+    st.stages.write(&mut out);
+    http::prometheus(out)
 }
 
 fn error(status: StatusCode, msg: impl Into<String>) -> Response {
@@ -652,16 +614,16 @@ async fn generate(
             if out.recomputed {
                 sim["recomputed"] = json!(true);
             } else {
-                st.kv_consumed.fetch_add(1, Ordering::Relaxed);
+                st.stages.kv_consumed.fetch_add(1, Ordering::Relaxed);
                 prefill = 0;
             }
             requested
         }
     };
     match stage {
-        Stage::Agg => &st.agg,
-        Stage::Prefill => &st.prefill,
-        Stage::Decode => &st.decode,
+        Stage::Agg => &st.stages.agg,
+        Stage::Prefill => &st.stages.prefill,
+        Stage::Decode => &st.stages.decode,
     }
     .fetch_add(1, Ordering::Relaxed);
 
@@ -778,17 +740,7 @@ mod tests {
 
     #[test]
     fn vllm_shapes() {
-        let r = Reply {
-            dialect: &VllmDialect,
-            api: Api::Chat,
-            id: "chatcmpl-x".into(),
-            model: "m".into(),
-            created: 1,
-            prompt_tokens: 2,
-            choices: vec![tokens("p", 0, 2)],
-            tail: Map::new(),
-            last_chunk: Map::new(),
-        };
+        let r = crate::common::openai::sample(&VllmDialect, Api::Chat);
         let full = r.full();
         assert_eq!(full["choices"][0]["message"]["tool_calls"], json!([]));
         assert_eq!(full["choices"][0]["stop_reason"], Value::Null);
