@@ -469,6 +469,21 @@ async fn native_and_openai_api_shapes() {
     assert_eq!(g["text"], "");
     let (status, _) = post(port, "/generate", &[], &json!({"sampling_params": {}})).await;
     assert_eq!(status, 400);
+    let (status, v) = post(
+        port,
+        "/generate",
+        &[],
+        &json!({"text": "hi", "sampling_params": {"max_new_tokens": 600}}),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("maximum context length of 512 tokens"),
+        "{v}"
+    );
     let ev = post_stream(
         port,
         "/generate",

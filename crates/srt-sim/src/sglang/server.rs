@@ -632,7 +632,10 @@ impl Pairing {
         let batch = |k: &str| {
             fail(
                 StatusCode::BAD_REQUEST,
-                format!("{k}: the simulator serves one request per call, not a batch"),
+                format!(
+                    "{k}: expected one value (a string host, an integer port or room); the \
+                     simulator serves no batches"
+                ),
             )
         };
         let host = match body.get("bootstrap_host") {
@@ -984,8 +987,10 @@ fn generate_job(st: &AppState, req: &Value) -> Result<Job, Failure> {
         }
     };
     let sp = req.get("sampling_params").cloned().unwrap_or(json!({}));
+    // SGLang checks the total against the context only when the request names a limit
+    // (the tokenizer manager reads the request's own `sampling_params`).
     let (max_new_tokens, explicit_max) = match sp.get("max_new_tokens") {
-        None | Some(Value::Null) => (DEFAULT_MAX_NEW_TOKENS, true),
+        None | Some(Value::Null) => (DEFAULT_MAX_NEW_TOKENS, false),
         Some(v) => match v.as_i64() {
             Some(n) if n >= 0 => (n as u64, true),
             _ => {
