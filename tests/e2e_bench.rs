@@ -5,7 +5,7 @@
 //! The workers use the tiny test model's tokenizer (`tests/fixtures/tiny-model`), so
 //! the prompts' token counts and the simulator's `usage` agree exactly, and three costs:
 //! a step of `STEP_MS`, `PER_SEQ_US` more per decoding sequence, `PREFILL_US` per prompt
-//! token prefilled (see `srt_sim::sched`). Expected figures are the model's; measured
+//! token prefilled (see `srt_sim::common::sched`). Expected figures are the model's; measured
 //! ones add the HTTP path (client, Router, simulator), a few milliseconds, so the bounds
 //! are one-sided and loose, and the claims that do not depend on the machine's speed
 //! (token counts, ordering of levels) are exact.

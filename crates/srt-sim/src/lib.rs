@@ -1,54 +1,86 @@
-//! A vLLM simulator: a stand-in for `vllm serve` for tests and demos on machines without
-//! GPUs.
+//! Engine simulators: stand-ins for the LLM-serving engines srt launches, for tests and
+//! demos on machines without GPUs. Each takes exactly the argv and environment the real
+//! engine gets and behaves like it where a deployment can observe it.
 //!
-//! The binary `srt-vllm-sim` takes exactly the argv `vllm` would get after the program name
-//! (`serve <model> [flags...]`) and the environment vLLM reads, and behaves like vLLM 0.32
-//! where a deployment can observe it:
+//! # One core, a protocol per engine
 //!
-//! - **Arguments** are parsed like vLLM's argparse ([`args`]); what vLLM refuses is refused
-//!   with exit code 2 and a message on stderr ([`config`]).
-//! - **Ports** are bound for real ([`ports`]): the HTTP API (API processes only), the NIXL
-//!   side channels, the MoRI-IO handshake/notify listeners, the DP RPC port on the DP
-//!   leader and the master port on node rank 0 of a multi-node group. A collision exits 1
-//!   with `address already in use` and the port.
-//! - **Startup**: the HTTP socket is bound at once but only listens after the startup
-//!   delay, so connections are refused until the "engine" is up, as with vLLM.
-//! - **HTTP** ([`server`]): `/health`, `/ping`, `/load`, `/version`, `/v1/models`,
-//!   `/metrics`, `/tokenize`, `/kv_event_sources` (empty), the render routes a Router's
-//!   cache-aware policy calls (`/v1/completions/render`, `/v1/chat/completions/render`:
-//!   403 "Scale-out endpoints are disabled" unless `--enable-scale-out`, as vLLM 0.32),
-//!   `/v1/completions`, `/v1/chat/completions` (JSON or SSE), with the
-//!   prefill/decode behaviour of the NIXL and MoRI-IO connectors ([`kv`]). Every generation
-//!   response carries an `srt_sim` object naming the stage, the serving address and rank,
-//!   and for a decode the engine whose KV it consumed.
-//! - **MoRI-IO discovery** ([`discovery`]): registration with the router over a ZMQ DEALER.
-//! - SIGTERM/SIGINT end the process with exit code 0.
+//! Everything engines have in common is the core ([`common`]): the process lifecycle
+//! (parse, bind, start up, serve, SIGTERM/SIGINT, the fault knobs), the `SRT_SIM_*` knobs
+//! ([`common::knobs`]), port binding with collisions reported ([`common::ports`]), an
+//! argparse reader of srt's flag catalogs ([`common::argparse`]), the continuous-batching
+//! scheduler ([`common::sched`]), prompt counting with the model's tokenizer, the
+//! deterministic filler text, OpenAI-shaped answers and SSE (an engine's differences are
+//! its `Dialect`), the `srt_sim_*` metric counters, and the log lines. A protocol module per
+//! engine holds what that engine does differently: its command line and refusals, which
+//! ports it binds and when, its HTTP routes and their shapes, its prefill/decode hand-off.
+//!
+//! | binary | protocol | stands in for |
+//! |---|---|---|
+//! | `srt-vllm-sim` | [`vllm`] | `vllm serve` (vLLM 0.32) |
+//! | `srt-sglang-sim` | [`sglang`] | `python3 -m sglang.launch_server` (SGLang 0.5.23) |
+//!
+//! Both: a port collision exits 1 with `address already in use` and the port; a refused
+//! command line exits 2 with the reason on stderr (`srt-…-sim: error (usage|refused): …`);
+//! SIGTERM/SIGINT end the process with exit code 0; every generation answer carries an
+//! `srt_sim` object naming the stage (`agg`, `prefill`, `decode`), the serving address
+//! (`served_by`) and DP rank, and for a decode what it consumed.
 //!
 //! # Environment knobs
 //!
+//! Every simulator reads the first seven; the others are one engine's.
+//!
 //! | variable | default | effect |
 //! |---|---|---|
-//! | `SRT_SIM_STARTUP_DELAY_MS` | 200 | time from start to listening on the HTTP port |
+//! | `SRT_SIM_STARTUP_DELAY_MS` | 200 | time from start to listening on the HTTP port (SGLang: and its warmup after that) |
 //! | `SRT_SIM_EXIT_DURING_STARTUP` | unset | exit with this code half-way through startup, after a log line |
 //! | `SRT_SIM_EXIT_AFTER_MS` | unset | exit 1 this long after becoming ready (an engine dying) |
 //! | `SRT_SIM_UNHEALTHY_AFTER_MS` | unset | `/health` answers 503 this long after becoming ready |
 //! | `SRT_SIM_TOKEN_DELAY_MS` | 0 | fixed time of an engine step (one token per running sequence) |
 //! | `SRT_SIM_DECODE_US_PER_SEQ` | 0 | added to a step per sequence decoding in it, µs |
 //! | `SRT_SIM_PREFILL_US_PER_TOKEN` | 0 | added to a step per prompt token it prefills, µs |
-//! | `SRT_SIM_NIXL_HANDSHAKE` | 1 | `0` skips the decode stage's side-channel check |
-//! | `SRT_SIM_REGISTER_INTERVAL_MS` | 3000 | MoRI-IO registration period |
+//! | `SRT_SIM_NIXL_HANDSHAKE` | 1 | vLLM: `0` skips the decode stage's side-channel check |
+//! | `SRT_SIM_REGISTER_INTERVAL_MS` | 3000 | vLLM: MoRI-IO registration period |
+//! | `SRT_SIM_PD_WAIT_MS` | 30000 | SGLang: how long a decode waits for its room's prefill before answering 500 (SGLang's own `SGLANG_DISAGGREGATION_WAITING_TIMEOUT` is 300 s) |
 //!
-//! The three costs drive each engine's continuous-batching scheduler ([`sched`], limits
-//! from `--max-num-seqs` (256) and `--max-num-batched-tokens` (8192)); all zero, tokens
-//! are ready at once. Prompt tokens are counted with the model's `tokenizer.json`
-//! (`--tokenizer`, else the model path) when there is one, as vLLM counts them, else as
-//! words.
+//! The three costs drive each engine's continuous-batching scheduler ([`common::sched`]);
+//! all zero, tokens are ready at once. Prompt tokens are counted with the model's
+//! `tokenizer.json` when there is one, as the engine counts them, else as words.
+//!
+//! # vLLM (`srt-vllm-sim`)
+//!
+//! The binary `srt-vllm-sim` takes exactly the argv `vllm` would get after the program name
+//! (`serve <model> [flags...]`) and the environment vLLM reads, and behaves like vLLM 0.32
+//! where a deployment can observe it:
+//!
+//! - **Arguments** are parsed like vLLM's argparse ([`vllm::args`]); what vLLM refuses is refused
+//!   with exit code 2 and a message on stderr ([`vllm::config`]). Unlike the SGLang
+//!   simulator it knows the arity of the flags that matter from its own table, not from
+//!   vLLM's catalog, and accepts any other flag generically (vLLM's parser also takes
+//!   `--foo_bar`, `-O3`-style short forms and dotted JSON sub-keys, which the catalog does
+//!   not describe).
+//! - **Ports** are bound for real ([`vllm::ports`]): the HTTP API (API processes only), the NIXL
+//!   side channels, the MoRI-IO handshake/notify listeners, the DP RPC port on the DP
+//!   leader and the master port on node rank 0 of a multi-node group. A collision exits 1
+//!   with `address already in use` and the port.
+//! - **Startup**: the HTTP socket is bound at once but only listens after the startup
+//!   delay, so connections are refused until the "engine" is up, as with vLLM.
+//! - **HTTP** ([`vllm::server`]): `/health`, `/ping`, `/load`, `/version`, `/v1/models`,
+//!   `/metrics`, `/tokenize`, `/kv_event_sources` (empty), the render routes a Router's
+//!   cache-aware policy calls (`/v1/completions/render`, `/v1/chat/completions/render`:
+//!   403 "Scale-out endpoints are disabled" unless `--enable-scale-out`, as vLLM 0.32),
+//!   `/v1/completions`, `/v1/chat/completions` (JSON or SSE), with the
+//!   prefill/decode behaviour of the NIXL and MoRI-IO connectors ([`vllm::kv`]). Every generation
+//!   response carries an `srt_sim` object naming the stage, the serving address and rank,
+//!   and for a decode the engine whose KV it consumed.
+//! - **MoRI-IO discovery** ([`vllm::discovery`]): registration with the router over a ZMQ DEALER.
+//! - The scheduler's limits are `--max-num-seqs` (256) and `--max-num-batched-tokens`
+//!   (8192); prompts are counted with `--tokenizer`'s `tokenizer.json`, else the model's.
 //!
 //! vLLM's own variables read: `VLLM_NIXL_SIDE_CHANNEL_HOST` (localhost),
 //! `VLLM_NIXL_SIDE_CHANNEL_PORT` (5600), `VLLM_PORT` (validated only), `VLLM_HOST_IP`
 //! (MoRI-IO `host_ip` fallback, else 127.0.0.1).
 //!
-//! # Refusals (exit 2, message on stderr)
+//! ## Refusals (exit 2, message on stderr)
 //!
 //! As vLLM 0.32's argparse, `serve.py` and `EngineArgs.create_engine_config`:
 //! unparseable command lines (unknown subcommand, missing model, bad ints or JSON, a
@@ -72,7 +104,7 @@
 //! a non-zero `--data-parallel-start-rank` without `--headless` implies hybrid LB, hybrid
 //! LB with one local rank becomes external LB, and hybrid LB with local = global is off.
 //!
-//! # Side-channel check
+//! ## Side-channel check
 //!
 //! Each side-channel (NIXL) or handshake (MoRI-IO) listener greets a connecting peer with
 //! one JSON line naming its engine. A decode stage connects to the `remote_host` and
@@ -80,9 +112,8 @@
 //! `kv_transfer_params` and checks that the engine there is `remote_engine_id`. On failure
 //! it answers 500, or with `kv_load_failure_policy: "recompute"` serves the request anyway
 //! and marks it `"recomputed": true` (not counted as a consumed transfer).
-
 //!
-//! # Limits
+//! ## Limits
 //!
 //! Generation is deterministic filler text, one word per output token; without a
 //! `tokenizer.json` prompt word counts stand in for tokens, and a chat is counted through
@@ -90,36 +121,113 @@
 //! internal-LB API server whose engines partly live on other nodes serves those ranks
 //! itself, and its NIXL parameters then name this node's side-channel host. MoRI-IO WRITE
 //! mode skips the side-channel check (the prefill pushes; nothing to dial from decode).
+//!
+//! # SGLang (`srt-sglang-sim`)
+//!
+//! The binary `srt-sglang-sim` takes exactly the argv that follows `python3 -m
+//! sglang.launch_server` (flags only) and the environment, and behaves like an SGLang
+//! 0.5.23 worker (`docs/sglang-notes.md` holds the facts and where each was seen):
+//!
+//! - **Arguments** ([`sglang::args`]) are read from the catalog srt ships
+//!   (`crates/srt/src/engine/sglang/catalog/sglang-0.5.23.json`, included at build time)
+//!   by argparse's rules: unique prefixes of long options (`--tp 2`), `--x=v` and `--x v`,
+//!   switches without values, `--x/--no-x` pairs, `nargs`, int/float/JSON and SGLang's
+//!   `human_readable_int` (`32k`), choices, `--model-path` (`--model`) required, no
+//!   positionals, `-h/--help`. Errors read as argparse's: `unrecognized arguments: …`,
+//!   `ambiguous option: --p could match …`, `argument --x: invalid choice: …`, `expected
+//!   one argument`, `ignored explicit argument`, `the following arguments are required`.
+//! - **Refusals** ([`sglang::config`], exit 2), as `resolve_once()` and
+//!   `check_server_args()` refuse: `(tp × pp) % nnodes`; `tp % attn_dp` (attention DP is
+//!   `--attn-dp-size`, or `--dp-size N --enable-dp-attention` rewritten to `attn_dp = N,
+//!   dp = 1`); `--attn-dp-size` below 1; DP replicas with attention DP; DP replicas across
+//!   nodes; `--moe-dense-tp-size` other than 1 or tp; a `:` in `--served-model-name`; a
+//!   negative `--base-gpu-id`; `--gpu-id-step` below 1; a prefill with the `fake` transfer
+//!   backend. The simulator's own: sizes below 1; `--node-rank` outside `[0, nnodes)`
+//!   (SGLang accepts it and that node never joins); ports outside 0–65535; a malformed
+//!   `--dist-init-addr` (SGLang fails at startup); and, when `CUDA_VISIBLE_DEVICES` is set,
+//!   fewer devices than `base_gpu_id + (tp × pp × dp / nnodes − 1) × gpu_id_step + 1`
+//!   (SGLang would fail with `CUDA error: invalid device ordinal`). Rewrites applied:
+//!   `--load-balance-method auto` is `follow_bootstrap_room` on a prefill, `round_robin`
+//!   otherwise; `mooncake_tcp` is `mooncake`; `--chunked-prefill-size` is divided by the
+//!   attention-DP size.
+//! - **Ports** ([`sglang::ports`]), bound for real, as 0.5.23's source has them. On node
+//!   rank 0: the HTTP `--port` on `--host` (127.0.0.1); the torch.distributed store on all
+//!   interfaces at the `--dist-init-addr` port when given, else at `--nccl-port` (none
+//!   given: SGLang picks a free port itself and the simulator binds nothing for it); with
+//!   attention DP, the six ZMQ ports `PortArgs.init_new` derives, dist-init port + 1 … + 6
+//!   (without `--dist-init-addr` on one node the dist-init port is `--port + 233`, so
+//!   `--port + 234 … + 239`); on a prefill, the bootstrap server on
+//!   `--host:--disaggregation-bootstrap-port` (8998). On other nodes: only the stand-in
+//!   health server on `--host:--port` (`--port 0` allowed, the port chosen is logged).
+//! - **Startup**: every port is bound at once; the HTTP socket listens after the startup
+//!   delay; then `/health`, `/health_generate`, `/ready` and `/ping` answer 503 for the
+//!   warmup (modelled as one more startup delay; none with `--skip-server-warmup`), then
+//!   200 (empty bodies). The bootstrap server listens at once and its prefill's ranks
+//!   register when the startup delay is over. A follower's stand-in listens after the
+//!   startup delay, 200 at once.
+//! - **HTTP** ([`sglang::server`], node rank 0): `/model_info` (and the deprecated
+//!   `/get_model_info`, logging SGLang's warning; `model_type` and `architectures` from the
+//!   model's `config.json`), `/server_info` (`/get_server_info`: the resolved fields —
+//!   `tp_size`, `dp_size`, `attn_dp_size`, `load_balance_method`, `disaggregation_mode`,
+//!   `disaggregation_bootstrap_port`, `served_model_name`, `model_path`, `port`, … — every
+//!   flag given, `launch_command`, `internal_states` one per DP rank, `version` `0.5.23`,
+//!   `frontend` `python`), `/v1/models` and `/v1/models/{name}` (`owned_by` `sglang`,
+//!   `max_model_len` from `--context-length` or `max_position_embeddings`), `POST|PUT
+//!   /generate` (`text` or `input_ids`, `sampling_params.max_new_tokens` (128), `stream`:
+//!   cumulative `data: {text, output_ids, meta_info}` events, then `data: [DONE]`),
+//!   `/v1/completions` and `/v1/chat/completions` (JSON bodies only; `stream_options.
+//!   include_usage`; `matched_stop`, `metadata.weight_version`), `GET|POST /flush_cache`,
+//!   `/v1/loads` (`dp_rank`, `include`, `format=prometheus`; running and waiting from each
+//!   DP rank's scheduler), `/metrics` only with `--enable-metrics` (as SGLang mounts it:
+//!   `sglang:num_running_reqs`, `sglang:num_queue_reqs` per DP rank, and the `srt_sim_*`
+//!   counters). No `/get_load` (404, as 0.5.23); unknown routes answer FastAPI's 404. DP
+//!   ranks (replicas or attention-DP groups) each have a scheduler; requests go round
+//!   robin, by `bootstrap_room % ranks` under `follow_bootstrap_room`, or to
+//!   `routed_dp_rank`. Limits are `--max-running-requests` and `--chunked-prefill-size`
+//!   (the core's 256 and 8192 when unset).
+//! - **Prefill/decode** ([`sglang::bootstrap`]): a request in either mode needs a
+//!   `bootstrap_room` (else 400 `Invalid request: Disaggregated request received without
+//!   bootstrap room id`, as SGLang's scheduler answers; not with the `fake` backend). The
+//!   prefill computes the prompt (one token) and records the room on its bootstrap server;
+//!   the decode asks the prefill's bootstrap server at `bootstrap_host:bootstrap_port`
+//!   (`null`: its own `--disaggregation-bootstrap-port`, as SGLang's scheduler does) first
+//!   `GET /route` (retried while 503), then the simulator's own `GET
+//!   /srt_sim/rooms/{room}` until the room is done, then generates. It answers 500
+//!   `Decode handshake failed …` when the bootstrap server cannot be reached, the request
+//!   has no `bootstrap_host`, or `SRT_SIM_PD_WAIT_MS` passes; streamed, the failure is an
+//!   error event and `[DONE]`. `bootstrap_host` `2.2.2.2` (SGLang's fake host) pairs with
+//!   nothing. The decode's `srt_sim` names `bootstrap_room`, `bootstrap` (where it asked),
+//!   `kv_from` (the prefill's `host:port`) and `prefill_dp_rank`.
+//!
+//! SGLang's own variables are only logged (names, values for `CUDA_VISIBLE_DEVICES` and
+//! `HEAD_NODE_IP`); `CUDA_VISIBLE_DEVICES` is checked as above.
+//!
+//! ## Limits
+//!
+//! No memory model (token counts in `/v1/loads` are zero, `max_total_num_tokens` is a
+//! stand-in), no radix or prefix cache, no batches (a list of prompts to `/generate` is
+//! refused), no LoRA, logprobs, embeddings or the other SGLang routes. Ranks on follower
+//! nodes are simulated by node rank 0 (its bootstrap server registers every rank; a
+//! follower registers nothing and binds no ZMQ port). A follower ends on SIGTERM (SGLang's
+//! waits for rank 0's shutdown). Streamed `/generate` events carry no `e2e_latency`. A
+//! chat with no `max_tokens` gets 128 tokens (SGLang generates to the context length).
 
 #![warn(missing_docs)]
 
-pub mod args;
-pub mod config;
-pub mod discovery;
-pub mod kv;
-mod log;
-pub mod ports;
-pub mod sched;
-pub mod server;
+pub mod common;
+pub mod sglang;
+pub mod vllm;
 
-use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::Duration;
-
-use tokio::signal::unix::{signal, SignalKind};
-use tokio::sync::watch;
-
-pub use config::SimConfig;
-
-use ports::ListenerKind;
-
-/// Why the simulator stopped before or while serving.
+/// Why a simulator stopped before or while serving.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
+    /// `--help`: print the usage and exit 0.
+    #[error("help requested")]
+    Help,
     /// The command line does not parse (argparse's exit 2).
     #[error("{0}")]
     Usage(String),
-    /// The command line parses but vLLM would refuse the combination.
+    /// The command line parses but the engine would refuse the combination.
     #[error("{0}")]
     Refused(String),
     /// A port could not be bound.
@@ -131,299 +239,13 @@ pub enum SimError {
 }
 
 impl SimError {
-    /// The process exit code for this error: 2 for usage errors and refusals, else 1.
+    /// The process exit code for this error: 2 for usage errors and refusals, 0 for help,
+    /// else 1.
     pub fn exit_code(&self) -> i32 {
         match self {
+            SimError::Help => 0,
             SimError::Usage(_) | SimError::Refused(_) => 2,
             SimError::Bind(_) | SimError::Runtime(_) => 1,
         }
     }
-}
-
-const USAGE: &str = "usage: srt-vllm-sim serve <model> [vllm serve flags...]\n\
-    A stand-in for `vllm serve`: see the documentation of the `srt::sim` module.";
-
-/// Runs the simulator on `args` (the argv after the program name) and returns the exit
-/// code. Builds its own tokio runtime.
-pub fn main(args: Vec<String>) -> i32 {
-    let env: HashMap<String, String> = std::env::vars().collect();
-    let cfg = match SimConfig::from_argv_env(&args, &env) {
-        Ok(c) => c,
-        Err(SimError::Usage(m)) if m == "help requested" => {
-            println!("{USAGE}");
-            return 0;
-        }
-        Err(e) => {
-            let kind = match e {
-                SimError::Usage(_) => "usage",
-                _ => "refused",
-            };
-            eprintln!("srt-vllm-sim: error ({kind}): {e}");
-            return e.exit_code();
-        }
-    };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("srt-vllm-sim: error: cannot start the runtime: {e}");
-            return 1;
-        }
-    };
-    let code = rt.block_on(async {
-        match run(Arc::new(cfg)).await {
-            Ok(code) => code,
-            Err(e) => {
-                log::error(&e.to_string());
-                e.exit_code()
-            }
-        }
-    });
-    rt.shutdown_background();
-    code
-}
-
-fn ranks(r: &[u32]) -> String {
-    match (r.first(), r.last()) {
-        (None, _) | (_, None) => "none".into(),
-        (Some(a), Some(b)) if a == b => a.to_string(),
-        (Some(a), Some(b)) => format!("{a}-{b}"),
-    }
-}
-
-fn startup_banner(cfg: &SimConfig) {
-    let a = &cfg.args;
-    log::info(&format!(
-        "vLLM {} simulator: serve {} as {:?}; tp={} pp={} dp={} lb={:?} local engines: {} API ranks: {}{}",
-        server::VLLM_VERSION,
-        a.model,
-        cfg.served_names,
-        a.tensor_parallel_size,
-        a.pipeline_parallel_size,
-        cfg.dp_size,
-        cfg.lb_mode,
-        ranks(&cfg.local_ranks),
-        if cfg.api_server { ranks(&cfg.api_ranks) } else { "headless".into() },
-        cfg.kv
-            .as_ref()
-            .map(|k| format!("; kv connector {} ({:?})", k.connector_name, k.role))
-            .unwrap_or_default()
-    ));
-    // Values only for the variables the simulator reads (ports and addresses); the
-    // others are named, never shown: any of them may be a secret the recipe marks
-    // sensitive (`sensitive_env`), which the simulator cannot know.
-    const SHOWN: &[&str] = &[
-        "HEAD_NODE_IP",
-        "VLLM_HOST_IP",
-        "VLLM_NIXL_SIDE_CHANNEL_HOST",
-        "VLLM_NIXL_SIDE_CHANNEL_PORT",
-        "VLLM_PORT",
-    ];
-    let mut env: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, _)| k.starts_with("VLLM_") || k == "HEAD_NODE_IP" || k.starts_with("SRT_SIM_"))
-        .collect();
-    env.sort();
-    if !env.is_empty() {
-        log::info(&format!(
-            "environment: {}",
-            env.iter()
-                .map(
-                    |(k, v)| if SHOWN.contains(&k.as_str()) || k.starts_with("SRT_SIM_") {
-                        format!("{k}={v}")
-                    } else {
-                        format!("{k}=(set)")
-                    }
-                )
-                .collect::<Vec<_>>()
-                .join(" ")
-        ));
-    }
-    if !a.extra.is_empty() {
-        log::info(&format!(
-            "flags accepted without simulation: {}",
-            a.extra
-                .iter()
-                .map(|f| match &f.value {
-                    Some(v) => format!("--{} {v}", f.name),
-                    None => format!("--{}", f.name),
-                })
-                .collect::<Vec<_>>()
-                .join(" ")
-        ));
-    }
-    for w in &cfg.warnings {
-        log::warn(w);
-    }
-}
-
-/// Resolves when a stop has been requested.
-async fn stopped(rx: &mut watch::Receiver<Option<&'static str>>) -> &'static str {
-    loop {
-        if let Some(s) = *rx.borrow_and_update() {
-            return s;
-        }
-        if rx.changed().await.is_err() {
-            // The signal task is gone; never stop on its account.
-            std::future::pending::<()>().await;
-        }
-    }
-}
-
-async fn run(cfg: Arc<SimConfig>) -> Result<i32, SimError> {
-    startup_banner(&cfg);
-
-    let (stop_tx, mut stop_rx) = watch::channel::<Option<&'static str>>(None);
-    let mut term = signal(SignalKind::terminate())
-        .map_err(|e| SimError::Runtime(format!("cannot install a SIGTERM handler: {e}")))?;
-    let mut int = signal(SignalKind::interrupt())
-        .map_err(|e| SimError::Runtime(format!("cannot install a SIGINT handler: {e}")))?;
-    tokio::spawn(async move {
-        let name = tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
-        };
-        let _ = stop_tx.send(Some(name));
-    });
-
-    // Engine-side listeners and the HTTP socket, bound before the "engine" starts.
-    let engines = server::engines(&cfg);
-    let first_local = cfg.local_ranks.first().copied().unwrap_or(0);
-    let mut http = None;
-    let mut bound = Vec::new();
-    for l in &cfg.listeners {
-        if l.kind == ListenerKind::Http {
-            let sock = ports::bind_http(l).await?;
-            http = Some((l.clone(), sock));
-        } else {
-            let listener = ports::bind_listener(l).await?;
-            let greeting = match l.kind {
-                ListenerKind::NixlSideChannel { dp_rank } => engines
-                    .iter()
-                    .find(|e| e.rank == dp_rank)
-                    .map(|e| kv::handshake_greeting(&e.engine_id, dp_rank)),
-                ListenerKind::MoriHandshake { local_dp, .. } => Some(kv::handshake_greeting(
-                    &format!("{}:{}", cfg.mori_host_ip, l.port),
-                    first_local + local_dp,
-                )),
-                _ => None,
-            };
-            tokio::spawn(ports::serve_listener(listener, greeting));
-        }
-        bound.push(format!("{} {}:{}", l.describe(), l.host, l.port));
-    }
-    log::info(&format!(
-        "bound: {}",
-        if bound.is_empty() {
-            "nothing".into()
-        } else {
-            bound.join(", ")
-        }
-    ));
-
-    // Startup.
-    let delay = cfg.knobs.startup_delay;
-    log::info(&format!(
-        "starting {} engine core(s); ready in {} ms",
-        cfg.local_ranks.len(),
-        delay.as_millis()
-    ));
-    if let Some(code) = cfg.knobs.exit_during_startup {
-        tokio::select! {
-            s = stopped(&mut stop_rx) => {
-                log::info(&format!("received {s} during startup; exiting"));
-                return Ok(0);
-            }
-            _ = tokio::time::sleep(delay / 2) => {}
-        }
-        log::error(&format!(
-            "simulated failure during startup (SRT_SIM_EXIT_DURING_STARTUP): exiting with code {code}"
-        ));
-        return Ok(code);
-    }
-    tokio::select! {
-        s = stopped(&mut stop_rx) => {
-            log::info(&format!("received {s} during startup; exiting"));
-            return Ok(0);
-        }
-        _ = tokio::time::sleep(delay) => {}
-    }
-
-    // Serve.
-    let mut server_task = None;
-    let mut quit = None;
-    if let Some((l, sock)) = http {
-        let listener = ports::listen_http(&l, sock)?;
-        let state = Arc::new(server::AppState::new(cfg.clone(), engines));
-        let app = server::app(state);
-        // The server drains only when this task says so, after it has seen the stop
-        // request, so a signal can never look like the server dying on its own.
-        let (quit_tx, quit_rx) = tokio::sync::oneshot::channel::<()>();
-        quit = Some(quit_tx);
-        server_task = Some(tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = quit_rx.await;
-                })
-                .await
-        }));
-        log::info(&format!(
-            "Uvicorn running on http://{}:{}; application startup complete",
-            l.host, l.port
-        ));
-    } else {
-        log::info("engines ready (headless: no API server in this process)");
-    }
-
-    if let Some(ep) = discovery::endpoint(&cfg) {
-        for local_dp in 0..cfg.local_ranks.len() as u32 {
-            if let Some(p) = discovery::payload(&cfg, local_dp) {
-                tokio::spawn(discovery::register_loop(
-                    ep.clone(),
-                    discovery::encode(&p),
-                    cfg.knobs.register_interval,
-                    format!("dp rank {}", first_local + local_dp),
-                ));
-            }
-        }
-    }
-
-    {
-        let exit_after = async {
-            match cfg.knobs.exit_after {
-                Some(d) => tokio::time::sleep(d).await,
-                None => std::future::pending().await,
-            }
-        };
-        let server_done = async {
-            match server_task.as_mut() {
-                Some(t) => t.await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            s = stopped(&mut stop_rx) => {
-                log::info(&format!("received {s}; shutting down"));
-            }
-            _ = exit_after => {
-                log::error(
-                    "simulated engine death (SRT_SIM_EXIT_AFTER_MS): EngineDeadError; exiting with code 1",
-                );
-                return Ok(1);
-            }
-            r = server_done => {
-                return Err(SimError::Runtime(format!("the HTTP server stopped: {r:?}")));
-            }
-        }
-    }
-    if let Some(q) = quit {
-        let _ = q.send(());
-    }
-    if let Some(t) = server_task {
-        // Let in-flight responses finish, briefly.
-        let _ = tokio::time::timeout(Duration::from_secs(2), t).await;
-    }
-    Ok(0)
 }

@@ -1,212 +1,15 @@
 //! Integration tests of the `srt-vllm-sim` binary: each test launches real processes on
 //! loopback ports, talks to them over HTTP or ZMQ, and kills them at the end.
 
+mod common;
+
 use std::net::TcpListener as StdListener;
-use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{client, free_blocks, free_port, get_text, metric, post, wait_healthy, Sim};
 use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_srt-vllm-sim");
-
-/// A free loopback port (bound once by the kernel, then released).
-fn free_port() -> u16 {
-    StdListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Starts of disjoint blocks of consecutive free loopback ports, one per requested size.
-/// Every block is held until all are chosen, so no two blocks overlap.
-fn free_blocks(sizes: &[u16]) -> Vec<u16> {
-    let mut held = Vec::new();
-    let mut starts = Vec::new();
-    for &n in sizes {
-        let mut found = None;
-        for _ in 0..200 {
-            let probe = StdListener::bind("127.0.0.1:0").unwrap();
-            let base = probe.local_addr().unwrap().port();
-            if base > 65_000 {
-                continue;
-            }
-            let mut block = vec![probe];
-            block.extend(
-                (base + 1..base + n).map_while(|p| StdListener::bind(("127.0.0.1", p)).ok()),
-            );
-            if block.len() == n as usize {
-                found = Some((base, block));
-                break;
-            }
-        }
-        let (base, block) = found.unwrap_or_else(|| panic!("no block of {n} free ports"));
-        starts.push(base);
-        held.extend(block);
-    }
-    starts
-}
-
-/// A running simulator, killed on drop.
-struct Sim {
-    child: Child,
-    dir: tempfile::TempDir,
-}
-
-impl Sim {
-    fn start(args: &[&str], env: &[(&str, &str)]) -> Sim {
-        let dir = tempfile::tempdir().unwrap();
-        let out = std::fs::File::create(dir.path().join("out")).unwrap();
-        let err = std::fs::File::create(dir.path().join("err")).unwrap();
-        let mut cmd = Command::new(BIN);
-        cmd.args(args)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .env("SRT_SIM_STARTUP_DELAY_MS", "50");
-        for k in [
-            "VLLM_PORT",
-            "VLLM_NIXL_SIDE_CHANNEL_HOST",
-            "VLLM_NIXL_SIDE_CHANNEL_PORT",
-            "VLLM_HOST_IP",
-            "SRT_SIM_EXIT_DURING_STARTUP",
-            "SRT_SIM_EXIT_AFTER_MS",
-            "SRT_SIM_UNHEALTHY_AFTER_MS",
-            "SRT_SIM_TOKEN_DELAY_MS",
-            "SRT_SIM_DECODE_US_PER_SEQ",
-            "SRT_SIM_PREFILL_US_PER_TOKEN",
-            "SRT_SIM_NIXL_HANDSHAKE",
-        ] {
-            cmd.env_remove(k);
-        }
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        Sim {
-            child: cmd.spawn().unwrap(),
-            dir,
-        }
-    }
-
-    fn read(&self, name: &str) -> String {
-        std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default()
-    }
-
-    fn stdout(&self) -> String {
-        self.read("out")
-    }
-
-    fn stderr(&self) -> String {
-        self.read("err")
-    }
-
-    fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return Some(st);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
-    }
-
-    /// Waits until stdout contains `needle`.
-    fn wait_log(&mut self, needle: &str, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if self.stdout().contains(needle) {
-                return;
-            }
-            if let Some(st) = self.child.try_wait().unwrap() {
-                panic!(
-                    "simulator exited ({st}) before logging {needle:?}: {}",
-                    self.stderr()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!(
-            "no {needle:?} in the log within {timeout:?}: {}",
-            self.stdout()
-        );
-    }
-
-    fn terminate(&mut self) -> Option<ExitStatus> {
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        )
-        .unwrap();
-        self.wait_exit(Duration::from_secs(5))
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap()
-}
-
-/// Polls `/health` until 200; fails if the process exits or the deadline passes.
-async fn wait_healthy(sim: &mut Sim, port: u16) {
-    let c = client();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if let Ok(r) = c
-            .get(format!("http://127.0.0.1:{port}/health"))
-            .timeout(Duration::from_millis(500))
-            .send()
-            .await
-        {
-            if r.status() == 200 {
-                return;
-            }
-        }
-        if let Some(st) = sim.child.try_wait().unwrap() {
-            panic!("simulator exited ({st}): {}", sim.stderr());
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("simulator on {port} never became healthy: {}", sim.stdout());
-}
-
-async fn post(port: u16, path: &str, headers: &[(&str, &str)], body: &Value) -> (u16, Value) {
-    let mut req = client()
-        .post(format!("http://127.0.0.1:{port}{path}"))
-        .json(body);
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let r = req.send().await.unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap())
-}
-
-async fn get_text(port: u16, path: &str) -> String {
-    client()
-        .get(format!("http://127.0.0.1:{port}{path}"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
-fn metric(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
-        .and_then(|l| l[series.len()..].trim().parse().ok())
-}
 
 /// argv, extra environment, and a fragment the error message must contain.
 type Refusal<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str);
@@ -304,7 +107,7 @@ fn refusals_exit_2_with_a_message() {
         (vec!["bench", "m"], vec![], "invalid choice"),
     ];
     for (argv, env, needle) in cases {
-        let mut sim = Sim::start(&argv, &env);
+        let mut sim = Sim::start(BIN, &argv, &env);
         let st = sim
             .wait_exit(Duration::from_secs(10))
             .unwrap_or_else(|| panic!("{argv:?} did not exit"));
@@ -323,6 +126,7 @@ async fn port_collisions_exit_nonzero_naming_the_port() {
     let taken = StdListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port();
     let mut sim = Sim::start(
+        BIN,
         &[
             "serve",
             "m",
@@ -346,6 +150,7 @@ async fn port_collisions_exit_nonzero_naming_the_port() {
     let blocker = StdListener::bind(("127.0.0.1", base + 1)).unwrap();
     let http = http.to_string();
     let mut sim = Sim::start(
+        BIN,
         &[
             "serve",
             "m",
@@ -378,6 +183,7 @@ async fn port_collisions_exit_nonzero_naming_the_port() {
 async fn refused_until_started_then_healthy_and_sigterm_exits_0() {
     let port = free_port();
     let mut sim = Sim::start(
+        BIN,
         &[
             "serve",
             "/models/tiny",
@@ -416,6 +222,7 @@ async fn refused_until_started_then_healthy_and_sigterm_exits_0() {
 async fn fault_knobs() {
     let port = free_port().to_string();
     let mut sim = Sim::start(
+        BIN,
         &["serve", "m", "--host", "127.0.0.1", "--port", &port],
         &[("SRT_SIM_EXIT_DURING_STARTUP", "7")],
     );
@@ -425,6 +232,7 @@ async fn fault_knobs() {
 
     let port = free_port();
     let mut sim = Sim::start(
+        BIN,
         &[
             "serve",
             "m",
@@ -444,6 +252,7 @@ async fn fault_knobs() {
 async fn hybrid_lb_metrics_and_rank_header() {
     let port = free_port();
     let mut sim = Sim::start(
+        BIN,
         &[
             "serve",
             "/m",
@@ -513,6 +322,7 @@ async fn hybrid_lb_metrics_and_rank_header() {
     // --disable-log-stats drops the vllm: series.
     let port = free_port();
     let mut sim2 = Sim::start(
+        BIN,
         &[
             "serve",
             "/m",
@@ -540,6 +350,7 @@ async fn nixl_prefill_then_decode() {
         unreachable!()
     };
     let mut p = Sim::start(
+        BIN,
         &[
             "serve",
             "/m",
@@ -560,6 +371,7 @@ async fn nixl_prefill_then_decode() {
         ],
     );
     let mut d = Sim::start(
+        BIN,
         &[
             "serve",
             "/m",
@@ -658,6 +470,7 @@ async fn nixl_prefill_then_decode() {
 async fn sse_streaming() {
     let port = free_port();
     let mut sim = Sim::start(
+        BIN,
         &[
             "serve",
             "m",
@@ -745,6 +558,7 @@ async fn prompt_tokens_come_from_the_models_tokenizer() {
     let tok = tokenizers::Tokenizer::from_file(format!("{model}/tokenizer.json")).unwrap();
     let port = free_port();
     let mut sim = Sim::start(
+        BIN,
         &[
             "serve",
             model,
@@ -810,6 +624,7 @@ async fn mori_registers_with_the_router_and_hands_off_kv() {
     let p_kv = kv("kv_producer", p_port, p_hs, p_nt);
     let d_kv = kv("kv_consumer", d_port, d_hs, d_nt);
     let mut p = Sim::start(
+        BIN,
         &[
             "serve",
             "m",
@@ -823,6 +638,7 @@ async fn mori_registers_with_the_router_and_hands_off_kv() {
         &[],
     );
     let mut d = Sim::start(
+        BIN,
         &[
             "serve",
             "m",
@@ -910,6 +726,7 @@ async fn sigterm_exits_0_every_time_and_headless_serves_side_channels() {
     for _ in 0..5 {
         let port = free_port();
         let mut sim = Sim::start(
+            BIN,
             &[
                 "serve",
                 "m",
@@ -931,6 +748,7 @@ async fn sigterm_exits_0_every_time_and_headless_serves_side_channels() {
         unreachable!()
     };
     let mut sim = Sim::start(
+        BIN,
         &[
             "serve",
             "m",
@@ -993,7 +811,7 @@ async fn render_routes_need_enable_scale_out() {
         if scale_out {
             args.push("--enable-scale-out");
         }
-        let mut sim = Sim::start(&args, &[("SRT_SIM_STARTUP_DELAY_MS", "0")]);
+        let mut sim = Sim::start(BIN, &args, &[("SRT_SIM_STARTUP_DELAY_MS", "0")]);
         wait_healthy(&mut sim, port).await;
         let (status, v) = post(port, "/v1/completions/render", &[], &body).await;
         if scale_out {

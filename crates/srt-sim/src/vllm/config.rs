@@ -8,8 +8,10 @@ use std::time::Duration;
 use super::args::{self, ServeArgs};
 use super::kv::{Connector, KvConfig};
 use super::ports::{self, PlannedListener};
-use super::sched::Timing;
-use super::SimError;
+use crate::common::knobs::{env_ms, env_on, Knobs};
+use crate::common::sched::Timing;
+use crate::common::text;
+use crate::SimError;
 
 /// How the DP ranks are load-balanced, after vLLM's own rewrites.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,23 +24,9 @@ pub enum LbMode {
     External,
 }
 
-/// The simulator's environment knobs (see the crate docs).
+/// The vLLM simulator's own knobs (see the crate docs).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Knobs {
-    /// `SRT_SIM_STARTUP_DELAY_MS` (200).
-    pub startup_delay: Duration,
-    /// `SRT_SIM_EXIT_DURING_STARTUP`: exit with this code half-way through startup.
-    pub exit_during_startup: Option<i32>,
-    /// `SRT_SIM_EXIT_AFTER_MS`: exit 1 this long after becoming healthy.
-    pub exit_after: Option<Duration>,
-    /// `SRT_SIM_UNHEALTHY_AFTER_MS`: `/health` answers 503 this long after becoming healthy.
-    pub unhealthy_after: Option<Duration>,
-    /// `SRT_SIM_TOKEN_DELAY_MS` (0): time per generated token.
-    pub token_delay: Duration,
-    /// `SRT_SIM_DECODE_US_PER_SEQ` (0): added to a step per decoding sequence.
-    pub decode_per_seq: Duration,
-    /// `SRT_SIM_PREFILL_US_PER_TOKEN` (0): a step's time per prompt token it prefills.
-    pub prefill_per_token: Duration,
+pub struct VllmKnobs {
     /// `SRT_SIM_NIXL_HANDSHAKE` (1): decode stages check the prefill's side channel.
     pub kv_handshake: bool,
     /// `SRT_SIM_REGISTER_INTERVAL_MS` (3000): MoRI-IO registration period.
@@ -76,8 +64,10 @@ pub struct SimConfig {
     pub listeners: Vec<PlannedListener>,
     /// Non-fatal remarks to log at startup.
     pub warnings: Vec<String>,
-    /// Simulator knobs.
+    /// The knobs every simulator reads.
     pub knobs: Knobs,
+    /// The vLLM simulator's own.
+    pub vllm_knobs: VllmKnobs,
     /// The timing model of every engine (knobs and `--max-num-seqs`,
     /// `--max-num-batched-tokens`).
     pub timing: Timing,
@@ -105,61 +95,17 @@ impl SimConfig {
         argv: &[String],
         env: &HashMap<String, String>,
     ) -> Result<SimConfig, SimError> {
-        let args = args::parse(argv).map_err(|e| SimError::Usage(e.0))?;
+        let args = args::parse(argv).map_err(|e| match e.0.as_str() {
+            "help requested" => SimError::Help,
+            _ => SimError::Usage(e.0),
+        })?;
         derive(args, env).map_err(SimError::Refused)
     }
 }
 
-fn env_ms(env: &HashMap<String, String>, key: &str) -> Result<Option<Duration>, String> {
-    match env.get(key).map(|s| s.trim()).filter(|s| !s.is_empty()) {
-        None => Ok(None),
-        Some(v) => v
-            .parse::<u64>()
-            .map(|ms| Some(Duration::from_millis(ms)))
-            .map_err(|_| format!("{key} must be a number of milliseconds, got '{v}'")),
-    }
-}
-
-fn env_us(env: &HashMap<String, String>, key: &str) -> Result<Option<Duration>, String> {
-    match env.get(key).map(|s| s.trim()).filter(|s| !s.is_empty()) {
-        None => Ok(None),
-        Some(v) => v
-            .parse::<u64>()
-            .map(|us| Some(Duration::from_micros(us)))
-            .map_err(|_| format!("{key} must be a number of microseconds, got '{v}'")),
-    }
-}
-
-fn knobs(env: &HashMap<String, String>) -> Result<Knobs, String> {
-    let exit_during_startup =
-        match env
-            .get("SRT_SIM_EXIT_DURING_STARTUP")
-            .map(|s| s.trim())
-            .filter(|s| !s.is_empty())
-        {
-            None => None,
-            Some(v) => Some(v.parse::<i32>().map_err(|_| {
-                format!("SRT_SIM_EXIT_DURING_STARTUP must be an exit code, got '{v}'")
-            })?),
-        };
-    let flag_on = |key: &str| {
-        !matches!(
-            env.get(key)
-                .map(|s| s.trim().to_ascii_lowercase())
-                .as_deref(),
-            Some("0" | "false" | "no" | "off")
-        )
-    };
-    Ok(Knobs {
-        startup_delay: env_ms(env, "SRT_SIM_STARTUP_DELAY_MS")?
-            .unwrap_or(Duration::from_millis(200)),
-        exit_during_startup,
-        exit_after: env_ms(env, "SRT_SIM_EXIT_AFTER_MS")?,
-        unhealthy_after: env_ms(env, "SRT_SIM_UNHEALTHY_AFTER_MS")?,
-        token_delay: env_ms(env, "SRT_SIM_TOKEN_DELAY_MS")?.unwrap_or_default(),
-        decode_per_seq: env_us(env, "SRT_SIM_DECODE_US_PER_SEQ")?.unwrap_or_default(),
-        prefill_per_token: env_us(env, "SRT_SIM_PREFILL_US_PER_TOKEN")?.unwrap_or_default(),
-        kv_handshake: flag_on("SRT_SIM_NIXL_HANDSHAKE"),
+fn vllm_knobs(env: &HashMap<String, String>) -> Result<VllmKnobs, String> {
+    Ok(VllmKnobs {
+        kv_handshake: env_on(env, "SRT_SIM_NIXL_HANDSHAKE"),
         register_interval: env_ms(env, "SRT_SIM_REGISTER_INTERVAL_MS")?
             .unwrap_or(Duration::from_secs(3)),
     })
@@ -209,28 +155,23 @@ fn timing(a: &ServeArgs, k: &Knobs) -> Result<Timing, String> {
         }
     };
     let d = Timing::default();
-    Ok(Timing {
-        step: k.token_delay,
-        per_seq: k.decode_per_seq,
-        prefill_per_token: k.prefill_per_token,
-        max_num_seqs: int("max-num-seqs", d.max_num_seqs as u64)? as usize,
-        max_batched_tokens: int("max-num-batched-tokens", d.max_batched_tokens)?,
-    })
+    Ok(k.timing(
+        int("max-num-seqs", d.max_num_seqs as u64)? as usize,
+        int("max-num-batched-tokens", d.max_batched_tokens)?,
+    ))
 }
 
 /// `tokenizer.json` of `--tokenizer`, else of the model path (a file, or a directory
 /// holding one).
 fn tokenizer_file(a: &ServeArgs) -> Option<std::path::PathBuf> {
-    let p = std::path::Path::new(extra(a, "tokenizer").unwrap_or(&a.model));
-    if p.is_file() {
-        Some(p.to_path_buf())
-    } else {
-        Some(p.join("tokenizer.json")).filter(|f| f.is_file())
-    }
+    text::tokenizer_file(std::path::Path::new(
+        extra(a, "tokenizer").unwrap_or(&a.model),
+    ))
 }
 
 fn derive(a: ServeArgs, env: &HashMap<String, String>) -> Result<SimConfig, String> {
-    let knobs = knobs(env)?;
+    let knobs = Knobs::from_env(env)?;
+    let vllm_knobs = vllm_knobs(env)?;
     check_vllm_port(env)?;
     let mut warnings = Vec::new();
 
@@ -510,6 +451,7 @@ fn derive(a: ServeArgs, env: &HashMap<String, String>) -> Result<SimConfig, Stri
         listeners: vec![],
         warnings,
         knobs,
+        vllm_knobs,
         args: a,
     };
     cfg.listeners = ports::plan(&cfg)?;
@@ -682,7 +624,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.knobs.startup_delay, Duration::from_millis(5));
         assert_eq!(c.knobs.exit_during_startup, Some(3));
-        assert!(!c.knobs.kv_handshake);
+        assert!(!c.vllm_knobs.kv_handshake);
         assert!(cfg_env("serve m", &[("SRT_SIM_STARTUP_DELAY_MS", "soon")]).is_err());
     }
 }

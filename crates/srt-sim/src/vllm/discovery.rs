@@ -9,7 +9,7 @@ use zeromq::{DealerSocket, Socket, SocketSend, ZmqMessage};
 
 use super::config::SimConfig;
 use super::kv::KvRole;
-use super::log;
+use crate::common::log;
 
 /// The registration map for the engine at local DP index `local_dp`, or `None` when the
 /// process does not register (no MoRI-IO connector, or an empty `proxy_ip`).

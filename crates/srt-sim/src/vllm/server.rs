@@ -1,30 +1,28 @@
 //! The OpenAI-compatible HTTP API (axum): health, models, metrics, completions and chat
 //! completions, with the prefill/decode behaviour of the configured KV connector.
 
-use std::convert::Infallible;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
-use axum::middleware::{self, Next};
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::config::SimConfig;
 use super::kv::{self, Connector, FailurePolicy, PrefillSource, Stage};
-use super::log;
-use super::sched::Scheduler;
+use crate::common::http::{self, access_log, label, Readiness, StageCounters, MAX_BODY};
+use crate::common::log;
+use crate::common::openai::{Dialect, Reply};
+use crate::common::sched::Scheduler;
+use crate::common::text::{max_tokens_of, now_secs, prompt_of, token_ids, tokens, Api};
 
 /// Tokens per KV block, for the block ids handed out by prefills.
 const BLOCK_SIZE: u64 = 16;
-
-/// Largest request body accepted (long prompts from benchmarks).
-const MAX_BODY: usize = 64 * 1024 * 1024;
 
 /// The vLLM version the simulator stands in for.
 pub const VLLM_VERSION: &str = "0.32.0";
@@ -117,11 +115,8 @@ pub struct AppState {
     cfg: Arc<SimConfig>,
     engines: Vec<Engine>,
     rr: AtomicUsize,
-    prefill: AtomicU64,
-    decode: AtomicU64,
-    agg: AtomicU64,
-    kv_consumed: AtomicU64,
-    healthy_since: Instant,
+    stages: StageCounters,
+    readiness: Readiness,
     tokenizer: Option<tokenizers::Tokenizer>,
 }
 
@@ -129,28 +124,14 @@ impl AppState {
     /// State for a server that became healthy now, over the engines from [`engines`] (the
     /// same ones whose ids the side channels announce).
     pub fn new(cfg: Arc<SimConfig>, engines: Vec<Engine>) -> Self {
-        if let Some(p) = &cfg.tokenizer {
-            log::info(&format!("counting prompt tokens with {}", p.display()));
-        }
-        let tokenizer = cfg.tokenizer.as_ref().and_then(|p| {
-            tokenizers::Tokenizer::from_file(p)
-                .map_err(|e| {
-                    log::warn(&format!(
-                        "cannot read {}: {e}; prompt tokens are counted as words",
-                        p.display()
-                    ));
-                })
-                .ok()
-        });
+        let tokenizer = crate::common::text::load_tokenizer(cfg.tokenizer.as_deref());
+        let readiness = Readiness::new(std::time::Duration::ZERO, cfg.knobs.unhealthy_after);
         AppState {
             cfg,
             engines,
             rr: AtomicUsize::new(0),
-            prefill: AtomicU64::new(0),
-            decode: AtomicU64::new(0),
-            agg: AtomicU64::new(0),
-            kv_consumed: AtomicU64::new(0),
-            healthy_since: Instant::now(),
+            stages: StageCounters::default(),
+            readiness,
             tokenizer,
         }
     }
@@ -204,17 +185,11 @@ pub fn app(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-async fn access_log(req: Request, next: Next) -> Response {
-    let line = format!("\"{} {}\"", req.method(), req.uri().path());
-    let resp = next.run(req).await;
-    log::info(&format!("{line} {}", resp.status().as_u16()));
-    resp
-}
-
 async fn health(State(st): State<Arc<AppState>>) -> StatusCode {
-    match st.cfg.knobs.unhealthy_after {
-        Some(d) if st.healthy_since.elapsed() >= d => StatusCode::SERVICE_UNAVAILABLE,
-        _ => StatusCode::OK,
+    if st.readiness.healthy() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
     }
 }
 
@@ -253,22 +228,6 @@ async fn scale_out_only(State(st): State<Arc<AppState>>) -> Response {
     )
 }
 
-/// The token ids of a text: the model's tokenizer's when it has one (as vLLM's), else
-/// one per word from its hash (a Router only compares them between requests).
-fn token_ids(tok: Option<&tokenizers::Tokenizer>, text: &str) -> Vec<u64> {
-    if let Some(e) = tok.and_then(|t| t.encode_fast(text, true).ok()) {
-        if !e.get_ids().is_empty() {
-            return e.get_ids().iter().map(|&id| u64::from(id)).collect();
-        }
-    }
-    let ids: Vec<u64> = text.split_whitespace().map(|w| fnv(w) % 32_000).collect();
-    if ids.is_empty() {
-        vec![0]
-    } else {
-        ids
-    }
-}
-
 /// `POST /v1/completions/render` and `/v1/chat/completions/render`: the prompt's token
 /// ids and sampling parameters, the shape vLLM 0.32 answers with `--enable-scale-out`
 /// (a one-element list), 403 without it.
@@ -284,7 +243,7 @@ async fn render(State(st): State<Arc<AppState>>, body: Bytes, api: Api) -> Respo
         Ok(p) => p,
         Err(msg) => return error(StatusCode::BAD_REQUEST, msg),
     };
-    let max_tokens = max_tokens_of(&req, api).unwrap_or(16);
+    let max_tokens = max_tokens_of(&req, api, DEFAULT_MAX_TOKENS).unwrap_or(16);
     Json(json!([{
         "request_id": format!("cmpl-{}", uuid::Uuid::new_v4().simple()),
         "token_ids": token_ids(st.tokenizer.as_ref(), &text),
@@ -329,12 +288,6 @@ async fn version() -> Json<Value> {
     Json(json!({ "version": VLLM_VERSION }))
 }
 
-fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 async fn models(State(st): State<Arc<AppState>>) -> Json<Value> {
     let data: Vec<Value> = st
         .cfg
@@ -354,12 +307,6 @@ async fn models(State(st): State<Arc<AppState>>) -> Json<Value> {
         })
         .collect();
     Json(json!({ "object": "list", "data": data }))
-}
-
-fn label(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 async fn metrics(State(st): State<Arc<AppState>>) -> Response {
@@ -390,40 +337,8 @@ async fn metrics(State(st): State<Arc<AppState>>) -> Response {
             }
         }
     }
-    out.push_str("# HELP srt_sim_requests_total Requests served by the simulator, by stage.\n");
-    out.push_str("# TYPE srt_sim_requests_total counter\n");
-    for (stage, c) in [
-        ("prefill", &st.prefill),
-        ("decode", &st.decode),
-        ("agg", &st.agg),
-    ] {
-        out.push_str(&format!(
-            "srt_sim_requests_total{{stage=\"{stage}\"}} {}\n",
-            c.load(Ordering::Relaxed)
-        ));
-    }
-    out.push_str(
-        "# HELP srt_sim_kv_transfers_consumed_total Decode stages that consumed a remote prefill's KV.\n",
-    );
-    out.push_str("# TYPE srt_sim_kv_transfers_consumed_total counter\n");
-    out.push_str(&format!(
-        "srt_sim_kv_transfers_consumed_total {}\n",
-        st.kv_consumed.load(Ordering::Relaxed)
-    ));
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        out,
-    )
-        .into_response()
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Api {
-    Completions,
-    Chat,
+    st.stages.write(&mut out);
+    http::prometheus(out)
 }
 
 fn error(status: StatusCode, msg: impl Into<String>) -> Response {
@@ -446,155 +361,6 @@ type Failure = (StatusCode, String);
 
 fn fail(status: StatusCode, msg: impl Into<String>) -> Failure {
     (status, msg.into())
-}
-
-fn words(s: &str) -> u64 {
-    s.split_whitespace().count() as u64
-}
-
-/// Tokens of a text prompt: the model's tokenizer with its special tokens (as vLLM
-/// tokenizes a completion prompt), else whitespace-separated words.
-fn count(tok: Option<&tokenizers::Tokenizer>, text: &str, special: bool) -> u64 {
-    match tok.and_then(|t| t.encode_fast(text, special).ok()) {
-        Some(e) => e.get_ids().len() as u64,
-        None => words(text),
-    }
-}
-
-/// Counts prompt tokens (with the model's tokenizer when it has one, else words; token
-/// ids as given) and returns the text that seeds the generated output. A chat is
-/// rendered with a generic template, `role: content` lines then `assistant: `, as the
-/// tiny test model's template does.
-fn prompt_of(
-    body: &Value,
-    api: Api,
-    tok: Option<&tokenizers::Tokenizer>,
-) -> Result<(u64, String), String> {
-    match api {
-        Api::Completions => match body.get("prompt") {
-            None | Some(Value::Null) => {
-                Err("Either prompt or prompt_embeds must be provided and non-empty.".into())
-            }
-            Some(Value::String(s)) => Ok((count(tok, s, true).max(1), s.clone())),
-            Some(Value::Array(items)) if !items.is_empty() => {
-                if items.iter().all(Value::is_number) {
-                    Ok((items.len() as u64, Value::Array(items.clone()).to_string()))
-                } else if let Some(Value::Array(first)) = items.first() {
-                    Ok((
-                        first.len().max(1) as u64,
-                        Value::Array(first.clone()).to_string(),
-                    ))
-                } else if let Some(Value::String(s)) = items.first() {
-                    Ok((count(tok, s, true).max(1), s.clone()))
-                } else {
-                    Err("prompt must be a string, a list of strings or token ids".into())
-                }
-            }
-            Some(_) => Err("prompt must be a string, a list of strings or token ids".into()),
-        },
-        Api::Chat => {
-            let msgs = body
-                .get("messages")
-                .and_then(Value::as_array)
-                .ok_or("messages: Field required (a list of chat messages)")?;
-            let Some(t) = tok else {
-                let mut text = String::new();
-                let mut n = 0;
-                for m in msgs {
-                    match m.get("content") {
-                        Some(Value::String(s)) => text.push_str(s),
-                        Some(Value::Array(parts)) => {
-                            for p in parts {
-                                if let Some(t) = p.get("text").and_then(Value::as_str) {
-                                    text.push_str(t);
-                                    text.push(' ');
-                                }
-                            }
-                        }
-                        _ => {}
-                    }
-                    text.push('\n');
-                    n += 3;
-                }
-                return Ok((words(&text) + n, text));
-            };
-            let mut text = String::new();
-            for m in msgs {
-                let role = m.get("role").and_then(Value::as_str).unwrap_or("user");
-                let content = match m.get("content") {
-                    Some(Value::String(s)) => s.clone(),
-                    Some(Value::Array(parts)) => parts
-                        .iter()
-                        .filter_map(|p| p.get("text").and_then(Value::as_str))
-                        .collect::<Vec<_>>()
-                        .join("\n"),
-                    _ => String::new(),
-                };
-                text.push_str(&format!("{role}: {content}\n"));
-            }
-            text.push_str("assistant: ");
-            Ok((count(Some(t), &text, false).max(1), text))
-        }
-    }
-}
-
-fn max_tokens_of(body: &Value, api: Api) -> Result<u64, String> {
-    let keys: &[&str] = match api {
-        Api::Completions => &["max_tokens"],
-        Api::Chat => &["max_completion_tokens", "max_tokens"],
-    };
-    for k in keys {
-        match body.get(*k) {
-            None | Some(Value::Null) => continue,
-            Some(v) => {
-                return match v.as_i64() {
-                    Some(n) if n >= 1 => Ok(n as u64),
-                    _ => Err(format!("{k} must be at least 1, got {v}")),
-                }
-            }
-        }
-    }
-    Ok(16)
-}
-
-const VOCAB: &[&str] = &[
-    "the",
-    "model",
-    "serves",
-    "tokens",
-    "from",
-    "a",
-    "simulated",
-    "engine",
-    "while",
-    "prefill",
-    "and",
-    "decode",
-    "share",
-    "cache",
-    "blocks",
-    "over",
-    "fast",
-    "links",
-    "to",
-    "answer",
-];
-
-fn fnv(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
-/// Deterministic output: the same prompt always yields the same tokens.
-fn tokens(seed_text: &str, choice: u64, n: u64) -> Vec<String> {
-    let seed = fnv(seed_text).wrapping_add(choice.wrapping_mul(7919));
-    (0..n)
-        .map(|i| {
-            let idx = (seed.wrapping_add(i.wrapping_mul(31)) % VOCAB.len() as u64) as usize;
-            format!(" {}", VOCAB[idx])
-        })
-        .collect()
 }
 
 struct RunningGuard<'a>(&'a AtomicI64);
@@ -678,7 +444,7 @@ async fn run_decode(
         Connector::Other(_) => unreachable!("other connectors serve as aggregate"),
     };
     let mut recomputed = false;
-    if check && st.cfg.knobs.kv_handshake {
+    if check && st.cfg.vllm_knobs.kv_handshake {
         if let (Some(host), Some(port)) = (src.host.as_deref(), src.port) {
             let got = kv::handshake(host, port, std::time::Duration::from_secs(3)).await;
             let failure = match got {
@@ -748,7 +514,7 @@ async fn generate(
         Ok(p) => p,
         Err(m) => return error(StatusCode::BAD_REQUEST, m),
     };
-    let requested = match max_tokens_of(&req, api) {
+    let requested = match max_tokens_of(&req, api, DEFAULT_MAX_TOKENS) {
         Ok(n) => n,
         Err(m) => return error(StatusCode::BAD_REQUEST, m),
     };
@@ -848,16 +614,16 @@ async fn generate(
             if out.recomputed {
                 sim["recomputed"] = json!(true);
             } else {
-                st.kv_consumed.fetch_add(1, Ordering::Relaxed);
+                st.stages.kv_consumed.fetch_add(1, Ordering::Relaxed);
                 prefill = 0;
             }
             requested
         }
     };
     match stage {
-        Stage::Agg => &st.agg,
-        Stage::Prefill => &st.prefill,
-        Stage::Decode => &st.decode,
+        Stage::Agg => &st.stages.agg,
+        Stage::Prefill => &st.stages.prefill,
+        Stage::Decode => &st.stages.decode,
     }
     .fetch_add(1, Ordering::Relaxed);
 
@@ -885,7 +651,17 @@ async fn generate(
             .unwrap_or_default()
     ));
 
+    let mut tail = Map::new();
+    tail.insert("prompt_logprobs".into(), Value::Null);
+    tail.insert("kv_transfer_params".into(), kv_out.clone());
+    tail.insert("srt_sim".into(), sim.clone());
+    let mut last_chunk = Map::new();
+    last_chunk.insert("srt_sim".into(), sim);
+    if !kv_out.is_null() {
+        last_chunk.insert("kv_transfer_params".into(), kv_out);
+    }
     let reply = Reply {
+        dialect: &VllmDialect,
         api,
         id,
         model: st.cfg.model_name().to_string(),
@@ -894,12 +670,12 @@ async fn generate(
         choices: (0..n_choices)
             .map(|c| tokens(&seed_text, c, completion_tokens))
             .collect(),
-        kv: kv_out,
-        sim,
+        tail,
+        last_chunk,
     };
     // Tokens come from the engine's scheduler (the timing model, `sched`); a stream sends
     // each token's frame as it is generated, a plain answer once all are.
-    let mut toks = engine.sched.submit(prefill, completion_tokens);
+    let toks = engine.sched.submit(prefill, completion_tokens);
     if stream {
         let frames = reply.sse_frames(include_usage);
         // The stream keeps the rank counted as running until it ends or the client leaves.
@@ -909,141 +685,52 @@ async fn generate(
             state: st.clone(),
             rank: engine.rank,
         };
-        let body = futures::stream::unfold(
-            (frames.into_iter(), toks, keep),
-            |(mut it, mut toks, keep)| async move {
-                let frame = it.next()?;
-                toks.next().await;
-                Some((Ok::<_, Infallible>(Bytes::from(frame)), (it, toks, keep)))
-            },
-        );
-        Response::builder()
-            .status(StatusCode::OK)
-            .header(header::CONTENT_TYPE, "text/event-stream; charset=utf-8")
-            .header(header::CACHE_CONTROL, "no-cache")
-            .body(Body::from_stream(body))
-            .expect("valid response")
+        http::sse(frames, toks, keep)
     } else {
-        while toks.next().await {}
+        let resp = http::when_done(toks, || reply.full()).await;
         drop(guard);
-        Json(reply.full()).into_response()
+        resp
     }
 }
 
-/// A generated reply, renderable as one JSON body or as SSE chunks.
-struct Reply {
-    api: Api,
-    id: String,
-    model: String,
-    created: u64,
-    prompt_tokens: u64,
-    choices: Vec<Vec<String>>,
-    kv: Value,
-    sim: Value,
-}
+/// Completions default to 16 tokens, as vLLM's (the simulator uses it for chats too).
+const DEFAULT_MAX_TOKENS: u64 = 16;
 
-impl Reply {
-    fn usage(&self) -> Value {
-        let completion: u64 = self.choices.iter().map(|c| c.len() as u64).sum();
+/// vLLM 0.32's shapes.
+struct VllmDialect;
+
+impl Dialect for VllmDialect {
+    fn choice_tail(&self, api: Api, full: bool) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("stop_reason".into(), Value::Null);
+        if full && api == Api::Completions {
+            m.insert("prompt_logprobs".into(), Value::Null);
+        }
+        m
+    }
+
+    fn message(&self, text: String) -> Value {
+        json!({"role": "assistant", "content": text, "reasoning_content": null, "tool_calls": []})
+    }
+
+    fn role_choice(&self, index: usize) -> Value {
         json!({
-            "prompt_tokens": self.prompt_tokens,
-            "total_tokens": self.prompt_tokens + completion,
-            "completion_tokens": completion,
+            "index": index, "delta": {"role": "assistant", "content": ""},
+            "logprobs": null, "finish_reason": null,
+        })
+    }
+
+    fn token_delta(&self, token: &str) -> Value {
+        json!({"content": token})
+    }
+
+    fn usage(&self, prompt_tokens: u64, completion_tokens: u64) -> Value {
+        json!({
+            "prompt_tokens": prompt_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "completion_tokens": completion_tokens,
             "prompt_tokens_details": null,
         })
-    }
-
-    fn full(&self) -> Value {
-        let choices: Vec<Value> = self
-            .choices
-            .iter()
-            .enumerate()
-            .map(|(i, toks)| {
-                let text = toks.concat();
-                match self.api {
-                    Api::Completions => json!({
-                        "index": i, "text": text, "logprobs": null,
-                        "finish_reason": "length", "stop_reason": null, "prompt_logprobs": null,
-                    }),
-                    Api::Chat => json!({
-                        "index": i,
-                        "message": {"role": "assistant", "content": text, "reasoning_content": null, "tool_calls": []},
-                        "logprobs": null, "finish_reason": "length", "stop_reason": null,
-                    }),
-                }
-            })
-            .collect();
-        json!({
-            "id": self.id,
-            "object": match self.api { Api::Completions => "text_completion", Api::Chat => "chat.completion" },
-            "created": self.created,
-            "model": self.model,
-            "choices": choices,
-            "usage": self.usage(),
-            "prompt_logprobs": null,
-            "kv_transfer_params": self.kv,
-            "srt_sim": self.sim,
-        })
-    }
-
-    fn chunk(&self, choices: Value) -> Value {
-        json!({
-            "id": self.id,
-            "object": match self.api { Api::Completions => "text_completion", Api::Chat => "chat.completion.chunk" },
-            "created": self.created,
-            "model": self.model,
-            "choices": choices,
-        })
-    }
-
-    /// The SSE body, one frame per generated token (each choice's token at that index;
-    /// a chat's role chunk with the first; the usage chunk and `[DONE]` with the last).
-    fn sse_frames(&self, include_usage: bool) -> Vec<String> {
-        let n = self.choices.iter().map(Vec::len).max().unwrap_or(0).max(1);
-        let mut frames = vec![String::new(); n];
-        let push = |frame: &mut String, ev: Value| frame.push_str(&format!("data: {ev}\n\n"));
-        for (t, frame) in frames.iter_mut().enumerate() {
-            for (i, toks) in self.choices.iter().enumerate() {
-                let Some(tok) = toks.get(t) else { continue };
-                if t == 0 && self.api == Api::Chat {
-                    push(
-                        frame,
-                        self.chunk(json!([{
-                            "index": i, "delta": {"role": "assistant", "content": ""},
-                            "logprobs": null, "finish_reason": null,
-                        }])),
-                    );
-                }
-                let last = t + 1 == toks.len();
-                let finish = if last { json!("length") } else { Value::Null };
-                let choice = match self.api {
-                    Api::Completions => json!({
-                        "index": i, "text": tok, "logprobs": null,
-                        "finish_reason": finish, "stop_reason": null,
-                    }),
-                    Api::Chat => json!({
-                        "index": i, "delta": {"content": tok},
-                        "logprobs": null, "finish_reason": finish, "stop_reason": null,
-                    }),
-                };
-                let mut ev = self.chunk(json!([choice]));
-                if last {
-                    ev["srt_sim"] = self.sim.clone();
-                    if !self.kv.is_null() {
-                        ev["kv_transfer_params"] = self.kv.clone();
-                    }
-                }
-                push(frame, ev);
-            }
-        }
-        let last = frames.last_mut().expect("at least one frame");
-        if include_usage {
-            let mut ev = self.chunk(json!([]));
-            ev["usage"] = self.usage();
-            push(last, ev);
-        }
-        last.push_str("data: [DONE]\n\n");
-        frames
     }
 }
 
@@ -1052,81 +739,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn prompt_counting() {
-        assert_eq!(
-            prompt_of(&json!({"prompt": "a b c"}), Api::Completions, None)
-                .unwrap()
-                .0,
-            3
-        );
-        assert_eq!(
-            prompt_of(&json!({"prompt": [1, 2, 3, 4]}), Api::Completions, None)
-                .unwrap()
-                .0,
-            4
-        );
-        assert!(prompt_of(&json!({}), Api::Completions, None).is_err());
-        assert!(prompt_of(&json!({"prompt": 5}), Api::Completions, None).is_err());
-        let chat = json!({"messages": [{"role": "user", "content": "hi there"}]});
-        assert_eq!(prompt_of(&chat, Api::Chat, None).unwrap().0, 5);
-        assert!(prompt_of(&json!({"messages": "x"}), Api::Chat, None).is_err());
-    }
-
-    #[test]
-    fn max_tokens_rules() {
-        assert_eq!(max_tokens_of(&json!({}), Api::Completions).unwrap(), 16);
-        assert_eq!(
-            max_tokens_of(&json!({"max_tokens": null}), Api::Completions).unwrap(),
-            16
-        );
-        assert_eq!(
-            max_tokens_of(&json!({"max_tokens": 3}), Api::Completions).unwrap(),
-            3
-        );
-        assert_eq!(
-            max_tokens_of(
-                &json!({"max_tokens": 3, "max_completion_tokens": 5}),
-                Api::Chat
-            )
-            .unwrap(),
-            5
-        );
-        assert!(max_tokens_of(&json!({"max_tokens": 0}), Api::Completions).is_err());
-    }
-
-    #[test]
-    fn generation_is_deterministic() {
-        assert_eq!(tokens("p", 0, 8), tokens("p", 0, 8));
-        assert_eq!(tokens("p", 0, 8).len(), 8);
-        assert_ne!(tokens("p", 0, 8), tokens("q", 0, 8));
-    }
-
-    #[test]
-    fn sse_shape() {
-        let r = Reply {
-            api: Api::Completions,
-            id: "cmpl-x".into(),
-            model: "m".into(),
-            created: 1,
-            prompt_tokens: 2,
-            choices: vec![tokens("p", 0, 3)],
-            kv: Value::Null,
-            sim: json!({"stage": "agg"}),
-        };
-        let frames = r.sse_frames(true);
-        assert_eq!(frames.len(), 3, "one frame per token");
-        let chunks: Vec<&str> = frames
-            .iter()
-            .flat_map(|f| f.split_terminator("\n\n"))
-            .collect();
-        assert_eq!(chunks.len(), 5);
-        assert_eq!(*chunks.last().unwrap(), "data: [DONE]");
-        assert!(frames[2].ends_with("data: [DONE]\n\n"));
-        let last_tok: Value =
-            serde_json::from_str(chunks[2].trim_start_matches("data: ").trim()).unwrap();
-        assert_eq!(last_tok["choices"][0]["finish_reason"], "length");
-        let usage: Value =
-            serde_json::from_str(chunks[3].trim_start_matches("data: ").trim()).unwrap();
-        assert_eq!(usage["usage"]["completion_tokens"], 3);
+    fn vllm_shapes() {
+        let r = crate::common::openai::sample(&VllmDialect, Api::Chat);
+        let full = r.full();
+        assert_eq!(full["choices"][0]["message"]["tool_calls"], json!([]));
+        assert_eq!(full["choices"][0]["stop_reason"], Value::Null);
+        assert_eq!(full["usage"]["total_tokens"], 4);
+        let frames = r.sse_frames(false);
+        assert!(frames[0].contains(r#""delta":{"role":"assistant","content":""}"#));
     }
 }

@@ -21,9 +21,14 @@
 //! absolute deadlines, so timer lateness does not accumulate.
 //!
 //! With every cost zero (the default) there is no scheduler: tokens are ready at once.
+//!
+//! [`Scheduler::load`] counts the engine's sequences as a server reports them: running
+//! (admitted, not finished) and waiting (queued for a slot). Without a scheduler a
+//! request runs from its submission until its [`Tokens`] are dropped.
 
 use std::collections::VecDeque;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -85,12 +90,35 @@ struct Seq {
 pub struct Scheduler {
     timing: Timing,
     queue: OnceLock<mpsc::UnboundedSender<Seq>>,
+    load: Arc<Load>,
+}
+
+/// Sequences of an engine, as its scheduler counts them.
+#[derive(Debug, Default)]
+struct Load {
+    running: AtomicUsize,
+    waiting: AtomicUsize,
+}
+
+/// A request counted as running until dropped (no scheduler: nothing else ends it).
+#[derive(Debug)]
+struct Running(Arc<Load>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Tokens of a submitted request as they are generated: one `()` per token.
-pub enum Tokens {
-    /// Every token is ready now.
-    Instant(u64),
+pub struct Tokens(TokenSource);
+
+enum TokenSource {
+    /// Every token is ready now (`left` of them); the request runs while this lives.
+    Instant {
+        left: u64,
+        _running: Option<Running>,
+    },
     /// Tokens arrive from the scheduler.
     Timed(mpsc::UnboundedReceiver<()>),
 }
@@ -98,13 +126,13 @@ pub enum Tokens {
 impl Tokens {
     /// Wait for the next token; `false` when the sequence is over.
     pub async fn next(&mut self) -> bool {
-        match self {
-            Tokens::Instant(0) => false,
-            Tokens::Instant(n) => {
-                *n -= 1;
+        match &mut self.0 {
+            TokenSource::Instant { left: 0, .. } => false,
+            TokenSource::Instant { left, .. } => {
+                *left -= 1;
                 true
             }
-            Tokens::Timed(rx) => rx.recv().await.is_some(),
+            TokenSource::Timed(rx) => rx.recv().await.is_some(),
         }
     }
 }
@@ -115,31 +143,48 @@ impl Scheduler {
         Scheduler {
             timing,
             queue: OnceLock::new(),
+            load: Arc::default(),
         }
+    }
+
+    /// Sequences running (admitted, not finished) and waiting for a slot, now.
+    pub fn load(&self) -> (usize, usize) {
+        (
+            self.load.running.load(Ordering::Relaxed),
+            self.load.waiting.load(Ordering::Relaxed),
+        )
     }
 
     /// Queue a request: `prefill` prompt tokens to compute, then `tokens` to generate.
     /// Dropping the returned [`Tokens`] abandons the request (a client gone).
     pub fn submit(&self, prefill: u64, tokens: u64) -> Tokens {
         if self.timing.is_instant() || tokens == 0 {
-            return Tokens::Instant(tokens);
+            let running = (tokens > 0).then(|| {
+                self.load.running.fetch_add(1, Ordering::Relaxed);
+                Running(self.load.clone())
+            });
+            return Tokens(TokenSource::Instant {
+                left: tokens,
+                _running: running,
+            });
         }
         let queue = self.queue.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
-            tokio::spawn(run(self.timing, rx));
+            tokio::spawn(run(self.timing, rx, self.load.clone()));
             tx
         });
         let (tx, rx) = mpsc::unbounded_channel();
+        self.load.waiting.fetch_add(1, Ordering::Relaxed);
         let _ = queue.send(Seq {
             prefill_left: prefill,
             tokens_left: tokens,
             tokens: tx,
         });
-        Tokens::Timed(rx)
+        Tokens(TokenSource::Timed(rx))
     }
 }
 
-async fn run(t: Timing, mut queue: mpsc::UnboundedReceiver<Seq>) {
+async fn run(t: Timing, mut queue: mpsc::UnboundedReceiver<Seq>, load: Arc<Load>) {
     let mut waiting: VecDeque<Seq> = VecDeque::new();
     let mut running: Vec<Seq> = Vec::new();
     let mut deadline = Instant::now();
@@ -158,7 +203,11 @@ async fn run(t: Timing, mut queue: mpsc::UnboundedReceiver<Seq>) {
         }
         while running.len() < t.max_num_seqs.max(1) {
             match waiting.pop_front() {
-                Some(s) => running.push(s),
+                Some(s) => {
+                    load.waiting.fetch_sub(1, Ordering::Relaxed);
+                    load.running.fetch_add(1, Ordering::Relaxed);
+                    running.push(s);
+                }
                 None => break,
             }
         }
@@ -194,14 +243,18 @@ async fn run(t: Timing, mut queue: mpsc::UnboundedReceiver<Seq>) {
         running.retain_mut(|s| {
             let emits = decoding[i] || first_token[i];
             i += 1;
-            if !emits {
-                return !s.tokens.is_closed();
+            let keep = if !emits {
+                !s.tokens.is_closed()
+            } else if s.tokens.send(()).is_err() {
+                false
+            } else {
+                s.tokens_left -= 1;
+                s.tokens_left > 0
+            };
+            if !keep {
+                load.running.fetch_sub(1, Ordering::Relaxed);
             }
-            if s.tokens.send(()).is_err() {
-                return false;
-            }
-            s.tokens_left -= 1;
-            s.tokens_left > 0
+            keep
         });
     }
 }
@@ -289,6 +342,30 @@ mod tests {
     async fn instant_when_free() {
         let s = Scheduler::new(Timing::default());
         let mut toks = s.submit(100, 2);
+        assert_eq!(s.load(), (1, 0), "running until its tokens are dropped");
         assert!(toks.next().await && toks.next().await && !toks.next().await);
+        drop(toks);
+        assert_eq!(s.load(), (0, 0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn load_counts_running_and_waiting() {
+        let mut tm = timing(10, 0, 0);
+        tm.max_num_seqs = 1;
+        let s = Scheduler::new(tm);
+        let mut a = s.submit(1, 2);
+        let mut b = s.submit(1, 2);
+        assert_eq!(
+            s.load(),
+            (0, 2),
+            "queued before the scheduler has seen them"
+        );
+        assert!(a.next().await);
+        assert_eq!(s.load(), (1, 1));
+        assert!(a.next().await && !a.next().await);
+        assert!(b.next().await);
+        assert_eq!(s.load(), (1, 0));
+        assert!(b.next().await && !b.next().await);
+        assert_eq!(s.load(), (0, 0));
     }
 }
