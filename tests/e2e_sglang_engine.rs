@@ -56,8 +56,8 @@ rollout:
 }
 
 /// `prefills` prefills (TP 2, attention DP 2) on one node and two decodes (TP 1) on
-/// another, each role with its own context length.
-fn pd_recipe(prefills: u32, prefill_len: u32, decode_len: u32) -> String {
+/// another, each role with its own context length, behind `frontend`.
+fn pd_recipe(frontend: &str, prefills: u32, prefill_len: u32, decode_len: u32) -> String {
     format!(
         "schema: 2
 name: {PD}
@@ -70,7 +70,7 @@ engine:
   type: sglang
   connector: nixl
 frontend:
-  type: sglang-router
+  type: {frontend}
   enable_multiple_frontends: false
   args:
     policy: round_robin
@@ -129,7 +129,8 @@ fn apply_under_load(
     out
 }
 
-/// The gateway's workers by type: (prefill, decode, regular) entries it lists.
+/// The gateway's workers by type: (prefill, decode, regular) entries it lists, but
+/// those it is draining (smg keeps a removed worker listed as `draining` for 5 s).
 fn listed_by_type(env: &Env) -> (usize, usize, usize) {
     let listed = env.get("http://127.0.0.1:8000/workers");
     let of = |t: &str| {
@@ -137,7 +138,7 @@ fn listed_by_type(env: &Env) -> (usize, usize, usize) {
             .as_array()
             .unwrap()
             .iter()
-            .filter(|w| w["worker_type"] == t)
+            .filter(|w| w["worker_type"] == t && w["status"] != "draining")
             .count()
     };
     (of("prefill"), of("decode"), of("regular"))
@@ -193,9 +194,24 @@ fn aggregated_sglang_workers_roll_and_scale_without_failures_or_a_restart() {
 
 #[test]
 fn sglang_prefill_decode_pairs_by_bootstrap_and_changes_keep_the_gateway() {
+    prefill_decode_changes_keep_the_gateway("sglang-router");
+}
+
+/// smg (sglang-router's successor) drives SGLang's rendezvous too: it detects the
+/// workers' runtime (`/v1/models` `owned_by: sglang`) and pairs them `sglang/?/?`.
+#[test]
+fn smg_pairs_sglang_prefill_decode_by_bootstrap_and_changes_keep_the_gateway() {
+    prefill_decode_changes_keep_the_gateway("smg");
+}
+
+/// Prefill/decode behind `frontend`: each worker is added in its role (a prefill with
+/// its bootstrap port), every completion is the decode's with its prefill's KV, and
+/// decode and prefill changes, one request at a time and eight in flight, fail no
+/// request and keep the gateway.
+fn prefill_decode_changes_keep_the_gateway(frontend: &str) {
     let _g = serial();
     let env = Env::new();
-    let path = env.recipe("sglang-engine.yaml", &pd_recipe(1, 2048, 2048));
+    let path = env.recipe("sglang-engine.yaml", &pd_recipe(frontend, 1, 2048, 2048));
     let out = env.apply(&path);
     assert!(out.contains("smoke: passed"), "{out}");
     assert_eq!(listed_by_type(&env), (1, 2, 0));
@@ -215,7 +231,7 @@ fn sglang_prefill_decode_pairs_by_bootstrap_and_changes_keep_the_gateway() {
     {
         let in_flight = if i % 2 == 0 { 1 } else { 8 };
         let what = format!("{change}, {in_flight} in flight");
-        let text = pd_recipe(prefills, prefill_len, decode_len);
+        let text = pd_recipe(frontend, prefills, prefill_len, decode_len);
         let out = apply_under_load(&env, PD, &text, in_flight, &what, gateway);
         assert!(out.contains(summary), "{what}:\n{out}");
         assert_eq!(listed_by_type(&env), (prefills as usize, 2, 0), "{what}");

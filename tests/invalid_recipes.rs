@@ -254,12 +254,6 @@ const CASES: &[Case] = &[
         "drives SGLang's bootstrap rendezvous",
     ),
     case(
-        "sglang-behind-smg-prefill-decode.yaml",
-        "srt::recipe::pd_protocol",
-        "sglang",
-        "speak SGLang's bootstrap rendezvous",
-    ),
-    case(
         "sglang-behind-vllm-router-prefill-decode.yaml",
         "srt::recipe::pd_protocol",
         "sglang",

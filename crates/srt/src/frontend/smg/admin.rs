@@ -86,9 +86,10 @@ async fn settle(
 }
 
 /// The body of `POST /workers` for `worker`: its URL; a prefill or decode worker also
-/// its `worker_type` and the `kv_connector` the gateway pairs the two legs over (without
-/// one it sends both legs without `kv_transfer_params`, and the decode computes the
-/// prompt itself).
+/// its `worker_type`, the `kv_connector` the gateway pairs vLLM's two legs over (without
+/// one it sends both legs without `kv_transfer_params`, and a vLLM decode computes the
+/// prompt itself), and a prefill its `bootstrap_port` (SGLang's rendezvous; a vLLM
+/// prefill's NIXL side channel, which the gateway does not need and keeps).
 fn body(worker: Registration<'_>) -> serde_json::Value {
     let mut body = serde_json::json!({ "url": worker.url });
     let Some(worker_type) = super::super::gateway::worker_type(worker.role) else {
@@ -97,6 +98,9 @@ fn body(worker: Registration<'_>) -> serde_json::Value {
     body["worker_type"] = worker_type.into();
     if let Some(connector) = worker.kv_connector {
         body["kv_connector"] = connector.into();
+    }
+    if let Some(port) = worker.bootstrap_port {
+        body["bootstrap_port"] = port.into();
     }
     body
 }
@@ -247,5 +251,15 @@ mod tests {
                 serde_json::json!({ "url": url, "worker_type": name, "kv_connector": "NixlConnector" })
             );
         }
+        let sglang_prefill = Registration {
+            url,
+            role: RoleKind::Prefill,
+            kv_connector: None,
+            bootstrap_port: Some(14500),
+        };
+        assert_eq!(
+            body(sglang_prefill),
+            serde_json::json!({ "url": url, "worker_type": "prefill", "bootstrap_port": 14500 })
+        );
     }
 }

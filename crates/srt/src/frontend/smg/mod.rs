@@ -1,13 +1,15 @@
-//! The Shepherd Model Gateway (`smg`, PyPI) in front of `vllm serve` workers.
+//! The Shepherd Model Gateway (`smg`, PyPI) in front of vLLM's and SGLang's workers.
 //!
 //! `smg launch --host 0.0.0.0 --port P --prometheus-port M --prometheus-host 0.0.0.0
 //! [--pd-disaggregation] <args>`, with no worker on its command line: srt adds each
 //! worker through the admin API ([`admin`]) once it is healthy and takes it out before
 //! stopping it (managed membership), so a changed worker set never restarts the
 //! gateway, in its regular mode or its prefill/decode one. A prefill or decode worker
-//! is added with its `worker_type` and its `kv_connector`; the gateway then sends the
-//! prefill leg with vLLM's `kv_transfer_params` (`do_remote_decode`) and the decode leg
-//! with what the prefill answered (`docs/smg-notes.md`).
+//! is added with its `worker_type`, its `kv_connector` and its `bootstrap_port`; the
+//! gateway then drives the hand-off of the runtime it detects on the worker: vLLM's
+//! (the prefill leg with `kv_transfer_params`, `do_remote_decode`, and the decode leg
+//! with what the prefill answered) or SGLang's bootstrap rendezvous (both legs at once,
+//! with `bootstrap_host`/`bootstrap_port`/`bootstrap_room`) (`docs/smg-notes.md`).
 //!
 //! Readiness: its `/health` is 200 with no worker at all, so the gate reads `/readiness`
 //! (`{"healthy_workers": N, ...}`; 503 until one is healthy, and in prefill/decode mode
@@ -99,9 +101,10 @@ impl Frontend for Smg {
     }
 
     /// vLLM's NIXL hand-off (1.13.0 tags the prefill leg only for a worker registered
-    /// with `kv_connector: NixlConnector`; unpaired, it sends both legs untagged).
+    /// with `kv_connector: NixlConnector`; unpaired, it sends both legs untagged), and
+    /// SGLang's rendezvous (a worker whose `/v1/models` says `owned_by: sglang`).
     fn pd_protocols(&self) -> &'static [PdProtocol] {
-        &[PdProtocol::KvTransferParams]
+        &[PdProtocol::KvTransferParams, PdProtocol::Bootstrap]
     }
 
     fn validate(&self, _: &Recipe, _: &[ConnectorChoice], _: &mut Vec<Problem>) {}
