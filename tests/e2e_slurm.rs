@@ -1035,3 +1035,42 @@ fn smg_prefill_decode_behind_nginx_rolls_without_restarting_the_gateway() {
     served("after the decode roll");
     destroy(&env, d);
 }
+
+/// An SGLang worker of TP 8 over both nodes: the leader on n1 serves, the follower on n2
+/// joins it at the leader's `--dist-init-addr` and answers its own stand-in `/health`;
+/// an args change replaces both, and the Router routes to the new leader.
+#[test]
+fn sglang_worker_spanning_two_nodes_serves_from_its_leader_and_rolls() {
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(c) = cluster() else { return };
+    let env = Env::new(c);
+    let d = "slurm-sglang-multinode";
+    let text = example("slurm-sglang-multinode.yaml");
+    let recipe = env.file("sglang.yaml", &text);
+    apply_and_serve(&env, &recipe, d);
+    let served = |when: &str| {
+        let v = completion(&env.router());
+        assert_eq!(v["srt_sim"]["stage"], "agg", "{when}: {v}");
+    };
+    served("first apply");
+    assert_eq!(env.runtime(d, "worker.agg[0].node[0]")["nodes"][0], "n1");
+    assert_eq!(env.runtime(d, "worker.agg[0].node[1]")["nodes"][0], "n2");
+    let status = env.ok(&["status", d, "--json"]);
+    assert!(
+        !status.contains("\"failed\"") && !status.contains("drifted"),
+        "{status}"
+    );
+    let changed = env.file(
+        "sglang.yaml",
+        &text.replace(
+            "      tp-size: 8\n",
+            "      tp-size: 8\n      context-length: 1024\n",
+        ),
+    );
+    let out = env.ok(&["apply", "-f", &changed, "--simulate", "--auto-approve"]);
+    assert!(out.contains("2 replaced"), "{out}");
+    served("after the roll");
+    destroy(&env, d);
+}
