@@ -123,6 +123,20 @@ pub(crate) struct Wrapper {
     pub followers_connect: bool,
 }
 
+/// The program of the wrapper among `wrappers` for the runtime named `runtime`, or why
+/// the engine (`engine`, as messages name it) has none.
+pub(crate) fn wrapper_program(
+    engine: &str,
+    wrappers: &'static [Wrapper],
+    runtime: &str,
+) -> Result<&'static [&'static str], String> {
+    wrappers
+        .iter()
+        .find(|w| w.runtime == runtime)
+        .map(|w| w.program)
+        .ok_or_else(|| format!("{engine} has no wrapper for the `{runtime}` runtime"))
+}
+
 /// The wrapper among `wrappers` that `argv` runs, if any.
 pub(crate) fn wrapper_of(
     wrappers: &'static [Wrapper],

@@ -209,11 +209,7 @@ impl Engine for Sglang {
     }
 
     fn runtime_wrapper(&self, runtime: &str) -> Result<&'static [&'static str], String> {
-        WRAPPERS
-            .iter()
-            .find(|w| w.runtime == runtime)
-            .map(|w| w.program)
-            .ok_or_else(|| format!("SGLang has no wrapper for the `{runtime}` runtime"))
+        super::wrapper_program("SGLang", WRAPPERS, runtime)
     }
 
     fn serving(

@@ -235,11 +235,7 @@ impl Engine for Vllm {
     }
 
     fn runtime_wrapper(&self, runtime: &str) -> Result<&'static [&'static str], String> {
-        WRAPPERS
-            .iter()
-            .find(|w| w.runtime == runtime)
-            .map(|w| w.program)
-            .ok_or_else(|| format!("vLLM has no wrapper for the `{runtime}` runtime"))
+        super::wrapper_program("vLLM", WRAPPERS, runtime)
     }
 
     fn serving(
