@@ -147,7 +147,6 @@ impl Engine for Sglang {
     }
 
     fn connector(&self, recipe: &Recipe, role: &Role) -> Result<ConnectorChoice, Problem> {
-        connector::for_role(recipe, role)?;
         Ok(ConnectorChoice {
             role: role.kind,
             name: connector::for_role(recipe, role)?.name,
