@@ -889,6 +889,7 @@ fn benchmark_spec(recipe: &Recipe, b: &crate::recipe::Benchmark, public_url: &st
             None => bench::Rate::Inf,
         },
         max_duration_seconds: b.max_duration_secs,
+        max_failed_fraction: b.max_failed_fraction,
         ignore_eos: b.ignore_eos,
         seed: b.seed,
         percentiles: b.percentiles.clone(),

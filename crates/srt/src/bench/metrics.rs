@@ -190,6 +190,58 @@ pub(super) fn calculate(
     m
 }
 
+/// Why a run's figures prove nothing about the deployment ([`judge`]).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Invalid {
+    /// More measured requests failed than `benchmark.max_failed_fraction` allows.
+    #[error(
+        "{failed}/{total} measured requests failed (fraction {:.4}), more than `benchmark.max_failed_fraction` allows ({threshold}); first error: {first_error}",
+        *failed as f64 / *total as f64
+    )]
+    TooManyFailed {
+        /// Failed requests, over every level.
+        failed: usize,
+        /// Measured requests, over every level.
+        total: usize,
+        /// `benchmark.max_failed_fraction`.
+        threshold: f64,
+        /// The first error seen.
+        first_error: String,
+    },
+    /// The requests that succeeded brought no output token back.
+    #[error("no output token came back from {total} measured requests ({failed} of them failed): the server answered without generating anything")]
+    NoOutput {
+        /// Failed requests, over every level.
+        failed: usize,
+        /// Measured requests, over every level.
+        total: usize,
+    },
+}
+
+/// Whether a run's totals over every level make a benchmark: some output token came
+/// back, and at most `max_failed_fraction` of the `total` measured requests failed (a
+/// fraction at the threshold passes).
+pub(super) fn judge(
+    failed: usize,
+    total: usize,
+    output_tokens: u64,
+    max_failed_fraction: f64,
+    first_error: Option<&str>,
+) -> Result<(), Invalid> {
+    if failed > 0 && failed as f64 > max_failed_fraction * total as f64 {
+        return Err(Invalid::TooManyFailed {
+            failed,
+            total,
+            threshold: max_failed_fraction,
+            first_error: first_error.unwrap_or("no detail").to_string(),
+        });
+    }
+    if output_tokens == 0 {
+        return Err(Invalid::NoOutput { failed, total });
+    }
+    Ok(())
+}
+
 /// vLLM's peaks: output tokens received and requests in flight per one-second bucket
 /// from the first successful send.
 fn peaks(outputs: &[Output]) -> (f64, u64) {
@@ -349,6 +401,51 @@ mod tests {
             calculate(&[], 1.0, &[], &Slo::default(), &|_| 0).request_goodput,
             None
         );
+    }
+
+    #[test]
+    fn no_output_token_fails_a_run() {
+        assert_eq!(
+            judge(0, 8, 0, 0.05, None),
+            Err(Invalid::NoOutput {
+                failed: 0,
+                total: 8
+            })
+        );
+        // Within the threshold, failures do not hide that nothing came back.
+        assert!(matches!(
+            judge(1, 40, 0, 0.05, Some("500")),
+            Err(Invalid::NoOutput { failed: 1, .. })
+        ));
+        assert_eq!(judge(0, 8, 1, 0.05, None), Ok(()));
+    }
+
+    #[test]
+    fn failures_up_to_the_threshold_pass_and_above_it_fail() {
+        // 2 of 40 is exactly 0.05.
+        assert_eq!(judge(2, 40, 100, 0.05, Some("500")), Ok(()));
+        let e = judge(3, 40, 100, 0.05, Some("500 Internal Server Error")).unwrap_err();
+        assert_eq!(
+            e,
+            Invalid::TooManyFailed {
+                failed: 3,
+                total: 40,
+                threshold: 0.05,
+                first_error: "500 Internal Server Error".into()
+            }
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("3/40") && text.contains("0.0750") && text.contains("(0.05)"),
+            "{text}"
+        );
+        // A threshold of 0 allows none; of 1, all (then only the output counts).
+        assert!(judge(1, 1000, 100, 0.0, None).is_err());
+        assert_eq!(judge(0, 1000, 100, 0.0, None), Ok(()));
+        assert!(matches!(
+            judge(8, 8, 0, 1.0, None),
+            Err(Invalid::NoOutput { .. })
+        ));
     }
 
     #[test]
