@@ -317,7 +317,10 @@ fn a_benchmark_whose_requests_fail_fails_the_apply() {
     let runs = runs(&env);
     assert_eq!(runs.len(), 1, "{runs:?}");
     let name = runs[0].file_name().unwrap().to_string_lossy();
-    assert!(shown.contains(&format!("results .srt/e2e-bench/bench/{name}")), "{shown}");
+    assert!(
+        shown.contains(&format!("results .srt/e2e-bench/bench/{name}")),
+        "{shown}"
+    );
     let levels: Vec<serde_json::Value> = std::fs::read_to_string(&runs[0])
         .unwrap()
         .lines()
@@ -326,4 +329,36 @@ fn a_benchmark_whose_requests_fail_fails_the_apply() {
     assert_eq!(levels.len(), 2);
     assert!(levels.iter().all(|l| l["completed"] == 0), "{levels:?}");
     env.destroy("e2e-bench");
+}
+
+/// A benchmark whose tokenizer is nowhere here is a warning at plan time (at
+/// `benchmark.tokenizer`) and refused by apply before any process starts.
+#[test]
+fn a_benchmark_without_its_tokenizer_is_refused_before_anything_starts() {
+    let _g = serial();
+    let env = Env::new();
+    let text = recipe().replace(
+        "  type: sa-bench\n",
+        "  type: sa-bench\n  tokenizer: /no/such/tokenizer\n",
+    );
+    let recipe = env.recipe("no-tokenizer.yaml", &text);
+    let plan = env.srt(&["plan", "-f", &recipe, "--simulate"]);
+    let shown = e2e_support::text(&plan);
+    assert!(plan.status.success(), "{shown}");
+    assert!(
+        shown.contains("srt::recipe::benchmark_tokenizer")
+            && shown.contains("no tokenizer for `/no/such/tokenizer`"),
+        "{shown}"
+    );
+    let out = env.srt(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
+    let shown = e2e_support::text(&out);
+    assert_eq!(out.status.code(), Some(srt::exit::ERROR), "{shown}");
+    assert!(
+        shown.contains("srt::bench::tokenizer")
+            && shown.contains("has no tokenizer; nothing was started")
+            && shown.contains("set `benchmark.tokenizer`"),
+        "{shown}"
+    );
+    assert!(env.processes("e2e-bench").is_empty());
+    assert!(runs(&env).is_empty());
 }

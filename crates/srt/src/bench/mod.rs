@@ -109,6 +109,12 @@ impl Report {
     }
 }
 
+/// Where the tokenizer `spec` names is ([`Spec::tokenizer`]), or why there is none:
+/// what a run needs before it sends anything, so plan warns and apply refuses early.
+pub fn find_tokenizer(spec: &str) -> Result<PathBuf, String> {
+    tokenizer::locate(spec)
+}
+
 /// Where a run writes and what it calls the deployment.
 pub struct Place<'a> {
     /// The deployment's state directory (`.srt/<name>`); results go to its `bench/`.
