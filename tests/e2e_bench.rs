@@ -157,6 +157,8 @@ fn benchmark_figures_follow_the_simulators_timing_model() {
         // Prompts of exactly ISL tokens by the model's tokenizer, as the simulator counts
         // them (its usage is what the client adds up), and exactly OSL output tokens.
         assert_eq!(l["total_input_tokens"].as_u64(), Some(n * ISL), "{l}");
+        // The simulator counts with the same tokenizer: its `usage` agrees.
+        assert_eq!(l["srt_server_input_tokens"].as_u64(), Some(n * ISL), "{l}");
         assert_eq!(l["total_output_tokens"].as_u64(), Some(n * OSL), "{l}");
         assert_eq!(l["request_rate"], "inf");
         assert_eq!(l["num_warmups"].as_u64(), Some(c));

@@ -25,9 +25,11 @@ pub(super) struct Output {
     pub itl: Vec<f64>,
     /// Time to the last choice chunk, s.
     pub latency: f64,
-    /// Prompt tokens: the server's `usage.prompt_tokens` when given, else the
-    /// client's count.
+    /// Prompt tokens as the client counted them with the model's tokenizer (as
+    /// `vllm bench serve` counts input tokens).
     pub prompt_len: u32,
+    /// The server's `usage.prompt_tokens`, when it sent usage.
+    pub server_prompt_tokens: Option<u32>,
     /// `usage.completion_tokens`, when the server sent usage.
     pub output_tokens: Option<u32>,
     /// The text received.
@@ -101,8 +103,11 @@ pub struct Metrics {
     pub completed: usize,
     /// Failed requests.
     pub failed: usize,
-    /// Prompt tokens of successful requests.
+    /// Prompt tokens of successful requests, as the client counted them.
     pub total_input: u64,
+    /// `usage.prompt_tokens` summed over the successful requests whose server sent it;
+    /// `None` when none did.
+    pub total_input_server: Option<u64>,
     /// Output tokens of successful requests.
     pub total_output: u64,
     /// Completed requests per second.
@@ -153,6 +158,9 @@ pub(super) fn calculate(
         };
         m.output_lens.push(out_len);
         m.total_input += u64::from(o.prompt_len);
+        if let Some(n) = o.server_prompt_tokens {
+            *m.total_input_server.get_or_insert(0) += u64::from(n);
+        }
         let mut tpot = 0.0;
         if out_len > 1 {
             tpot = (o.latency - o.ttft) / f64::from(out_len - 1);
@@ -343,10 +351,14 @@ mod tests {
     /// prompt); C failed. Duration 1.0 s.
     #[test]
     fn hand_computed_level() {
-        let a = stream(0.0, &[0.10, 0.15, 0.20, 0.30], 10, Some(4));
+        let a = Output {
+            server_prompt_tokens: Some(11),
+            ..stream(0.0, &[0.10, 0.15, 0.20, 0.30], 10, Some(4))
+        };
         let b = stream(0.5, &[0.20, 0.22], 20, None);
         let c = Output {
             error: "500 Internal Server Error".into(),
+            server_prompt_tokens: Some(5),
             ..Output::default()
         };
         let count = |t: &str| t.split_whitespace().count() as u32;
@@ -358,6 +370,8 @@ mod tests {
         let m = calculate(&[a, b, c], 1.0, &[50.0, 99.0], &slo, &count);
         assert_eq!((m.completed, m.failed), (1 + 1, 1));
         assert_eq!((m.total_input, m.total_output), (30, 6));
+        // The server's count of A only (B sent no usage, C failed).
+        assert_eq!(m.total_input_server, Some(11));
         assert_eq!(m.output_lens, vec![4, 2, 0]);
         close(m.request_throughput, 2.0);
         close(m.output_throughput, 6.0);
