@@ -153,6 +153,8 @@ pub(crate) fn run(args: Args) -> CmdResult {
             say!("Plot: {}", p.display());
         }
     }
-    report.check().map_err(ExpectedError::Failed)?;
+    report
+        .check()
+        .map_err(|e| ExpectedError::Failed(e.to_string()))?;
     Ok(Done::Ok)
 }

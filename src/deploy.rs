@@ -285,6 +285,15 @@ fn refuse_missing_programs(p: &Prepared, plan: &plan::Plan) -> Result<(), OpErro
     }
 }
 
+/// Apply starts nothing when the benchmark it would run cannot count tokens: a
+/// benchmark failing once every worker is up helps nobody.
+fn refuse_missing_tokenizer(p: &Prepared, plan: &plan::Plan) -> Result<(), OpError> {
+    match workflow::missing_tokenizer(p, plan) {
+        None => Ok(()),
+        Some(missing) => Err(OpError::MissingTokenizer(missing)),
+    }
+}
+
 /// Refuse a plan whose launches would find their ports taken by another program: checked
 /// for every port block the plan creates, before anything starts.
 fn refuse_taken_ports(
@@ -374,6 +383,7 @@ pub(crate) fn apply(args: ApplyArgs) -> CmdResult {
                 }
             }
             refuse_missing_programs(&p, &plan)?;
+            refuse_missing_tokenizer(&p, &plan)?;
             refuse_taken_ports(&p, &plan, &state)?;
             plan
         }
@@ -387,6 +397,7 @@ pub(crate) fn apply(args: ApplyArgs) -> CmdResult {
                 show(&plan, &*p.exec);
             }
             refuse_missing_programs(&p, &plan)?;
+            refuse_missing_tokenizer(&p, &plan)?;
             refuse_taken_ports(&p, &plan, &state)?;
             if plan.has_changes() {
                 if args.json && !args.auto_approve {

@@ -157,6 +157,8 @@ fn benchmark_figures_follow_the_simulators_timing_model() {
         // Prompts of exactly ISL tokens by the model's tokenizer, as the simulator counts
         // them (its usage is what the client adds up), and exactly OSL output tokens.
         assert_eq!(l["total_input_tokens"].as_u64(), Some(n * ISL), "{l}");
+        // The simulator counts with the same tokenizer: its `usage` agrees.
+        assert_eq!(l["srt_server_input_tokens"].as_u64(), Some(n * ISL), "{l}");
         assert_eq!(l["total_output_tokens"].as_u64(), Some(n * OSL), "{l}");
         assert_eq!(l["request_rate"], "inf");
         assert_eq!(l["num_warmups"].as_u64(), Some(c));
@@ -283,4 +285,82 @@ fn bench_needs_a_recorded_benchmark() {
         e2e_support::text(&out)
     );
     env.destroy("e2e-bench");
+}
+
+/// The result files of the deployment's benchmark runs, oldest first.
+fn runs(env: &Env) -> Vec<std::path::PathBuf> {
+    let mut runs: Vec<_> = std::fs::read_dir(env.deployment_dir("e2e-bench").join("bench"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    runs.retain(|p| p.extension().is_some_and(|x| x == "jsonl"));
+    runs.sort();
+    runs
+}
+
+/// Workers that refuse every benchmark request (its 256-token prompts do not fit their
+/// 64-token context, while the smoke check's one-token completion does) fail the apply
+/// with the counts and the threshold; the result file is still written.
+#[test]
+fn a_benchmark_whose_requests_fail_fails_the_apply() {
+    let _g = serial();
+    let env = Env::new();
+    let text = recipe().replace("max-model-len: 4096", "max-model-len: 64");
+    let recipe = env.recipe("failing.yaml", &text);
+    let out = env.srt(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
+    let shown = e2e_support::text(&out);
+    assert_eq!(out.status.code(), Some(srt::exit::APPLY_FAILED), "{shown}");
+    // 1 x 4 + 4 x 4 measured requests.
+    assert!(
+        shown.contains("the benchmark failed: 20/20 measured requests failed (fraction 1.0000)")
+            && shown.contains("`benchmark.max_failed_fraction` allows (0.05)")
+            && shown.contains("maximum context length is 64 tokens"),
+        "{shown}"
+    );
+    let runs = runs(&env);
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let name = runs[0].file_name().unwrap().to_string_lossy();
+    assert!(
+        shown.contains(&format!("results .srt/e2e-bench/bench/{name}")),
+        "{shown}"
+    );
+    let levels: Vec<serde_json::Value> = std::fs::read_to_string(&runs[0])
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(levels.len(), 2);
+    assert!(levels.iter().all(|l| l["completed"] == 0), "{levels:?}");
+    env.destroy("e2e-bench");
+}
+
+/// A benchmark whose tokenizer is nowhere here is a warning at plan time (at
+/// `benchmark.tokenizer`) and refused by apply before any process starts.
+#[test]
+fn a_benchmark_without_its_tokenizer_is_refused_before_anything_starts() {
+    let _g = serial();
+    let env = Env::new();
+    let text = recipe().replace(
+        "  type: sa-bench\n",
+        "  type: sa-bench\n  tokenizer: /no/such/tokenizer\n",
+    );
+    let recipe = env.recipe("no-tokenizer.yaml", &text);
+    let plan = env.srt(&["plan", "-f", &recipe, "--simulate"]);
+    let shown = e2e_support::text(&plan);
+    assert!(plan.status.success(), "{shown}");
+    assert!(
+        shown.contains("srt::recipe::benchmark_tokenizer")
+            && shown.contains("no tokenizer for `/no/such/tokenizer`"),
+        "{shown}"
+    );
+    let out = env.srt(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
+    let shown = e2e_support::text(&out);
+    assert_eq!(out.status.code(), Some(srt::exit::ERROR), "{shown}");
+    assert!(
+        shown.contains("srt::bench::tokenizer")
+            && shown.contains("has no tokenizer; nothing was started")
+            && shown.contains("set `benchmark.tokenizer`"),
+        "{shown}"
+    );
+    assert!(env.processes("e2e-bench").is_empty());
+    assert!(runs(&env).is_empty());
 }

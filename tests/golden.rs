@@ -150,7 +150,7 @@ fn json_format_3_fields() {
         assert_eq!(v["format_version"], 3);
         // Optional, additive fields (present only when the recipe sets them).
         let mut top: Vec<&str> = keys(&v);
-        top.retain(|k| !matches!(*k, "precision" | "gpu_type" | "memberships"));
+        top.retain(|k| !matches!(*k, "precision" | "gpu_type" | "memberships" | "warnings"));
         assert_eq!(
             top,
             [
@@ -278,6 +278,7 @@ fn json_format_3_fields() {
                         "num_warmup_mult",
                         "request_rate",
                         "max_duration_seconds",
+                        "max_failed_fraction",
                         "ignore_eos",
                         "seed",
                         "percentiles",

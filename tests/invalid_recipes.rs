@@ -68,6 +68,18 @@ const CASES: &[Case] = &[
         "`inf` or a number",
     ),
     case(
+        "benchmark-max-failed-fraction.yaml",
+        "srt::recipe::range",
+        "1.5",
+        "from 0 to 1",
+    ),
+    case(
+        "benchmark-max-failed-fraction-type.yaml",
+        "srt::recipe::type",
+        "\"5%\"",
+        "must be a number",
+    ),
+    case(
         "benchmark-sharegpt-without-path.yaml",
         "srt::recipe::missing_key",
         "dataset_name",

@@ -249,6 +249,12 @@ fn build(
             .help("nginx runs only with `enable_multiple_frontends: true` and more than one worker node; remove `nginx`, or enable multiple frontends"),
         );
     }
+    warnings.extend(
+        recipe
+            .benchmark
+            .as_ref()
+            .and_then(|b| no_tokenizer(recipe, b)),
+    );
     reserve_public(recipe, frontend, &layout, &mut ctx)?;
     if connectors.iter().any(|c| c.discovery) {
         reserve_discovery(recipe, frontend, &layout, &mut ctx)?;
@@ -856,6 +862,25 @@ fn benchmark_too_slow(b: &crate::recipe::Benchmark) -> Option<Problem> {
     })
 }
 
+/// The tokenizer the benchmark counts tokens with: `benchmark.tokenizer`, else the model.
+fn benchmark_tokenizer(recipe: &Recipe, b: &crate::recipe::Benchmark) -> String {
+    b.tokenizer
+        .clone()
+        .unwrap_or_else(|| recipe.model.path.value.clone())
+}
+
+/// A warning when the benchmark's tokenizer is not where srt runs (apply then refuses
+/// before starting anything, [`crate::workflow::missing_tokenizer`]), at
+/// `benchmark.tokenizer` (or `benchmark`, when the model path names it).
+fn no_tokenizer(recipe: &Recipe, b: &crate::recipe::Benchmark) -> Option<Problem> {
+    let why = bench::find_tokenizer(&benchmark_tokenizer(recipe, b)).err()?;
+    Some(
+        Problem::warning("srt::recipe::benchmark_tokenizer", b.tokenizer_span, why)
+            .label("no tokenizer here")
+            .help("the benchmark runs where srt runs and counts tokens with the model's tokenizer.json; apply refuses to start until it is found"),
+    )
+}
+
 /// The benchmark run the recipe asks for, through the public URL.
 fn benchmark_spec(recipe: &Recipe, b: &crate::recipe::Benchmark, public_url: &str) -> bench::Spec {
     let dataset = match &b.dataset_path {
@@ -870,11 +895,10 @@ fn benchmark_spec(recipe: &Recipe, b: &crate::recipe::Benchmark, public_url: &st
             prefix_len: b.random_prefix_len,
         },
     };
-    let model_path = &recipe.model.path.value;
     bench::Spec {
         url: public_url.to_string(),
         model: recipe.model.served_name.clone(),
-        tokenizer: b.tokenizer.clone().unwrap_or_else(|| model_path.clone()),
+        tokenizer: benchmark_tokenizer(recipe, b),
         endpoint: if b.endpoint == "/v1/chat/completions" {
             bench::Endpoint::Chat
         } else {
@@ -889,6 +913,7 @@ fn benchmark_spec(recipe: &Recipe, b: &crate::recipe::Benchmark, public_url: &st
             None => bench::Rate::Inf,
         },
         max_duration_seconds: b.max_duration_secs,
+        max_failed_fraction: b.max_failed_fraction,
         ignore_eos: b.ignore_eos,
         seed: b.seed,
         percentiles: b.percentiles.clone(),

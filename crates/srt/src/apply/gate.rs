@@ -109,7 +109,7 @@ async fn benchmark(
         });
     };
     let report = crate::bench::run(spec, url, &place, &progress).await?;
-    report.check()?;
+    report.check().map_err(|e| e.to_string())?;
     Ok(report.summary())
 }
 

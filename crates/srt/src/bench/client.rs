@@ -148,12 +148,10 @@ impl StreamTimer {
                 .get("completion_tokens")
                 .and_then(serde_json::Value::as_u64)
                 .map(|n| n as u32);
-            if let Some(p) = usage
+            self.out.server_prompt_tokens = usage
                 .get("prompt_tokens")
                 .and_then(serde_json::Value::as_u64)
-            {
-                self.out.prompt_len = p as u32;
-            }
+                .map(|n| n as u32);
         }
         Ok(())
     }
@@ -282,7 +280,11 @@ mod tests {
         assert_eq!(o.itl.len(), 2);
         assert!((o.itl[0] - 0.2).abs() < 1e-12 && (o.itl[1] - 0.05).abs() < 1e-12);
         assert_eq!(o.latency, 0.35);
-        assert_eq!((o.prompt_len, o.output_tokens), (9, Some(3)));
+        // The client's prompt length stays the input count; the server's is kept beside.
+        assert_eq!(
+            (o.prompt_len, o.server_prompt_tokens, o.output_tokens),
+            (7, Some(9), Some(3))
+        );
         assert_eq!(o.generated_text, " a b");
     }
 

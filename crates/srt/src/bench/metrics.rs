@@ -25,9 +25,11 @@ pub(super) struct Output {
     pub itl: Vec<f64>,
     /// Time to the last choice chunk, s.
     pub latency: f64,
-    /// Prompt tokens: the server's `usage.prompt_tokens` when given, else the
-    /// client's count.
+    /// Prompt tokens as the client counted them with the model's tokenizer (as
+    /// `vllm bench serve` counts input tokens).
     pub prompt_len: u32,
+    /// The server's `usage.prompt_tokens`, when it sent usage.
+    pub server_prompt_tokens: Option<u32>,
     /// `usage.completion_tokens`, when the server sent usage.
     pub output_tokens: Option<u32>,
     /// The text received.
@@ -101,8 +103,11 @@ pub struct Metrics {
     pub completed: usize,
     /// Failed requests.
     pub failed: usize,
-    /// Prompt tokens of successful requests.
+    /// Prompt tokens of successful requests, as the client counted them.
     pub total_input: u64,
+    /// `usage.prompt_tokens` summed over the successful requests whose server sent it;
+    /// `None` when none did.
+    pub total_input_server: Option<u64>,
     /// Output tokens of successful requests.
     pub total_output: u64,
     /// Completed requests per second.
@@ -153,6 +158,9 @@ pub(super) fn calculate(
         };
         m.output_lens.push(out_len);
         m.total_input += u64::from(o.prompt_len);
+        if let Some(n) = o.server_prompt_tokens {
+            *m.total_input_server.get_or_insert(0) += u64::from(n);
+        }
         let mut tpot = 0.0;
         if out_len > 1 {
             tpot = (o.latency - o.ttft) / f64::from(out_len - 1);
@@ -188,6 +196,58 @@ pub(super) fn calculate(
     m.max_output_tokens_per_s = tok;
     m.max_concurrent_requests = conc;
     m
+}
+
+/// Why a run's figures prove nothing about the deployment ([`judge`]).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Invalid {
+    /// More measured requests failed than `benchmark.max_failed_fraction` allows.
+    #[error(
+        "{failed}/{total} measured requests failed (fraction {:.4}), more than `benchmark.max_failed_fraction` allows ({threshold}); first error: {first_error}",
+        *failed as f64 / *total as f64
+    )]
+    TooManyFailed {
+        /// Failed requests, over every level.
+        failed: usize,
+        /// Measured requests, over every level.
+        total: usize,
+        /// `benchmark.max_failed_fraction`.
+        threshold: f64,
+        /// The first error seen.
+        first_error: String,
+    },
+    /// The requests that succeeded brought no output token back.
+    #[error("no output token came back from {total} measured requests ({failed} of them failed): the server answered without generating anything")]
+    NoOutput {
+        /// Failed requests, over every level.
+        failed: usize,
+        /// Measured requests, over every level.
+        total: usize,
+    },
+}
+
+/// Whether a run's totals over every level make a benchmark: some output token came
+/// back, and at most `max_failed_fraction` of the `total` measured requests failed (a
+/// fraction at the threshold passes).
+pub(super) fn judge(
+    failed: usize,
+    total: usize,
+    output_tokens: u64,
+    max_failed_fraction: f64,
+    first_error: Option<&str>,
+) -> Result<(), Invalid> {
+    if failed > 0 && failed as f64 > max_failed_fraction * total as f64 {
+        return Err(Invalid::TooManyFailed {
+            failed,
+            total,
+            threshold: max_failed_fraction,
+            first_error: first_error.unwrap_or("no detail").to_string(),
+        });
+    }
+    if output_tokens == 0 {
+        return Err(Invalid::NoOutput { failed, total });
+    }
+    Ok(())
 }
 
 /// vLLM's peaks: output tokens received and requests in flight per one-second bucket
@@ -291,10 +351,14 @@ mod tests {
     /// prompt); C failed. Duration 1.0 s.
     #[test]
     fn hand_computed_level() {
-        let a = stream(0.0, &[0.10, 0.15, 0.20, 0.30], 10, Some(4));
+        let a = Output {
+            server_prompt_tokens: Some(11),
+            ..stream(0.0, &[0.10, 0.15, 0.20, 0.30], 10, Some(4))
+        };
         let b = stream(0.5, &[0.20, 0.22], 20, None);
         let c = Output {
             error: "500 Internal Server Error".into(),
+            server_prompt_tokens: Some(5),
             ..Output::default()
         };
         let count = |t: &str| t.split_whitespace().count() as u32;
@@ -306,6 +370,8 @@ mod tests {
         let m = calculate(&[a, b, c], 1.0, &[50.0, 99.0], &slo, &count);
         assert_eq!((m.completed, m.failed), (1 + 1, 1));
         assert_eq!((m.total_input, m.total_output), (30, 6));
+        // The server's count of A only (B sent no usage, C failed).
+        assert_eq!(m.total_input_server, Some(11));
         assert_eq!(m.output_lens, vec![4, 2, 0]);
         close(m.request_throughput, 2.0);
         close(m.output_throughput, 6.0);
@@ -349,6 +415,51 @@ mod tests {
             calculate(&[], 1.0, &[], &Slo::default(), &|_| 0).request_goodput,
             None
         );
+    }
+
+    #[test]
+    fn no_output_token_fails_a_run() {
+        assert_eq!(
+            judge(0, 8, 0, 0.05, None),
+            Err(Invalid::NoOutput {
+                failed: 0,
+                total: 8
+            })
+        );
+        // Within the threshold, failures do not hide that nothing came back.
+        assert!(matches!(
+            judge(1, 40, 0, 0.05, Some("500")),
+            Err(Invalid::NoOutput { failed: 1, .. })
+        ));
+        assert_eq!(judge(0, 8, 1, 0.05, None), Ok(()));
+    }
+
+    #[test]
+    fn failures_up_to_the_threshold_pass_and_above_it_fail() {
+        // 2 of 40 is exactly 0.05.
+        assert_eq!(judge(2, 40, 100, 0.05, Some("500")), Ok(()));
+        let e = judge(3, 40, 100, 0.05, Some("500 Internal Server Error")).unwrap_err();
+        assert_eq!(
+            e,
+            Invalid::TooManyFailed {
+                failed: 3,
+                total: 40,
+                threshold: 0.05,
+                first_error: "500 Internal Server Error".into()
+            }
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("3/40") && text.contains("0.0750") && text.contains("(0.05)"),
+            "{text}"
+        );
+        // A threshold of 0 allows none; of 1, all (then only the output counts).
+        assert!(judge(1, 1000, 100, 0.0, None).is_err());
+        assert_eq!(judge(0, 1000, 100, 0.0, None), Ok(()));
+        assert!(matches!(
+            judge(8, 8, 0, 1.0, None),
+            Err(Invalid::NoOutput { .. })
+        ));
     }
 
     #[test]

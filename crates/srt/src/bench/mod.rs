@@ -19,7 +19,11 @@ mod rng;
 mod spec;
 mod tokenizer;
 
-pub use spec::{least_seconds, Dataset, Endpoint, Rate, Slo, Spec, DEFAULT_MAX_DURATION_SECONDS};
+pub use metrics::Invalid;
+pub use spec::{
+    least_seconds, Dataset, Endpoint, Rate, Slo, Spec, DEFAULT_MAX_DURATION_SECONDS,
+    DEFAULT_MAX_FAILED_FRACTION,
+};
 
 use dataset::{Request, Source};
 use metrics::Output;
@@ -45,12 +49,27 @@ pub struct Report {
     pub plot: Option<PathBuf>,
     /// The level objects written.
     pub levels: Vec<serde_json::Value>,
+    /// Requests measured, over every level.
+    pub requests: usize,
     /// Requests that failed, over every level.
     pub failed: usize,
     /// Output tokens over every level.
     pub output_tokens: u64,
     /// The first error seen.
     pub first_error: Option<String>,
+    /// The spec's `max_failed_fraction`.
+    pub max_failed_fraction: f64,
+}
+
+/// A run that finished but proves nothing ([`Invalid`]): its result file is written, and
+/// named, so what went wrong can be read there.
+#[derive(Debug, thiserror::Error)]
+#[error("the benchmark failed: {why}; results {}", file.display())]
+pub struct Failed {
+    /// Why.
+    pub why: Invalid,
+    /// The run's result file.
+    pub file: PathBuf,
 }
 
 impl Report {
@@ -73,24 +92,27 @@ impl Report {
         s
     }
 
-    /// Whether the run counts as passed: every request succeeded and tokens came back.
-    pub fn check(&self) -> Result<(), String> {
-        if self.failed > 0 {
-            return Err(format!(
-                "{} request(s) failed ({}); results {}",
-                self.failed,
-                self.first_error.as_deref().unwrap_or("no detail"),
-                self.file.display()
-            ));
-        }
-        if self.output_tokens == 0 {
-            return Err(format!(
-                "the server returned no output tokens; results {}",
-                self.file.display()
-            ));
-        }
-        Ok(())
+    /// Whether the run counts as passed ([`metrics::judge`]): output tokens came back and
+    /// at most `max_failed_fraction` of the measured requests failed.
+    pub fn check(&self) -> Result<(), Failed> {
+        metrics::judge(
+            self.failed,
+            self.requests,
+            self.output_tokens,
+            self.max_failed_fraction,
+            self.first_error.as_deref(),
+        )
+        .map_err(|why| Failed {
+            why,
+            file: self.file.clone(),
+        })
     }
+}
+
+/// Where the tokenizer `spec` names is ([`Spec::tokenizer`]), or why there is none:
+/// what a run needs before it sends anything, so plan warns and apply refuses early.
+pub fn find_tokenizer(spec: &str) -> Result<PathBuf, String> {
+    tokenizer::locate(spec)
 }
 
 /// Where a run writes and what it calls the deployment.
@@ -152,9 +174,11 @@ pub async fn run(
         file: file.clone(),
         plot: None,
         levels: Vec::new(),
+        requests: 0,
         failed: 0,
         output_tokens: 0,
         first_error: None,
+        max_failed_fraction: spec.max_failed_fraction,
     };
     let bound = Duration::from_secs(spec.max_duration_seconds);
     let deadline = Instant::now() + bound;
@@ -208,6 +232,7 @@ pub async fn run(
         if report.first_error.is_none() {
             report.first_error = errors.first().cloned();
         }
+        report.requests += m.completed + m.failed;
         report.failed += m.failed;
         report.output_tokens += m.total_output;
         let level_result = result::Level {

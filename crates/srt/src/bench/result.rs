@@ -130,6 +130,10 @@ pub fn level_json(spec: &Spec, run: &RunInfo, l: &Level) -> Value {
     stats(&mut o, "tpot", &m.tpot);
     stats(&mut o, "itl", &m.itl);
     stats(&mut o, "e2el", &m.e2el);
+    o.insert(
+        "srt_server_input_tokens".into(),
+        json!(m.total_input_server),
+    );
     if !l.errors.is_empty() {
         o.insert("srt_errors".into(), json!(l.errors));
     }

@@ -31,6 +31,10 @@ pub struct Spec {
     /// The longest the run may take, in seconds: it stops with an error past it.
     #[serde(default = "default_max_duration")]
     pub max_duration_seconds: u64,
+    /// The most measured requests that may fail, as a fraction of them, for the run to
+    /// pass ([`super::Invalid`]).
+    #[serde(default = "default_max_failed_fraction")]
+    pub max_failed_fraction: f64,
     /// Ask the server to ignore end-of-sequence tokens, so every request produces its
     /// requested output length.
     pub ignore_eos: bool,
@@ -184,6 +188,14 @@ pub const DEFAULT_MAX_DURATION_SECONDS: u64 = 4 * 3600;
 
 fn default_max_duration() -> u64 {
     DEFAULT_MAX_DURATION_SECONDS
+}
+
+/// The failure threshold of a run whose spec has none (saved before there was one): the
+/// recipe key's default (`benchmark.max_failed_fraction`).
+pub const DEFAULT_MAX_FAILED_FRACTION: f64 = 0.05;
+
+fn default_max_failed_fraction() -> f64 {
+    DEFAULT_MAX_FAILED_FRACTION
 }
 
 /// The least time, in seconds, that sending `level x num_prompts_mult` requests per

@@ -200,6 +200,11 @@ pub(crate) const BENCHMARK: &[Key] = &[
         "The longest a run may take (every level, warm-ups included): a recipe whose requests cannot be sent within it at `req_rate` is refused, and a run past it stops with an error.",
     ),
     k(
+        "max_failed_fraction",
+        r#"{"type": "number", "minimum": 0, "maximum": 1, "default": 0.05}"#,
+        "The most measured requests that may fail, as a fraction of them, for the run to pass; more fail it (as does a run that got no output token back).",
+    ),
+    k(
         "metric_percentiles",
         r#"{"type": "array", "items": {"type": "number", "exclusiveMinimum": 0, "maximum": 100}, "minItems": 1, "default": [90, 99]}"#,
         "Percentiles reported for TTFT, TPOT, ITL and E2EL, besides mean and median.",
@@ -488,5 +493,9 @@ mod tests {
         assert_eq!(default::<u64>(HEALTH_CHECK, "timeout_seconds"), 1800);
         assert_eq!(default::<String>(FRONTEND, "type"), "vllm-router");
         assert_eq!(default::<u16>(FRONTEND, "port"), 8000);
+        assert_eq!(
+            default::<f64>(BENCHMARK, "max_failed_fraction"),
+            crate::bench::DEFAULT_MAX_FAILED_FRACTION
+        );
     }
 }

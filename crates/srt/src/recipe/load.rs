@@ -577,6 +577,30 @@ impl Loader<'_> {
         }
     }
 
+    /// A number from 0 to 1, both included.
+    fn fraction(&mut self, node: &Node, path: &str) -> Option<f64> {
+        let v = match &node.value {
+            Value::Int(v) => *v as f64,
+            Value::Float(v) => *v,
+            _ => {
+                self.type_error(node, path, "a number");
+                return None;
+            }
+        };
+        if (0.0..=1.0).contains(&v) {
+            return Some(v);
+        }
+        self.problem(
+            Problem::new(
+                "srt::recipe::range",
+                node.span,
+                format!("`{path}` must be a number from 0 to 1, found {v}"),
+            )
+            .label("out of range"),
+        );
+        None
+    }
+
     fn u32_field(&mut self, f: &Fields, key: &str, min: i64, max: i64) -> Option<Sp<u32>> {
         let node = f.get(key)?;
         let v = self.uint(node, &f.at(key), min, max.min(u32::MAX as i64))?;
@@ -1260,7 +1284,12 @@ impl Loader<'_> {
             )? as u64,
             None => keys::default(table, "max_duration_seconds"),
         };
+        let max_failed_fraction = match f.get("max_failed_fraction") {
+            Some(n) => self.fraction(n, "benchmark.max_failed_fraction")?,
+            None => keys::default(table, "max_failed_fraction"),
+        };
         let req_rate_span = f.get("req_rate").map_or(span, |n| n.span);
+        let tokenizer_span = f.get("tokenizer").map_or(span, |n| n.span);
         Some(Benchmark {
             span,
             kind,
@@ -1273,6 +1302,7 @@ impl Loader<'_> {
             req_rate,
             req_rate_span,
             max_duration_secs,
+            max_failed_fraction,
             random_range_ratio,
             random_prefix_len,
             dataset_path: if dataset_name == "sharegpt" {
@@ -1281,6 +1311,7 @@ impl Loader<'_> {
                 None
             },
             tokenizer,
+            tokenizer_span,
             endpoint,
             ignore_eos,
             seed,

@@ -118,6 +118,9 @@ pub struct Benchmark {
     pub req_rate_span: SourceSpan,
     /// The longest a run may take, in seconds (`max_duration_seconds`).
     pub max_duration_secs: u64,
+    /// The most measured requests that may fail, as a fraction of them, for the run to
+    /// pass (`max_failed_fraction`, in `[0, 1]`).
+    pub max_failed_fraction: f64,
     /// Length spread of the random dataset, in `[0, 1)`.
     pub random_range_ratio: f64,
     /// Tokens of a prefix shared by every random prompt.
@@ -126,6 +129,8 @@ pub struct Benchmark {
     pub dataset_path: Option<String>,
     /// The tokenizer to count tokens with (default: the model path).
     pub tokenizer: Option<String>,
+    /// Where `tokenizer` is written (the `benchmark` key when it is not).
+    pub tokenizer_span: SourceSpan,
     /// `/v1/completions` or `/v1/chat/completions`.
     pub endpoint: String,
     /// `ignore_eos` on every request.

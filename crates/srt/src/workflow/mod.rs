@@ -52,6 +52,10 @@ pub enum OpError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     MissingPrograms(#[from] MissingPrograms),
+    /// The benchmark the plan would run has no tokenizer here: nothing was started.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    MissingTokenizer(#[from] MissingTokenizer),
     /// Ports a first apply would bind are in use here: nothing was started.
     #[error(transparent)]
     #[diagnostic(transparent)]
@@ -102,6 +106,39 @@ impl miette::Diagnostic for MissingPrograms {
                 .join("\n"),
         ))
     }
+}
+
+/// The benchmark a plan would run cannot find its tokenizer where srt runs (the
+/// client runs here, whatever the executor): refused before anything starts, rather
+/// than failing once every worker is up.
+#[derive(Debug, thiserror::Error)]
+#[error("the benchmark this apply would run has no tokenizer; nothing was started")]
+pub struct MissingTokenizer(pub String);
+
+impl miette::Diagnostic for MissingTokenizer {
+    fn code<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        Some(Box::new("srt::bench::tokenizer"))
+    }
+    fn help<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        Some(Box::new(&self.0))
+    }
+}
+
+/// Why the benchmark `plan` would run (created or checked again) has no tokenizer here.
+pub fn missing_tokenizer(p: &Prepared, plan: &Plan) -> Option<MissingTokenizer> {
+    let runs = |address: &str| {
+        plan.changes.iter().any(|c| {
+            c.address == address && !matches!(c.action, plan::Action::NoOp | plan::Action::Destroy)
+        })
+    };
+    p.runnable().gates.iter().find_map(|g| match &g.probe {
+        launch::Probe::Benchmark(spec) if runs(&g.address) => {
+            crate::bench::find_tokenizer(&spec.tokenizer)
+                .err()
+                .map(MissingTokenizer)
+        }
+        _ => None,
+    })
 }
 
 fn ports_headline(processes: usize) -> String {
