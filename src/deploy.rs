@@ -180,6 +180,14 @@ pub(crate) fn plan(args: PlanArgs) -> CmdResult {
     for missing in workflow::missing_programs(&p, &plan) {
         shout!("warning: not on PATH, so apply would refuse to start: {missing}");
     }
+    // What this machine lacks is said here, not in the launch plan, which is the same
+    // on every machine.
+    if let Some(missing) = workflow::missing_tokenizer(&p, &plan) {
+        shout!(
+            "warning: the benchmark has no tokenizer here, so apply would refuse to start: {}",
+            missing.0
+        );
+    }
     if let Some(out) = &args.out {
         let file = PlanFile {
             file_format_version: plan::file::FILE_FORMAT_VERSION,

@@ -249,12 +249,6 @@ fn build(
             .help("nginx runs only with `enable_multiple_frontends: true` and more than one worker node; remove `nginx`, or enable multiple frontends"),
         );
     }
-    warnings.extend(
-        recipe
-            .benchmark
-            .as_ref()
-            .and_then(|b| no_tokenizer(recipe, b)),
-    );
     reserve_public(recipe, frontend, &layout, &mut ctx)?;
     if connectors.iter().any(|c| c.discovery) {
         reserve_discovery(recipe, frontend, &layout, &mut ctx)?;
@@ -867,18 +861,6 @@ fn benchmark_tokenizer(recipe: &Recipe, b: &crate::recipe::Benchmark) -> String 
     b.tokenizer
         .clone()
         .unwrap_or_else(|| recipe.model.path.value.clone())
-}
-
-/// A warning when the benchmark's tokenizer is not where srt runs (apply then refuses
-/// before starting anything, [`crate::workflow::missing_tokenizer`]), at
-/// `benchmark.tokenizer` (or `benchmark`, when the model path names it).
-fn no_tokenizer(recipe: &Recipe, b: &crate::recipe::Benchmark) -> Option<Problem> {
-    let why = bench::find_tokenizer(&benchmark_tokenizer(recipe, b)).err()?;
-    Some(
-        Problem::warning("srt::recipe::benchmark_tokenizer", b.tokenizer_span, why)
-            .label("no tokenizer here")
-            .help("the benchmark runs where srt runs and counts tokens with the model's tokenizer.json; apply refuses to start until it is found"),
-    )
 }
 
 /// The benchmark run the recipe asks for, through the public URL.
