@@ -11,7 +11,7 @@
 
 mod e2e_support;
 
-use e2e_support::load::Load;
+use e2e_support::load::apply_failing_nothing;
 use e2e_support::{alive, etcd, example_named, serial, text, tools_dir, wait_for, Env};
 
 const PUBLIC: &str = "http://127.0.0.1:8000";
@@ -129,19 +129,7 @@ fn generate_instances(env: &Env, name: &str) -> usize {
 /// Apply `text` under `in_flight` requests at a time; fails on any failed request.
 fn apply_under_load(env: &Env, what: &str, text: &str, in_flight: usize) -> String {
     let path = env.recipe("dynamo.yaml", text);
-    let load = Load::start(env, PUBLIC, in_flight);
-    let out = env.apply(&path);
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let (ok, failed) = load.finish();
-    assert!(
-        failed.is_empty(),
-        "{what}: {} of {} requests failed: {:?}\n{out}",
-        failed.len(),
-        ok + failed.len(),
-        &failed[..failed.len().min(5)]
-    );
-    eprintln!("{what}: {ok} ok, 0 failed");
-    out
+    apply_failing_nothing(env, PUBLIC, &path, in_flight, what)
 }
 
 #[test]

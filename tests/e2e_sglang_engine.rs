@@ -10,9 +10,8 @@
 
 mod e2e_support;
 
-use e2e_support::load::Load;
+use e2e_support::load::apply_failing_nothing;
 use e2e_support::{serial, Env};
-use std::time::Duration;
 
 const AGG: &str = "e2e-sglang-agg";
 const PD: &str = "e2e-sglang-pd";
@@ -108,19 +107,7 @@ fn apply_under_load(
     gateway: u32,
 ) -> String {
     let path = env.recipe("sglang-engine.yaml", text);
-    let load = Load::start(env, "http://127.0.0.1:8000", in_flight);
-    let out = env.apply(&path);
-    std::thread::sleep(Duration::from_millis(300));
-    let (ok, failed) = load.finish();
-    assert!(
-        failed.is_empty(),
-        "{what}: {} of {} requests failed: {:?}\n{out}",
-        failed.len(),
-        ok + failed.len(),
-        &failed[..failed.len().min(10)]
-    );
-    assert!(ok > 0, "{what}: no request went through\n{out}");
-    eprintln!("{what}: {ok} requests, none failed");
+    let out = apply_failing_nothing(env, "http://127.0.0.1:8000", &path, in_flight, what);
     assert_eq!(
         env.pid(deployment, "router[0]"),
         gateway,

@@ -131,3 +131,29 @@ async fn one(client: &reqwest::Client, url: &str, stream: bool) -> Result<(), St
     }
     Ok(())
 }
+
+/// Apply the recipe at `path` while `in_flight` requests at a time go through `url`
+/// (then 0.3 s more); asserts none failed and some went through, naming the step
+/// `what`. Returns the apply's output.
+pub(crate) fn apply_failing_nothing(
+    env: &Env,
+    url: &str,
+    path: &str,
+    in_flight: usize,
+    what: &str,
+) -> String {
+    let load = Load::start(env, url, in_flight);
+    let out = env.apply(path);
+    std::thread::sleep(Duration::from_millis(300));
+    let (ok, failed) = load.finish();
+    assert!(
+        failed.is_empty(),
+        "{what}: {} of {} requests failed: {:?}\n{out}",
+        failed.len(),
+        ok + failed.len(),
+        &failed[..failed.len().min(10)]
+    );
+    assert!(ok > 0, "{what}: no request went through\n{out}");
+    eprintln!("{what}: {ok} requests, none failed");
+    out
+}

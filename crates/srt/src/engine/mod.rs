@@ -242,6 +242,13 @@ pub(crate) fn check_role_args(
     }
 }
 
+/// `GET url`, when it answers 2xx: what an engine reads its in-flight requests from
+/// (`Engine::in_flight`); `None` on any failure.
+pub(crate) async fn get_ok(http: &reqwest::Client, url: &str) -> Option<reqwest::Response> {
+    let r = http.get(url).send().await.ok()?;
+    r.status().is_success().then_some(r)
+}
+
 /// Look an engine up by its recipe name.
 pub fn lookup(name: &str) -> Option<&'static dyn Engine> {
     ENGINES.iter().copied().find(|e| e.name() == name)

@@ -263,10 +263,7 @@ impl Engine for Sglang {
     ) -> futures::future::BoxFuture<'a, Option<u64>> {
         use futures::FutureExt;
         async move {
-            let r = http.get(format!("{url}/v1/loads")).send().await.ok()?;
-            if !r.status().is_success() {
-                return None;
-            }
+            let r = super::get_ok(http, &format!("{url}/v1/loads")).await?;
             requests_in_flight(&r.json().await.ok()?)
         }
         .boxed()

@@ -85,10 +85,7 @@ impl Engine for Vllm {
     ) -> futures::future::BoxFuture<'a, Option<u64>> {
         use futures::FutureExt;
         async move {
-            let r = http.get(format!("{url}/metrics")).send().await.ok()?;
-            if !r.status().is_success() {
-                return None;
-            }
+            let r = super::get_ok(http, &format!("{url}/metrics")).await?;
             requests_in_flight(&r.text().await.ok()?)
         }
         .boxed()
