@@ -21,7 +21,7 @@ pub struct Args {
 
 /// Run `srt render`.
 pub(crate) fn run(args: Args) -> CmdResult {
-    let (recipe, plan) = assemble_file(&args.recipe.file, args.nodes)?;
+    let (recipe, plan) = assemble_file(&args.recipe, args.nodes)?;
     let profile = srt::workflow::cluster_profile(args.cluster.as_deref())?;
     let profile = srt::workflow::effective_profile(profile, &recipe);
     if args.json {

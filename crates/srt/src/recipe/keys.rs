@@ -36,7 +36,7 @@ pub(crate) const TOP: &[Key] = &[
     ),
     k(
         "name",
-        r#"{"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"}"#,
+        r#"{"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"}"#,
         "Deployment name; defaults to the file stem.",
     ),
     k(

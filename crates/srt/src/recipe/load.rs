@@ -3,6 +3,7 @@
 use super::diag::{did_you_mean, Problem, Problems, RecipeError};
 use super::keys;
 use super::model::*;
+use super::srtctl::{self, Selection};
 use super::yaml::{self, Key, Node, Value};
 use miette::{NamedSource, SourceSpan};
 use std::collections::BTreeMap;
@@ -232,16 +233,33 @@ fn keep_drawable(text: &str, p: &mut Problem) {
 /// Load a recipe from text. `default_name` names the deployment when `name:` is absent
 /// (the CLI passes the file stem).
 pub fn load_str(source: &Source, default_name: &str) -> Result<Recipe, RecipeError> {
+    load_selected(source, default_name, &Selection::default())
+}
+
+/// [`load_str`] of the recipe `selection` picks from an srtctl override file.
+pub fn load_selected(
+    source: &Source,
+    default_name: &str,
+    selection: &Selection,
+) -> Result<Recipe, RecipeError> {
     if let Some(err) = oversized(source) {
         return Err(err);
     }
-    load_problems(source, default_name).map_err(|p| source.error(p))
+    problems_of(source, default_name, selection).map_err(|p| source.error(p))
 }
 
 /// [`load_str`], with the problems as found: spans into `source.text`, nothing masked
 /// or escaped yet ([`Source::error`] does that for display). A file over the size
 /// limits yields its (already rendered) problem.
 pub fn load_problems(source: &Source, default_name: &str) -> Result<Recipe, Vec<Problem>> {
+    problems_of(source, default_name, &Selection::default())
+}
+
+fn problems_of(
+    source: &Source,
+    default_name: &str,
+    selection: &Selection,
+) -> Result<Recipe, Vec<Problem>> {
     if let Some(err) = oversized(source) {
         return Err(err.problems);
     }
@@ -293,14 +311,20 @@ pub fn load_problems(source: &Source, default_name: &str) -> Result<Recipe, Vec<
     if !nul.is_empty() {
         return Err(nul);
     }
+    let prepared = srtctl::prepare(root, selection)?;
+    let root = prepared.recipe;
     let mut problems = Problems::default();
     let recipe = Loader {
         problems: &mut problems,
     }
     .recipe(&root, default_name);
     match recipe {
-        Some(r) if problems.is_empty() => Ok(r),
+        Some(mut r) if problems.is_empty() => {
+            r.notes = prepared.notes;
+            Ok(r)
+        }
         _ => {
+            problems.0.extend(prepared.notes);
             if problems.is_empty() {
                 problems.push(Problem::new(
                     "srt::recipe::invalid",
@@ -805,7 +829,7 @@ impl Loader<'_> {
                         "srt reads srtctl 2.0 recipes: `schema` must be 2",
                     )
                     .label("unsupported schema")
-                    .help("v1 recipes can be converted with `srtctl migrate`"),
+                    .help("srt reads srtctl v1 recipes (no `schema`, or `schema: 1`) and 2.0 ones (`schema: 2`)"),
                 );
             }
         }
@@ -820,7 +844,7 @@ impl Loader<'_> {
                             format!("`{name}` is not a valid deployment name"),
                         )
                         .label("invalid name")
-                        .help("use letters, digits, `-`, `_` and `.`, starting with a letter or digit (at most 64 characters)"),
+                        .help("use letters, digits, `-`, `_` and `.`, starting with a letter or digit (at most 128 characters)"),
                     );
                 }
                 Sp::new(name, node.span)
@@ -898,6 +922,7 @@ impl Loader<'_> {
             sections,
             slurm,
             benchmark,
+            notes: Vec::new(),
         })
     }
 
@@ -989,14 +1014,9 @@ impl Loader<'_> {
             "slow_down_wait_time",
             "tokenizer_mode",
         ];
-        let f = self.fields(
-            node,
-            "benchmark",
-            &keys::names(keys::BENCHMARK),
-            SRTCTL_ONLY,
-        )?;
         let span = key_span.unwrap_or(node.span);
-        let kind = match f.get("type") {
+        // The type first: the keys of a benchmark srt does not run are not checked.
+        let kind = match srtctl::tree::get(node, "type") {
             Some(t) => {
                 let kind = self.string(t, "benchmark.type")?;
                 if kind != "sa-bench" {
@@ -1009,7 +1029,7 @@ impl Loader<'_> {
                 }
                 kind
             }
-            None => {
+            None if matches!(node.value, Value::Map(_)) => {
                 self.problem(
                     Problem::new(
                         "srt::recipe::missing_key",
@@ -1021,7 +1041,14 @@ impl Loader<'_> {
                 );
                 return None;
             }
+            None => String::new(),
         };
+        let f = self.fields(
+            node,
+            "benchmark",
+            &keys::names(keys::BENCHMARK),
+            SRTCTL_ONLY,
+        )?;
         let table = keys::BENCHMARK;
         let num = |this: &mut Self, key: &str, min: i64| -> Option<Option<u32>> {
             match f.get(key) {
@@ -1067,8 +1094,12 @@ impl Loader<'_> {
                         .collect(),
                     Value::Seq(items) => items
                         .iter()
-                        .map(|i| match i.value {
-                            Value::Int(v) if (1..=100_000).contains(&v) => Some(v as u32),
+                        .map(|i| match &i.value {
+                            Value::Int(v) if (1..=100_000).contains(v) => Some(*v as u32),
+                            // srtctl joins the levels as text: `['8192']` is a level too.
+                            Value::Str(v) => {
+                                v.parse::<u32>().ok().filter(|v| (1..=100_000).contains(v))
+                            }
                             _ => None,
                         })
                         .collect(),
@@ -1981,11 +2012,14 @@ fn to_json(node: &Node) -> serde_json::Value {
     }
 }
 
+/// The longest deployment name: srtctl's recipe names run past 64 characters.
+pub const MAX_NAME_BYTES: usize = 128;
+
 /// Deployment names become directory names and log prefixes.
 pub fn valid_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphanumeric())
-        && name.len() <= 64
+        && name.len() <= MAX_NAME_BYTES
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
@@ -2015,11 +2049,31 @@ fn valid_env_name(name: &str) -> bool {
 /// Read and load a recipe file. The [`Source`] is returned either way so later stages can
 /// report problems against it. An unreadable or non-UTF-8 file is a diagnostic too.
 pub fn load_file(path: &std::path::Path) -> (Source, Result<Recipe, RecipeError>) {
-    let name = path.display().to_string();
+    load_file_selected(path, &Selection::default())
+}
+
+/// [`load_file`] of the recipe `selection` picks from an srtctl override file.
+pub fn load_file_selected(
+    path: &std::path::Path,
+    selection: &Selection,
+) -> (Source, Result<Recipe, RecipeError>) {
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
+    match read_source(path) {
+        (source, None) => {
+            let result = load_selected(&source, &stem, selection);
+            (source, result)
+        }
+        (source, Some(err)) => (source, Err(err)),
+    }
+}
+
+/// A recipe file's text, read up to [`MAX_RECIPE_BYTES`]; an unreadable, oversized or
+/// non-UTF-8 file is a diagnostic (beside what was read, to show it against).
+pub fn read_source(path: &std::path::Path) -> (Source, Option<RecipeError>) {
+    let name = path.display().to_string();
     let empty = SourceSpan::new(0.into(), 0);
     // Read one byte past the limit at most: enough to tell an oversized file apart.
     let read = std::fs::File::open(path).and_then(|f| {
@@ -2037,7 +2091,7 @@ pub fn load_file(path: &std::path::Path) -> (Source, Result<Recipe, RecipeError>
                 text: String::from_utf8_lossy(&b).into_owned(),
             };
             let err = oversized(&source).expect("longer than the limit");
-            return (source, Err(err));
+            return (source, Some(err));
         }
         Ok(b) => b,
         Err(e) => {
@@ -2050,15 +2104,11 @@ pub fn load_file(path: &std::path::Path) -> (Source, Result<Recipe, RecipeError>
                 empty,
                 format!("cannot read {}: {e}", path.display()),
             )]);
-            return (source, Err(err));
+            return (source, Some(err));
         }
     };
     match String::from_utf8(bytes) {
-        Ok(text) => {
-            let source = Source { name, text };
-            let result = load_str(&source, &stem);
-            (source, result)
-        }
+        Ok(text) => (Source { name, text }, None),
         Err(e) => {
             let valid = e.utf8_error().valid_up_to();
             let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
@@ -2069,7 +2119,7 @@ pub fn load_file(path: &std::path::Path) -> (Source, Result<Recipe, RecipeError>
                 format!("the recipe is not valid UTF-8 (first bad byte at offset {valid})"),
             )
             .label("invalid UTF-8 here")]);
-            (source, Err(err))
+            (source, Some(err))
         }
     }
 }

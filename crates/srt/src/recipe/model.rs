@@ -52,6 +52,10 @@ pub struct Recipe {
     /// Top-level sections a component owns ([`super::keys::OWNED_SECTIONS`]), by name,
     /// as written: their owner checks and reads them.
     pub sections: BTreeMap<String, Section>,
+    /// What was done to the file before it was read (the override file's variant
+    /// chosen, srtctl v1 re-spelled as 2.0): located warnings, shown with the launch
+    /// plan's.
+    pub notes: Vec<crate::recipe::diag::Problem>,
 }
 
 /// A top-level section a component owns, as written: its entries' keys are kept as

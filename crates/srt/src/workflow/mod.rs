@@ -4,6 +4,7 @@
 
 pub mod health;
 pub mod live;
+pub mod migrate;
 pub mod status;
 
 use crate::assemble::{assemble, BuildOptions};
@@ -421,6 +422,8 @@ pub struct PrepareOptions {
     /// The cluster profile given with `--cluster` / `SRT_CLUSTER`; when `None`,
     /// `srt-cluster.yaml` in the current directory if it exists, else local.
     pub cluster: Option<PathBuf>,
+    /// Which recipe of an srtctl override file (`--variant`).
+    pub selection: recipe::Selection,
 }
 
 /// The cluster profile for a command (see [`ClusterProfile::resolve`]).
@@ -487,7 +490,7 @@ pub fn setup(
     default_name: &str,
     options: &PrepareOptions,
 ) -> Result<Setup, OpError> {
-    let recipe = recipe::load_str(&source, default_name)?;
+    let recipe = recipe::load_selected(&source, default_name, &options.selection)?;
     let profile = effective_profile(cluster_profile(options.cluster.as_deref())?, &recipe);
     let dir = deployment_dir(&options.state_dir, &recipe.name.value);
     // Node count first (the executor's bindings need it), then the plan for its host layout.
@@ -524,7 +527,7 @@ pub fn setup(
 
 /// Read a recipe file and make its executor.
 pub fn setup_file(path: &Path, options: &PrepareOptions) -> Result<Setup, OpError> {
-    let (source, loaded) = recipe::load_file(path);
+    let (source, loaded) = recipe::load_file_selected(path, &options.selection);
     loaded?;
     let stem = path
         .file_stem()
