@@ -322,10 +322,20 @@ pub(crate) const FRONTEND: &[Key] = &[
         r##"{"$ref": "#/$defs/nginx"}"##,
         "Limits of the nginx in front of several Routers (multiple frontends).",
     ),
+    k(
+        "nginx_image",
+        r#"{"type": "string", "minLength": 1}"#,
+        "srtctl's spelling of `nginx.image` (srtctl v1: `nginx_container`).",
+    ),
 ];
 
 /// `frontend.nginx:`.
 pub(crate) const NGINX: &[Key] = &[
+    k(
+        "image",
+        r#"{"type": "string", "minLength": 1}"#,
+        "Container image nginx runs in, on executors that run containers (pyxis); elsewhere nginx is the host's.",
+    ),
     k(
         "worker_processes",
         r#"{"anyOf": [{"const": "auto"}, {"type": "integer", "minimum": 1, "maximum": 1024}], "default": "auto"}"#,

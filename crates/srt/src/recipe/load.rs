@@ -34,7 +34,6 @@ const SRTCTL_ONLY_ROLE: &[&str] = &["engine", "kv_events", "sidecar", "critical"
 const SRTCTL_ONLY_ENGINE: &[&str] = &["set_visible_devices", "failover"];
 const SRTCTL_ONLY_FRONTEND: &[&str] = &[
     "placement",
-    "nginx_image",
     "nginx_raise_ulimit",
     "nginx_session_affinity",
     "nginx_keepalive_timeout",
@@ -816,8 +815,38 @@ impl Loader<'_> {
         false
     }
 
+    /// srtctl's `infra:` (etcd and NATS on a node of their own, NATS's payload
+    /// limit): srt starts both on the frontend's node and sets no payload limit.
+    fn refuse_infra(&mut self, root: &Node) {
+        let Some(infra) = srtctl::tree::get(root, "infra") else {
+            return;
+        };
+        let keys: Vec<&crate::recipe::yaml::Key> = match &infra.value {
+            Value::Map(entries) => entries.iter().map(|(k, _)| k).collect(),
+            _ => Vec::new(),
+        };
+        for key in keys {
+            let why = match key.name.as_str() {
+                "etcd_nats_dedicated_node" => "srt starts etcd and NATS on the frontend's node; a node of their own is not supported",
+                "nats_max_payload_mb" => "srt runs nats-server with its default payload limit; another is not supported",
+                _ => "not an srtctl `infra` key either",
+            };
+            self.problem(
+                Problem::new(
+                    "srt::recipe::unsupported_key",
+                    key.span,
+                    format!("`infra.{}`: {why}", key.name),
+                )
+                .label("not supported")
+                .help("remove it (`etcd_nats_dedicated_node: false` is the default and loads)"),
+            );
+        }
+    }
+
     fn recipe(&mut self, root: &Node, default_name: &str) -> Option<Recipe> {
+        self.refuse_infra(root);
         let mut top = keys::names(keys::TOP);
+        top.push("infra");
         top.extend(keys::OWNED_SECTIONS);
         let f = self.fields(root, "", &top, SRTCTL_ONLY_TOP)?;
         if let Some(node) = f.get("schema") {
@@ -1836,6 +1865,20 @@ impl Loader<'_> {
         if let Some(node) = f.get("nginx") {
             fe.nginx = self.nginx(node, f.key_span("nginx").unwrap_or(node.span))?;
         }
+        if let Some(node) = f.get("nginx_image") {
+            if fe.nginx.image.is_some() {
+                self.problem(
+                    Problem::new(
+                        "srt::recipe::conflict",
+                        node.span,
+                        "`frontend.nginx_image` and `frontend.nginx.image` both name nginx's image",
+                    )
+                    .label("set one of them")
+                    .help("`nginx_image` is srtctl's spelling of `nginx.image`"),
+                );
+            }
+            fe.nginx.image = self.opt_string(&f, "nginx_image");
+        }
         Some(fe)
     }
 
@@ -1845,6 +1888,7 @@ impl Loader<'_> {
             ..Nginx::default()
         };
         let f = self.fields(node, "frontend.nginx", &keys::names(keys::NGINX), &[])?;
+        n.image = self.opt_string(&f, "image");
         if let Some(v) = f.get("worker_processes") {
             n.worker_processes = match &v.value {
                 Value::Str(s) if s == "auto" => None,

@@ -387,6 +387,8 @@ pub struct Nginx {
     pub keepalive_timeout_secs: u32,
     /// `client_max_body_size`, in nginx's size syntax.
     pub client_max_body_size: String,
+    /// The container image nginx runs in, where the executor runs containers.
+    pub image: Option<String>,
 }
 
 impl Default for Nginx {
@@ -403,6 +405,7 @@ impl Default for Nginx {
             upstream_keepalive: default(NGINX, "upstream_keepalive"),
             keepalive_timeout_secs: default(NGINX, "keepalive_timeout_seconds"),
             client_max_body_size: default(NGINX, "client_max_body_size"),
+            image: None,
         }
     }
 }

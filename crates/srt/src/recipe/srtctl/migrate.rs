@@ -72,10 +72,13 @@ pub fn migrate_part(mapping: &mut Node, part: Part<'_>) -> Migration {
         _ => engine_name(mapping),
     };
     fold_roles(mapping, &engine, &mut m.notes);
+    rename_nginx_image(mapping, &mut m.notes);
+    drop_default_infra(mapping, &mut m.notes);
     match part {
         Part::Whole => {
             fold_engine(mapping, &engine, &mut m.notes);
             default_frontend(mapping, &mut m.notes);
+            default_chat_template(mapping, &mut m.notes);
             set_schema(mapping, &mut m.notes);
         }
         Part::Variant(_) => {
@@ -336,6 +339,67 @@ fn rename_frontend(recipe: &mut Node, notes: &mut Vec<String>) {
     }
 }
 
+/// v1's `frontend.nginx_container` is 2.0's `nginx_image`.
+fn rename_nginx_image(recipe: &mut Node, notes: &mut Vec<String>) {
+    let Some(frontend) = mapping_mut(recipe, "frontend") else {
+        return;
+    };
+    let Some(entries) = (match &mut frontend.value {
+        Value::Map(e) => Some(e),
+        _ => None,
+    }) else {
+        return;
+    };
+    if let Some((key, _)) = entries
+        .iter_mut()
+        .find(|(k, _)| k.name == "nginx_container")
+    {
+        key.name = "nginx_image".into();
+        notes.push("frontend.nginx_container -> frontend.nginx_image".into());
+    }
+}
+
+/// `infra.etcd_nats_dedicated_node: false` is v1's default (etcd and NATS share a
+/// node): dropped, and `infra` with it when nothing else is left.
+fn drop_default_infra(recipe: &mut Node, notes: &mut Vec<String>) {
+    let Some(infra) = mapping_mut(recipe, "infra") else {
+        return;
+    };
+    let default =
+        tree::get(infra, "etcd_nats_dedicated_node").is_some_and(|n| n.value == Value::Bool(false));
+    if !default {
+        return;
+    }
+    tree::take(infra, "etcd_nats_dedicated_node");
+    notes.push("dropped infra.etcd_nats_dedicated_node: false (the default)".into());
+    if tree::entries(infra).is_some_and(<[_]>::is_empty) {
+        tree::take(recipe, "infra");
+    }
+}
+
+/// srtctl v1's sa-bench applies the chat template unless told not to
+/// (`use_chat_template` defaults to true there, to false in srt): written out, so a
+/// v1 recipe means what it meant.
+fn default_chat_template(recipe: &mut Node, notes: &mut Vec<String>) {
+    let Some(benchmark) = mapping_mut(recipe, "benchmark") else {
+        return;
+    };
+    let sa_bench = tree::get(benchmark, "type").and_then(tree::as_str) == Some("sa-bench");
+    if !sa_bench || tree::has(benchmark, "use_chat_template") {
+        return;
+    }
+    let at = tree::get(benchmark, "type").map_or(benchmark.span, |n| n.span);
+    tree::set(
+        benchmark,
+        tree::named("use_chat_template", at),
+        Node {
+            span: at,
+            value: Value::Bool(true),
+        },
+    );
+    notes.push("benchmark.use_chat_template: true (srtctl v1's default)".into());
+}
+
 fn set_schema(recipe: &mut Node, notes: &mut Vec<String>) {
     let span = tree::get(recipe, "schema").map_or(recipe.span, |n| n.span);
     let two = Node {
@@ -533,6 +597,45 @@ backend:
         assert_eq!(
             at(&root, "frontend.type").value,
             Value::Str("sglang-router".into())
+        );
+    }
+
+    #[test]
+    fn nginx_container_is_nginx_image_and_default_infra_is_dropped() {
+        let (root, m) = migrated(
+            "resources: {agg_nodes: 1, agg_workers: 1}\nfrontend: {type: dynamo, nginx_container: nginx:1.27}\ninfra: {etcd_nats_dedicated_node: false}\n",
+        );
+        assert_eq!(
+            at(&root, "frontend.nginx_image").value,
+            Value::Str("nginx:1.27".into())
+        );
+        assert!(!tree::has(&root, "infra"));
+        assert!(m
+            .notes
+            .iter()
+            .any(|n| n.contains("etcd_nats_dedicated_node")));
+        let (root, _) = migrated(
+            "resources: {agg_nodes: 1, agg_workers: 1}\ninfra: {etcd_nats_dedicated_node: true}\n",
+        );
+        assert_eq!(
+            at(&root, "infra.etcd_nats_dedicated_node").value,
+            Value::Bool(true)
+        );
+    }
+
+    #[test]
+    fn sa_bench_without_use_chat_template_means_v1_s_default() {
+        let (root, m) =
+            migrated("resources: {agg_nodes: 1, agg_workers: 1}\nbenchmark: {type: sa-bench}\n");
+        assert_eq!(
+            at(&root, "benchmark.use_chat_template").value,
+            Value::Bool(true)
+        );
+        assert!(m.notes.iter().any(|n| n.contains("use_chat_template")));
+        let (root, _) = migrated("resources: {agg_nodes: 1, agg_workers: 1}\nbenchmark: {type: sa-bench, use_chat_template: false}\n");
+        assert_eq!(
+            at(&root, "benchmark.use_chat_template").value,
+            Value::Bool(false)
         );
     }
 
