@@ -265,6 +265,7 @@ fn colocate_decode(recipe: &mut Node, notes: &mut Vec<String>) {
 /// `backend:` becomes `engine:`: its `type` alone as a name, with engine-wide keys
 /// (`connector`, ...) as a mapping; an absent type is srtctl v1's default engine.
 fn fold_engine(recipe: &mut Node, engine: &str, notes: &mut Vec<String>) {
+    let anchor = key_before(recipe, "backend");
     let Some((key, mut backend)) = tree::take(recipe, "backend") else {
         if !tree::has(recipe, "engine") {
             let at = recipe.span;
@@ -298,8 +299,14 @@ fn fold_engine(recipe: &mut Node, engine: &str, notes: &mut Vec<String>) {
         entries.extend(rest);
         tree::map(entries, backend.span)
     };
-    let anchor = previous_key(recipe, &key.span);
-    tree::insert_after(recipe, &anchor, tree::named("engine", key.span), value);
+    match anchor {
+        Some(anchor) => tree::insert_after(recipe, &anchor, tree::named("engine", key.span), value),
+        None => {
+            if let Value::Map(entries) = &mut recipe.value {
+                entries.insert(0, (tree::named("engine", key.span), value));
+            }
+        }
+    }
     notes.push("backend -> engine".into());
 }
 
@@ -462,15 +469,12 @@ fn recipe_roles_mut(recipe: &mut Node) -> Option<&mut Node> {
     mapping_mut(recipe, "roles")
 }
 
-/// The key written before the one at `span` (for putting a renamed key where the old
+/// The key held before `key` in a mapping (for putting a renamed key where the old
 /// one was).
-fn previous_key(recipe: &Node, span: &miette::SourceSpan) -> String {
+fn key_before(recipe: &Node, key: &str) -> Option<String> {
     let entries = tree::entries(recipe).unwrap_or_default();
-    entries
-        .iter()
-        .take_while(|(k, _)| k.span.offset() < span.offset())
-        .last()
-        .map_or(String::new(), |(k, _)| k.name.clone())
+    let at = entries.iter().position(|(k, _)| k.name == key)?;
+    at.checked_sub(1).map(|i| entries[i].0.name.clone())
 }
 
 fn int(node: &Node) -> Option<i64> {
