@@ -138,7 +138,9 @@ fn check(
     options: &BuildOptions,
     own: &WrapperArgs,
 ) -> Result<Checked, Vec<Problem>> {
-    let mut problems = Vec::new();
+    // What the loader did to the file (a variant chosen, v1 re-spelled) is said with
+    // the recipe's other warnings.
+    let mut problems = recipe.notes.clone();
     let engine = lookup_engine(recipe, &mut problems);
     let frontend = lookup_frontend(recipe, &mut problems);
     if recipe.roles.is_empty() {
