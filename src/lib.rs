@@ -215,7 +215,17 @@ pub(crate) fn assemble_file(
     recipe: &RecipeArg,
     nodes: Option<usize>,
 ) -> Result<(srt::recipe::Recipe, srt::launch::LaunchPlan), error::ExpectedError> {
-    let (source, recipe) = load_recipe(&recipe.file, &recipe.selection())?;
+    assemble_for(recipe, nodes, &srt::cluster::ClusterProfile::Local)
+}
+
+/// [`assemble_file`] with the aliases of `profile` resolved in the recipe.
+pub(crate) fn assemble_for(
+    recipe: &RecipeArg,
+    nodes: Option<usize>,
+    profile: &srt::cluster::ClusterProfile,
+) -> Result<(srt::recipe::Recipe, srt::launch::LaunchPlan), error::ExpectedError> {
+    let (source, mut recipe) = load_recipe(&recipe.file, &recipe.selection())?;
+    profile.resolve_aliases(&mut recipe);
     let options = srt::assemble::BuildOptions {
         nodes,
         ..Default::default()

@@ -490,8 +490,9 @@ pub fn setup(
     default_name: &str,
     options: &PrepareOptions,
 ) -> Result<Setup, OpError> {
-    let recipe = recipe::load_selected(&source, default_name, &options.selection)?;
+    let mut recipe = recipe::load_selected(&source, default_name, &options.selection)?;
     let profile = effective_profile(cluster_profile(options.cluster.as_deref())?, &recipe);
+    profile.resolve_aliases(&mut recipe);
     let dir = deployment_dir(&options.state_dir, &recipe.name.value);
     // Node count first (the executor's bindings need it), then the plan for its host layout.
     let nodes = crate::assemble::node_count(
