@@ -27,7 +27,6 @@ const SRTCTL_ONLY_TOP: &[&str] = &[
     "identity",
     "reporting",
     "base",
-    "sweep",
 ];
 const SRTCTL_ONLY_ROLE: &[&str] = &["engine", "kv_events", "sidecar", "critical"];
 const SRTCTL_ONLY_ENGINE: &[&str] = &["set_visible_devices", "failover"];
@@ -293,11 +292,26 @@ pub fn load_problems(source: &Source, default_name: &str) -> Result<Recipe, Vec<
     if !nul.is_empty() {
         return Err(nul);
     }
+    let sweep = super::sweep::Sweep::new(&root)?;
+    let first = sweep.point(0);
+    let mut recipe = load_tree(&first.recipe, default_name)?;
+    recipe.sweep = sweep.key().map(|key| SweepPoint {
+        key,
+        index: 0,
+        of: sweep.len(),
+        params: first.describe(),
+    });
+    Ok(recipe)
+}
+
+/// The typed recipe of a parsed document without `sweep:` (a point of a sweep,
+/// [`super::sweep::Point::recipe`], whose spans are in the file's text).
+pub fn load_tree(root: &Node, default_name: &str) -> Result<Recipe, Vec<Problem>> {
     let mut problems = Problems::default();
     let recipe = Loader {
         problems: &mut problems,
     }
-    .recipe(&root, default_name);
+    .recipe(root, default_name);
     match recipe {
         Some(r) if problems.is_empty() => Ok(r),
         _ => {
@@ -898,6 +912,7 @@ impl Loader<'_> {
             sections,
             slurm,
             benchmark,
+            sweep: None,
         })
     }
 

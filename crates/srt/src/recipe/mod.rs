@@ -5,11 +5,13 @@
 //! - [`validate`]: cross-field rules that need the whole recipe.
 //! - [`diag`]: the diagnostics types.
 //! - [`limits`]: the largest deployment a recipe may ask for.
+//! - [`sweep`]: a `sweep:` block expanded into its points.
 pub mod diag;
 pub mod keys;
 pub mod limits;
 pub mod load;
 mod model;
+pub mod sweep;
 pub mod yaml;
 
 pub use diag::{Problem, RecipeError};
