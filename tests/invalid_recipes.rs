@@ -593,6 +593,18 @@ const CASES: &[Case] = &[
         "its own Dynamo namespace",
     ),
     case(
+        "sweep-unquoted.yaml",
+        "srt::recipe::sweep_unquoted",
+        "{",
+        "\"{conc}\"",
+    ),
+    case(
+        "sweep-unknown-placeholder.yaml",
+        "srt::recipe::sweep_placeholder",
+        "\"{seq}\"",
+        "did you mean `{seqs}`?",
+    ),
+    case(
         "engine-unknown-key.yaml",
         "srt::recipe::unknown_key",
         "conector",

@@ -89,6 +89,11 @@ pub(crate) const TOP: &[Key] = &[
         r##"{"$ref": "#/$defs/benchmark"}"##,
         "A load benchmark through the public URL after the gates.",
     ),
+    k(
+        "sweep",
+        r#"{"type": "object", "minProperties": 1, "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}, "properties": {"zip": {"type": "object", "minProperties": 1, "additionalProperties": {"type": "array", "minItems": 1}}}, "additionalProperties": {"type": "array", "minItems": 1}}"#,
+        "Parameters and their values: `{param}` in any value takes each in turn (the product of the lists; `zip:` lists go together). `srt sweep` runs the points.",
+    ),
 ];
 
 /// `slurm:`.

@@ -28,7 +28,6 @@ const SRTCTL_ONLY_TOP: &[&str] = &[
     "identity",
     "reporting",
     "base",
-    "sweep",
 ];
 const SRTCTL_ONLY_ROLE: &[&str] = &["engine", "kv_events", "sidecar", "critical"];
 const SRTCTL_ONLY_ENGINE: &[&str] = &["set_visible_devices", "failover"];
@@ -310,20 +309,47 @@ fn problems_of(
     if !nul.is_empty() {
         return Err(nul);
     }
-    let prepared = srtctl::prepare(root, selection)?;
-    let root = prepared.recipe;
+    let (root, notes) = srtctl::variant(root, selection)?;
+    let sweep = super::sweep::Sweep::new(&root)?;
+    let first = sweep.point(0);
+    let mut recipe = load_point(&first.recipe, default_name, notes)?;
+    recipe.sweep = sweep.key().map(|key| SweepPoint {
+        key,
+        index: 0,
+        of: sweep.len(),
+        params: first.describe(),
+    });
+    Ok(recipe)
+}
+
+/// The typed recipe of a parsed document without `sweep:` (a point of a sweep,
+/// [`super::sweep::Point::recipe`], whose spans are in the file's text); srtctl's v1
+/// layout is re-spelled as 2.0 first ([`srtctl::migrate_tree`]).
+pub fn load_tree(root: &Node, default_name: &str) -> Result<Recipe, Vec<Problem>> {
+    load_point(root, default_name, Vec::new())
+}
+
+/// [`load_tree`], after `notes` (what was done to the file before).
+fn load_point(
+    root: &Node,
+    default_name: &str,
+    mut notes: Vec<Problem>,
+) -> Result<Recipe, Vec<Problem>> {
+    let mut root = root.clone();
+    notes.extend(srtctl::migrate_tree(&mut root));
+    let root = &root;
     let mut problems = Problems::default();
     let recipe = Loader {
         problems: &mut problems,
     }
-    .recipe(&root, default_name);
+    .recipe(root, default_name);
     match recipe {
         Some(mut r) if problems.is_empty() => {
-            r.notes = prepared.notes;
+            r.notes = notes;
             Ok(r)
         }
         _ => {
-            problems.0.extend(prepared.notes);
+            problems.0.extend(notes);
             if problems.is_empty() {
                 problems.push(Problem::new(
                     "srt::recipe::invalid",
@@ -952,6 +978,7 @@ impl Loader<'_> {
             slurm,
             benchmark,
             notes: Vec::new(),
+            sweep: None,
         })
     }
 

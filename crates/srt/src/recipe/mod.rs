@@ -7,12 +7,14 @@
 //! - [`limits`]: the largest deployment a recipe may ask for.
 //! - [`srtctl`]: srtctl's files (override files, the v1 layout) turned into the one
 //!   recipe the loader reads.
+//! - [`sweep`]: a `sweep:` block expanded into its points.
 pub mod diag;
 pub mod keys;
 pub mod limits;
 pub mod load;
 mod model;
 pub mod srtctl;
+pub mod sweep;
 pub mod yaml;
 
 pub use diag::{Problem, RecipeError};

@@ -56,6 +56,22 @@ pub struct Recipe {
     /// chosen, srtctl v1 re-spelled as 2.0): located warnings, shown with the launch
     /// plan's.
     pub notes: Vec<crate::recipe::diag::Problem>,
+    /// Set when a sweep's file is loaded as one recipe (`srt validate`, `render`, `plan`,
+    /// `apply`): which of its points this is, so the commands say so.
+    pub sweep: Option<SweepPoint>,
+}
+
+/// The point of a sweep a recipe is ([`super::sweep`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SweepPoint {
+    /// The `sweep` key.
+    pub key: SourceSpan,
+    /// The point, from 0.
+    pub index: usize,
+    /// How many points the sweep has.
+    pub of: usize,
+    /// Its parameters, `tp=1, conc=4`.
+    pub params: String,
 }
 
 /// A top-level section a component owns, as written: its entries' keys are kept as

@@ -34,17 +34,28 @@ pub struct Selection {
 
 /// The recipe of `root` that `selection` picks, in the 2.0 layout.
 pub fn prepare(root: Node, selection: &Selection) -> Result<Prepared, Vec<Problem>> {
+    let (mut recipe, mut notes) = variant(root, selection)?;
+    notes.extend(migrate_tree(&mut recipe));
+    Ok(Prepared { recipe, notes })
+}
+
+/// The recipe of `root` that `selection` picks: an override file's variant (with a
+/// note naming it), else `root` itself.
+pub fn variant(root: Node, selection: &Selection) -> Result<(Node, Vec<Problem>), Vec<Problem>> {
     let mut notes = Vec::new();
-    let mut recipe = match variants::variants(&root) {
+    let recipe = match variants::variants(&root) {
         None => root,
         Some(found) => pick(&root, found?, selection, &mut notes)?,
     };
-    let at = v1_marker(&recipe);
-    let migration = migrate::migrate(&mut recipe);
-    if migration.was_v1 {
-        notes.push(v1_note(at, &migration.notes));
-    }
-    Ok(Prepared { recipe, notes })
+    Ok((recipe, notes))
+}
+
+/// `recipe` re-spelled in the 2.0 layout when it is in srtctl's v1 one, with the note
+/// that says what was done.
+pub fn migrate_tree(recipe: &mut Node) -> Option<Problem> {
+    let at = v1_marker(recipe);
+    let migration = migrate::migrate(recipe);
+    migration.was_v1.then(|| v1_note(at, &migration.notes))
 }
 
 /// A document re-spelled in the 2.0 layout, as text.
