@@ -1340,8 +1340,11 @@ fn every_example_has_a_topology_test() {
     }
 }
 
+/// Where a worker process is: its role, node and devices.
+type Placed = (RoleKind, usize, Vec<u32>);
+
 /// The workers of a plan as (role, node, devices), in address order.
-fn placement(plan: &LaunchPlan) -> Vec<(RoleKind, usize, Vec<u32>)> {
+fn placement(plan: &LaunchPlan) -> Vec<Placed> {
     workers(plan)
         .into_iter()
         .map(|w| (role(w), w.node, w.devices.clone()))
@@ -1355,7 +1358,7 @@ fn placement(plan: &LaunchPlan) -> Vec<(RoleKind, usize, Vec<u32>)> {
 #[test]
 fn srtctl_v1_fixtures_place_workers_as_srtctl_derives_them() {
     use RoleKind::{Agg, Decode, Prefill};
-    let cases: [(&str, Vec<(RoleKind, usize, Vec<u32>)>); 4] = [
+    let cases: [(&str, Vec<Placed>); 4] = [
         ("agg-vllm", vec![(Agg, 0, vec![0, 1]), (Agg, 0, vec![2, 3])]),
         (
             "disagg-sglang",

@@ -85,6 +85,11 @@ pub(crate) const TOP: &[Key] = &[
         "Scheduler settings for the SLURM executor (override the cluster profile).",
     ),
     k(
+        "infra",
+        r##"{"$ref": "#/$defs/infra"}"##,
+        "Where the frontend's services (Dynamo's etcd and NATS) run (srtctl's `infra:`).",
+    ),
+    k(
         "benchmark",
         r##"{"$ref": "#/$defs/benchmark"}"##,
         "A load benchmark through the public URL after the gates.",
@@ -97,6 +102,13 @@ pub(crate) const TOP: &[Key] = &[
 ];
 
 /// `slurm:`.
+/// `infra:`.
+pub(crate) const INFRA: &[Key] = &[k(
+    "etcd_nats_dedicated_node",
+    r#"{"type": "boolean", "default": false}"#,
+    "Run the frontend's services (etcd, NATS) on a node of their own, after the workers' (srtctl's meaning); a frontend without services refuses it.",
+)];
+
 pub(crate) const SLURM: &[Key] = &[
     k(
         "time_limit",

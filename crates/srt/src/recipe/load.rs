@@ -841,38 +841,29 @@ impl Loader<'_> {
         false
     }
 
-    /// srtctl's `infra:` (etcd and NATS on a node of their own, NATS's payload
-    /// limit): srt starts both on the frontend's node and sets no payload limit.
-    fn refuse_infra(&mut self, root: &Node) {
-        let Some(infra) = srtctl::tree::get(root, "infra") else {
-            return;
-        };
-        let keys: Vec<&crate::recipe::yaml::Key> = match &infra.value {
-            Value::Map(entries) => entries.iter().map(|(k, _)| k).collect(),
-            _ => Vec::new(),
-        };
-        for key in keys {
-            let why = match key.name.as_str() {
-                "etcd_nats_dedicated_node" => "srt starts etcd and NATS on the frontend's node; a node of their own is not supported",
-                "nats_max_payload_mb" => "srt runs nats-server with its default payload limit; another is not supported",
-                _ => "not an srtctl `infra` key either",
-            };
-            self.problem(
-                Problem::new(
-                    "srt::recipe::unsupported_key",
-                    key.span,
-                    format!("`infra.{}`: {why}", key.name),
-                )
-                .label("not supported")
-                .help("remove it (`etcd_nats_dedicated_node: false` is the default and loads)"),
-            );
+    /// srtctl's `infra:`: `etcd_nats_dedicated_node` puts the frontend's services on a
+    /// node of their own (its span when true); NATS's payload limit is refused.
+    fn infra(&mut self, node: Option<&Node>) -> Option<SourceSpan> {
+        let node = node.filter(|n| n.value != Value::Null)?;
+        let f = self.fields(
+            node,
+            "infra",
+            &keys::names(keys::INFRA),
+            &["nats_max_payload_mb"],
+        )?;
+        let dedicated = f.get("etcd_nats_dedicated_node")?;
+        match dedicated.value {
+            Value::Bool(true) => f.key_span("etcd_nats_dedicated_node"),
+            Value::Bool(false) => None,
+            _ => {
+                self.type_error(dedicated, "infra.etcd_nats_dedicated_node", "true or false");
+                None
+            }
         }
     }
 
     fn recipe(&mut self, root: &Node, default_name: &str) -> Option<Recipe> {
-        self.refuse_infra(root);
         let mut top = keys::names(keys::TOP);
-        top.push("infra");
         top.extend(keys::OWNED_SECTIONS);
         let f = self.fields(root, "", &top, SRTCTL_ONLY_TOP)?;
         if let Some(node) = f.get("schema") {
@@ -948,6 +939,7 @@ impl Loader<'_> {
         let health_check = self.health_check(f.get("health_check"));
         let rollout = self.rollout(f.get("rollout"));
         let slurm = self.slurm(f.get("slurm"));
+        let services_node = self.infra(f.get("infra"));
         let benchmark = self.benchmark(f.get("benchmark"), f.key_span("benchmark"));
         let sensitive_env = self.sensitive_env(f.get("sensitive_env"));
         let sections = keys::OWNED_SECTIONS
@@ -977,6 +969,7 @@ impl Loader<'_> {
             sections,
             slurm,
             benchmark,
+            services_node,
             notes: Vec::new(),
             sweep: None,
         })

@@ -44,6 +44,9 @@ pub struct Recipe {
     pub rollout: Rollout,
     /// Scheduler settings the recipe asks for (srtctl's `slurm:`), applied by the SLURM executor.
     pub slurm: SlurmSettings,
+    /// `infra.etcd_nats_dedicated_node: true`, where written: the frontend's services
+    /// get a node of their own.
+    pub services_node: Option<SourceSpan>,
     /// The load benchmark run after the gates, if any.
     pub benchmark: Option<Benchmark>,
     /// `sensitive_env`: variables to treat as secrets besides the default list of

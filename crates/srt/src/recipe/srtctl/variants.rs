@@ -144,11 +144,11 @@ fn name_it(recipe: &mut Node, name: &str, key: &Key) {
     );
 }
 
-/// Every list leaf of a zip group, with where it is.
+/// Every list leaf of a zip group, with its key's span.
 fn lists(node: &Node, out: &mut Vec<(usize, miette::SourceSpan)>) {
-    for (_, value) in tree::entries(node).unwrap_or_default() {
+    for (key, value) in tree::entries(node).unwrap_or_default() {
         match &value.value {
-            Value::Seq(items) => out.push((items.len(), value.span)),
+            Value::Seq(items) => out.push((items.len(), key.span)),
             Value::Map(_) => lists(value, out),
             _ => {}
         }
@@ -301,7 +301,7 @@ mod tests {
         let root = parse(text).unwrap();
         let err = variants(&root).unwrap().unwrap_err();
         assert_eq!(err.len(), 1);
-        assert_eq!(&text[err[0].span.offset()..][..9], "[1, 2, 3]");
+        assert_eq!(&text[err[0].span.offset()..][..1], "b");
     }
 
     #[test]
