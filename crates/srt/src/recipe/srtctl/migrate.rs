@@ -26,6 +26,27 @@ const ENGINE_CONFIG: &[(&str, &str)] = &[
     ("mocker", "mocker_config"),
 ];
 
+/// What srtctl v1 does with a flag a recipe gives in a role's args, where it sets the
+/// flag itself (`backends/<engine>.py`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum V1Flag {
+    /// Dropped: srtctl sets its own value (as srt does).
+    Dropped,
+    /// The role's own mode (`prefill`, `decode`), passed again: the same as srt's
+    /// when equal to the role.
+    RoleMode,
+    /// The KV transfer backend, the user's choice in v1: srt's role `connector`.
+    Connector,
+}
+
+/// srtctl v1's handling of the flags it sets, by engine (flags in kebab case).
+const V1_FLAGS: &[(&str, &str, V1Flag)] = &[
+    ("sglang", "model-path", V1Flag::Dropped),
+    ("sglang", "nccl-port", V1Flag::Dropped),
+    ("sglang", "disaggregation-mode", V1Flag::RoleMode),
+    ("sglang", "disaggregation-transfer-backend", V1Flag::Connector),
+];
+
 /// v1 frontend names that 2.0 (and srt) spell otherwise.
 const FRONTEND_NAMES: &[(&str, &str)] = &[("sglang", "sglang-router")];
 
@@ -200,6 +221,52 @@ fn fold_roles(recipe: &mut Node, engine: &str, notes: &mut Vec<String>) {
     }
     colocate_decode(recipe, notes);
     drop_empty(recipe, &["backend"], config);
+    for (role, _) in ROLES {
+        v1_flags(recipe, engine, role, notes);
+    }
+}
+
+/// The flags of `roles.<role>.args` srtctl v1 sets itself, as it reads them: dropped
+/// when srtctl drops them or when they say what the role says; the transfer backend
+/// becomes the role's `connector`.
+fn v1_flags(recipe: &mut Node, engine: &str, role: &str, notes: &mut Vec<String>) {
+    let Some(args) = mapping_mut(recipe, "roles")
+        .and_then(|r| mapping_mut(r, role))
+        .and_then(|r| mapping_mut(r, "args"))
+    else {
+        return;
+    };
+    let Value::Map(entries) = &mut args.value else {
+        return;
+    };
+    let mut connector = None;
+    entries.retain(|(key, value)| {
+        let flag = key.name.replace('_', "-");
+        let Some((_, _, rule)) = V1_FLAGS.iter().find(|(e, f, _)| *e == engine && *f == flag) else {
+            return true;
+        };
+        match rule {
+            V1Flag::Dropped => {
+                notes.push(format!("dropped roles.{role}.args.{} (srtctl sets it, as srt does)", key.name));
+                false
+            }
+            V1Flag::RoleMode if tree::as_str(value) == Some(role) => {
+                notes.push(format!("dropped roles.{role}.args.{}: {role} (the role says it)", key.name));
+                false
+            }
+            V1Flag::Connector if connector.is_none() && tree::as_str(value).is_some() => {
+                connector = Some((key.span, value.clone()));
+                notes.push(format!("roles.{role}.args.{} -> roles.{role}.args.connector", key.name));
+                false
+            }
+            _ => true,
+        }
+    });
+    if let Some((span, value)) = connector {
+        if !entries.iter().any(|(k, _)| k.name == "connector") {
+            entries.push((tree::named("connector", span), value));
+        }
+    }
 }
 
 /// v1's `decode_nodes: 0` (decode on the prefill nodes) is 2.0's `nodes: colocate`,
@@ -641,6 +708,25 @@ backend:
             at(&root, "benchmark.use_chat_template").value,
             Value::Bool(false)
         );
+    }
+
+    #[test]
+    fn flags_srtctl_v1_sets_itself_are_read_as_it_reads_them() {
+        let (root, m) = migrated(
+            "resources: {prefill_nodes: 1, decode_nodes: 1, prefill_workers: 1, decode_workers: 1}\n\
+             backend:\n  type: sglang\n  sglang_config:\n\
+             \x20   prefill: {model-path: /x, disaggregation-mode: prefill, disaggregation-transfer-backend: mooncake, page-size: 64}\n\
+             \x20   decode: {nccl_port: 1, disaggregation-mode: prefill}\n",
+        );
+        let prefill = at(&root, "roles.prefill.args");
+        let names: Vec<_> = tree::entries(prefill).unwrap().iter().map(|(k, _)| k.name.as_str()).collect();
+        assert_eq!(names, ["page-size", "connector"]);
+        assert_eq!(at(&root, "roles.prefill.args.connector").value, Value::Str("mooncake".into()));
+        // A mode other than the role's is left for srt to refuse.
+        let decode = at(&root, "roles.decode.args");
+        let names: Vec<_> = tree::entries(decode).unwrap().iter().map(|(k, _)| k.name.as_str()).collect();
+        assert_eq!(names, ["disaggregation-mode"]);
+        assert!(m.notes.iter().any(|n| n.contains("nccl_port")), "{:?}", m.notes);
     }
 
     #[test]
