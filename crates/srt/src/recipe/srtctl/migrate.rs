@@ -37,6 +37,10 @@ enum V1Flag {
     RoleMode,
     /// The KV transfer backend, the user's choice in v1: srt's role `connector`.
     Connector,
+    /// A port the engine's processes use among themselves, which srtctl allocates
+    /// per process (its allocation wins over the recipe's, or the recipe's collides
+    /// when two processes share a node): srt allocates it, the recipe's is dropped.
+    Port,
 }
 
 /// srtctl v1's handling of the flags it sets, by engine (flags in kebab case).
@@ -44,7 +48,13 @@ const V1_FLAGS: &[(&str, &str, V1Flag)] = &[
     ("sglang", "model-path", V1Flag::Dropped),
     ("sglang", "nccl-port", V1Flag::Dropped),
     ("sglang", "disaggregation-mode", V1Flag::RoleMode),
-    ("sglang", "disaggregation-transfer-backend", V1Flag::Connector),
+    (
+        "sglang",
+        "disaggregation-transfer-backend",
+        V1Flag::Connector,
+    ),
+    ("sglang", "disaggregation-bootstrap-port", V1Flag::Port),
+    ("vllm", "data-parallel-rpc-port", V1Flag::Port),
 ];
 
 /// v1 frontend names that 2.0 (and srt) spell otherwise.
@@ -248,6 +258,13 @@ fn v1_flags(recipe: &mut Node, engine: &str, role: &str, notes: &mut Vec<String>
         match rule {
             V1Flag::Dropped => {
                 notes.push(format!("dropped roles.{role}.args.{} (srtctl sets it, as srt does)", key.name));
+                false
+            }
+            V1Flag::Port => {
+                notes.push(format!(
+                    "dropped roles.{role}.args.{} (a port between the engine's processes: srt allocates one per process)",
+                    key.name
+                ));
                 false
             }
             V1Flag::RoleMode if tree::as_str(value) == Some(role) => {
@@ -719,14 +736,29 @@ backend:
              \x20   decode: {nccl_port: 1, disaggregation-mode: prefill}\n",
         );
         let prefill = at(&root, "roles.prefill.args");
-        let names: Vec<_> = tree::entries(prefill).unwrap().iter().map(|(k, _)| k.name.as_str()).collect();
+        let names: Vec<_> = tree::entries(prefill)
+            .unwrap()
+            .iter()
+            .map(|(k, _)| k.name.as_str())
+            .collect();
         assert_eq!(names, ["page-size", "connector"]);
-        assert_eq!(at(&root, "roles.prefill.args.connector").value, Value::Str("mooncake".into()));
+        assert_eq!(
+            at(&root, "roles.prefill.args.connector").value,
+            Value::Str("mooncake".into())
+        );
         // A mode other than the role's is left for srt to refuse.
         let decode = at(&root, "roles.decode.args");
-        let names: Vec<_> = tree::entries(decode).unwrap().iter().map(|(k, _)| k.name.as_str()).collect();
+        let names: Vec<_> = tree::entries(decode)
+            .unwrap()
+            .iter()
+            .map(|(k, _)| k.name.as_str())
+            .collect();
         assert_eq!(names, ["disaggregation-mode"]);
-        assert!(m.notes.iter().any(|n| n.contains("nccl_port")), "{:?}", m.notes);
+        assert!(
+            m.notes.iter().any(|n| n.contains("nccl_port")),
+            "{:?}",
+            m.notes
+        );
     }
 
     #[test]
