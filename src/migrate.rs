@@ -4,7 +4,8 @@ use crate::{CmdResult, Done, ExpectedError};
 use srt::workflow::migrate::{verify, Outcome};
 use std::path::PathBuf;
 
-/// Arguments of `srt migrate`.
+/// Arguments of `srt migrate`. An srtctl cluster file (`srtslurm.yaml`) is written as
+/// srt's cluster profile (`srt-cluster.yaml`) instead.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The srtctl recipe (v1 or 2.0; a plain recipe or an override file).
@@ -28,6 +29,13 @@ pub(crate) fn run(args: Args) -> CmdResult {
     if let Some(e) = unread {
         return Err(e.into());
     }
+    if let Some(profile) = srt::cluster::srtslurm::profile_text(&source.text, &source.name) {
+        let text = profile.map_err(|e| ExpectedError::from(srt::workflow::OpError::from(e)))?;
+        if args.verify {
+            return verify_profile(&source.text, &text);
+        }
+        return write_out(&args, &text);
+    }
     let migrated = srt::recipe::srtctl::migrate_text(&source.text, &source.name)
         .map_err(|p| source.error(p))?;
     if args.verify {
@@ -39,17 +47,35 @@ pub(crate) fn run(args: Args) -> CmdResult {
     if migrated.notes.is_empty() {
         shout!("{}: already in the 2.0 layout", source.name);
     }
+    write_out(&args, &migrated.text)
+}
+
+/// Print `text`, or write it where the arguments say.
+fn write_out(args: &Args, text: &str) -> CmdResult {
     let target = if args.write {
         Some(&args.file)
     } else {
         args.output.as_ref()
     };
     match target {
-        Some(path) => srt::files::write_atomic(path, migrated.text.as_bytes())
+        Some(path) => srt::files::write_atomic(path, text.as_bytes())
             .map_err(|e| ExpectedError::Failed(format!("cannot write {}: {e}", path.display())))?,
-        None => say_raw!("{}", migrated.text),
+        None => say_raw!("{}", text),
     }
     Ok(Done::Ok)
+}
+
+/// A cluster file and its written profile read as the same profile.
+fn verify_profile(original: &str, written: &str) -> CmdResult {
+    let read = |text: &str| srt::cluster::ClusterProfile::check(text).ok();
+    if read(original).is_some() && read(original) == read(written) {
+        say!("the cluster file and its profile read as the same profile");
+        Ok(Done::Ok)
+    } else {
+        Err(ExpectedError::Failed(
+            "the written profile does not read as the cluster file does".into(),
+        ))
+    }
 }
 
 fn verify_all(source: &srt::recipe::Source, migrated: &str, file: &std::path::Path) -> CmdResult {

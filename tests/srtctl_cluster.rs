@@ -96,3 +96,37 @@ fn a_key_srt_does_not_support_is_refused_in_the_cluster_file() {
         "{stderr}"
     );
 }
+
+#[test]
+fn srt_migrate_writes_srtslurm_yaml_as_a_profile_that_loads_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("srtslurm.yaml"), CLUSTER).unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_srt"))
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let out = run(&["migrate", "srtslurm.yaml", "-o", "srt-cluster.yaml"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written = std::fs::read_to_string(dir.path().join("srt-cluster.yaml")).unwrap();
+    assert!(
+        written.contains("executor: slurm") && written.contains("--exclusive"),
+        "{written}"
+    );
+    assert_eq!(
+        srt::cluster::ClusterProfile::check(&written).unwrap(),
+        srt::cluster::ClusterProfile::check(CLUSTER).unwrap()
+    );
+    let verified = run(&["migrate", "srtslurm.yaml", "--verify"]);
+    assert!(
+        verified.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verified.stderr)
+    );
+}

@@ -78,6 +78,24 @@ pub fn is_srtslurm(root: &Node) -> bool {
     !tree::has(root, "executor") && MARKERS.iter().any(|k| tree::has(root, k))
 }
 
+/// `text` (the file `origin`) as srt's cluster profile text, when it is srtctl's
+/// cluster file (`None` otherwise): what `srt migrate srtslurm.yaml` writes. The text
+/// is checked as a profile first, so what it writes loads.
+pub fn profile_text(text: &str, origin: &str) -> Option<Result<String, super::ProfileError>> {
+    let root = crate::recipe::yaml::parse(text).ok()?;
+    if !is_srtslurm(&root) {
+        return None;
+    }
+    if let Err(e) = super::ClusterProfile::parse(text, std::path::Path::new(origin)) {
+        return Some(Err(e));
+    }
+    let (profile, _) = translate(&root);
+    Some(Ok(format!(
+        "# {origin}, srtctl's cluster file, as srt's cluster profile (`srt migrate`; the original's comments are not kept)\n{}",
+        crate::recipe::srtctl::emit::to_yaml(&profile)
+    )))
+}
+
 /// `root` re-spelled as a profile, with the problems of keys srt refuses.
 pub fn translate(root: &Node) -> (Node, Vec<Problem>) {
     let mut problems = Vec::new();
@@ -337,6 +355,17 @@ containers:
             p.containers.get("sglang").map(String::as_str),
             Some("/lustre/images/sglang.sqsh")
         );
+    }
+
+    #[test]
+    fn the_written_profile_reads_back_as_the_same_profile() {
+        let text = super::profile_text(FILE_TEXT, "srtslurm.yaml")
+            .expect("a cluster file")
+            .unwrap();
+        assert!(text.contains("executor: slurm"), "{text}");
+        let again = ClusterProfile::check(&text).expect("loads");
+        assert_eq!(again, ClusterProfile::check(FILE_TEXT).unwrap());
+        assert!(super::profile_text("executor: slurm\n", "x").is_none());
     }
 
     #[test]
