@@ -75,6 +75,8 @@ pub fn json_schema() -> Value {
             "rollout": object(keys::ROLLOUT, &[]),
             "slurm": object(keys::SLURM, &[]),
             "benchmark": object(keys::BENCHMARK, &["type"]),
+            "identity": object(keys::IDENTITY, &[]),
+            "profiling": object(keys::PROFILING, &["type"]),
         }),
     );
     // `engine:` as a mapping: one schema per engine, its type and its own keys.

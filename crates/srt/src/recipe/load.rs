@@ -7,24 +7,16 @@ use super::yaml::{self, Key, Node, Value};
 use miette::{NamedSource, SourceSpan};
 use std::collections::BTreeMap;
 
+mod runtime;
+
 /// Keys srtctl understands that srt deliberately does not: named in a clear error
 /// instead of being silently ignored.
 const SRTCTL_ONLY_TOP: &[&str] = &[
-    "profiling",
     "output",
     "observability",
     "telemetry",
-    "environment",
-    "container_mounts",
-    "extra_mount",
-    "srun_options",
-    "sbatch_directives",
-    "enable_config_dump",
-    "setup_script",
-    "host_setup",
     "services",
     "post_eval",
-    "identity",
     "reporting",
     "base",
     "sweep",
@@ -296,6 +288,10 @@ pub fn load_problems(source: &Source, default_name: &str) -> Result<Recipe, Vec<
     let mut problems = Problems::default();
     let recipe = Loader {
         problems: &mut problems,
+        dir: std::path::Path::new(&source.name)
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default(),
     }
     .recipe(&root, default_name);
     match recipe {
@@ -432,6 +428,8 @@ fn syntax_problem(err: &serde_saphyr::Error, text: &str) -> Problem {
 
 struct Loader<'p> {
     problems: &'p mut Problems,
+    /// The recipe's directory: what relative script paths are read from.
+    dir: std::path::PathBuf,
 }
 
 /// The entries of one mapping, checked against the keys it may hold.
@@ -871,6 +869,7 @@ impl Loader<'_> {
         let slurm = self.slurm(f.get("slurm"));
         let benchmark = self.benchmark(f.get("benchmark"), f.key_span("benchmark"));
         let sensitive_env = self.sensitive_env(f.get("sensitive_env"));
+        let runtime = self.runtime(&f);
         let sections = keys::OWNED_SECTIONS
             .iter()
             .filter_map(|name| {
@@ -898,6 +897,7 @@ impl Loader<'_> {
             sections,
             slurm,
             benchmark,
+            runtime,
         })
     }
 

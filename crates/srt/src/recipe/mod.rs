@@ -10,6 +10,7 @@ pub mod keys;
 pub mod limits;
 pub mod load;
 mod model;
+pub mod runtime;
 pub mod yaml;
 
 pub use diag::{Problem, RecipeError};
