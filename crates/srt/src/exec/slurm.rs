@@ -1667,6 +1667,96 @@ mod tests {
         assert_eq!(rendered_options(), managed);
     }
 
+    /// A containerized worker with both scripts, run through a stand-in `srun` that
+    /// logs its arguments and runs what follows its `--`: the client runs the host
+    /// setup as its own step first (no container), then becomes the worker's step,
+    /// which mounts the run directory and runs `setup_script` before the program; a
+    /// failed host setup starts no step.
+    #[test]
+    fn a_containerized_step_runs_its_host_setup_as_a_step_before_it() {
+        use crate::launch::wrap::Setup;
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let fake = format!(
+            "#!/bin/sh\necho \"srun $*\" >> {}\nwhile [ \"$1\" != -- ]; do shift; done\nshift\nexec \"$@\"\n",
+            log.display()
+        );
+        std::fs::write(bin.join("srun"), fake).unwrap();
+        std::fs::set_permissions(
+            bin.join("srun"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let script = |name: &str, body: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, body).unwrap();
+            path.display().to_string()
+        };
+        let setup = |key: &'static str, on_host: bool, path: String| Setup {
+            key,
+            on_host,
+            source: String::new(),
+            path,
+            digest: String::new(),
+            text: std::sync::Arc::from(""),
+        };
+        let mut profile = SlurmProfile::default();
+        profile.container.runtime = ContainerRuntime::Pyxis;
+        let run = |host_body: &str| {
+            let _ = std::fs::remove_file(&log);
+            let mut p = LaunchProcess::bare(
+                "worker.agg[0].node[0]",
+                crate::launch::ProcessKind::Worker,
+                crate::launch::Argv::from([
+                    "sh",
+                    "-c",
+                    &format!("echo program >> {}", log.display()),
+                ]),
+            );
+            p.container_image = Some("img".into());
+            p.wrap.setup = vec![
+                setup("host_setup", true, script("host.sh", host_body)),
+                setup(
+                    "setup_script",
+                    false,
+                    script("inner.sh", &format!("echo inner >> {}\n", log.display())),
+                ),
+            ];
+            let at = ("7", "n1", "d.worker.agg[0].node[0]");
+            let id = |w: &str| w.to_string();
+            let host = host_scripts(&profile, &p, &id);
+            let step = step_args(&profile, at, &p, "/run/d", &id);
+            let status = std::process::Command::new("bash")
+                .args(host_setup_client(at, &host, step))
+                .env(
+                    "PATH",
+                    format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+                )
+                .status()
+                .unwrap();
+            (status, std::fs::read_to_string(&log).unwrap_or_default())
+        };
+        let (status, text) = run(&format!("echo host >> {}\n", log.display()));
+        assert!(status.success(), "{text}");
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].contains("--job-name d.worker.agg[0].node[0].host_setup --export ALL -- bash"),
+            "{text}"
+        );
+        assert!(!lines[0].contains("--container"), "{text}");
+        assert_eq!(lines[1], "host");
+        assert!(
+            lines[2].contains("--container-image img --container-mounts=/run/d:/run/d -- bash"),
+            "{text}"
+        );
+        assert_eq!(lines[3..], ["inner", "program"]);
+        let (status, text) = run("exit 4\n");
+        assert_eq!(status.code(), Some(4));
+        assert_eq!(text.lines().count(), 1, "{text}");
+    }
+
     #[test]
     fn sbatch_and_srun_lines() {
         let mut profile = SlurmProfile {
