@@ -453,6 +453,11 @@ pub(crate) fn apply(args: ApplyArgs) -> CmdResult {
         let mut s = shared.lock().expect("state mutex");
         if outcome.failed.is_empty() && !outcome.interrupted {
             s.recipe_hash = Some(p.recipe_hash.clone());
+            s.identity = p
+                .launch
+                .identity
+                .as_ref()
+                .map(|i| serde_json::to_value(i).expect("identity is JSON"));
         }
         p.store.save(&lock, &mut s)?;
     }
@@ -654,6 +659,7 @@ fn show(plan: &plan::Plan, exec: &dyn Executor) {
     let ips = Bindings {
         node_ips: exec.bindings().node_ips,
         run_dir: RUN_DIR.to_string(),
+        node_hosts: Vec::new(),
     };
     let mut lines = ResolvedLines::new(&ips, std::io::BufWriter::new(std::io::stdout().lock()));
     // A closed stdout ends the output, as with `say_raw!`.
@@ -717,6 +723,7 @@ mod tests {
         let ips = Bindings {
             node_ips: vec!["10.0.0.1".into(), "10.0.0.2".into()],
             run_dir: "/run/x".into(),
+            node_hosts: Vec::new(),
         };
         let text = "a <node0-ip>:6100 <node1-ip>\n\nb <node2-ip> <run-dir>/log \u{1b}[31m\n<node01-ip> end";
         let whole = srt::term::escape(&ips.resolve(text)).into_owned();

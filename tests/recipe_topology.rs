@@ -402,6 +402,27 @@ fn slurm_disagg_prefill_and_decode_on_different_nodes() {
     assert_eq!(single_router(&plan).node, 0);
 }
 
+/// The runtime keys change nothing of the topology: the same processes, nodes and
+/// ports as `slurm-disagg.yaml`, with what runs around each worker's program.
+#[test]
+fn slurm_runtime_keys_wrap_the_same_topology() {
+    let bare = plan("examples/slurm-disagg.yaml");
+    let plan = plan("examples/slurm-runtime-keys.yaml");
+    assert_eq!(plan.processes.len(), bare.processes.len());
+    for (p, b) in plan.processes.iter().zip(&bare.processes) {
+        assert_eq!(
+            (&p.address, p.node, &p.ports),
+            (&b.address, b.node, &b.ports)
+        );
+        assert_eq!(p.wrap.setup.is_empty(), p.worker.is_none(), "{}", p.address);
+        assert_eq!(
+            p.wrap.mounts,
+            ["/lustre/models:/models", "/lustre/datasets:/datasets:ro"]
+        );
+    }
+    assert_nixl_pd(&plan, 4);
+}
+
 /// Every MoRI-IO fact of the contract table, for every worker of a plan.
 fn assert_moriio(plan: &LaunchPlan) {
     let r = single_router(plan);
@@ -1310,6 +1331,7 @@ fn every_example_has_a_topology_test() {
         "examples/local-agg-smg.yaml",
         "examples/local-disagg.yaml",
         "examples/local-dp.yaml",
+        "examples/slurm-runtime-keys.yaml",
         "examples/slurm-disagg.yaml",
         "examples/srtctl-shape.yaml",
         "examples/local-dynamo-agg.yaml",

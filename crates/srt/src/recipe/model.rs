@@ -52,6 +52,8 @@ pub struct Recipe {
     /// `sensitive_env`: variables to treat as secrets besides the default list of
     /// [`crate::secrets`], sorted and deduplicated.
     pub sensitive_env: Vec<String>,
+    /// srtctl's runtime keys (`setup_script`, `container_mounts`, `environment`, ...).
+    pub runtime: super::runtime::RuntimeKeys,
     /// Top-level sections a component owns ([`super::keys::OWNED_SECTIONS`]), by name,
     /// as written: their owner checks and reads them.
     pub sections: BTreeMap<String, Section>,

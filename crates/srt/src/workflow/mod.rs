@@ -13,7 +13,7 @@ use crate::exec::Executor;
 use crate::graph::{self, ResourceGraph};
 use crate::launch::{self, LaunchPlan};
 use crate::plan::{self, Observation, Plan, PlanOptions};
-use crate::recipe::{self, Recipe, RecipeError, Source};
+use crate::recipe::{self, Problem, Recipe, RecipeError, Source};
 use crate::state::{State, StateError, StateLock, StateStore};
 use crate::term::plural;
 use futures::StreamExt;
@@ -210,7 +210,9 @@ pub fn missing_programs(p: &Prepared, plan: &Plan) -> Vec<MissingProgram> {
     // Looked up once per program and search path (a process may set its own PATH).
     let mut found: BTreeMap<(String, std::ffi::OsString), bool> = BTreeMap::new();
     for process in &p.runnable().processes {
-        let Some(program) = process.argv.program() else {
+        // What starts first: the profiler when there is one, else the program.
+        let first = process.wrap.prefix.first().map(String::as_str);
+        let Some(program) = first.or_else(|| process.argv.program()) else {
             continue;
         };
         if !starting.contains(process.address.as_str()) {
@@ -360,7 +362,8 @@ impl Prepared {
 /// The launch plan as run under `--simulate`: every worker process runs `simulator`
 /// in place of its engine's program ([`Engine::simulate`]), or what its runtime
 /// simulates it with ([`WorkerInfo::simulated`]), and no process runs in a
-/// container (the simulator and the Router run on the node directly).
+/// container (the simulator and the Router run on the node directly) or under a
+/// profiler (`profiling`'s `nsys` prefix; its setup scripts still run).
 ///
 /// Only the processes handed to the executor are transformed: the graph is lowered
 /// from the plan itself, so hashes, state and golden files are the same as without
@@ -384,6 +387,8 @@ pub fn simulated(
             None => {}
         }
         p.container_image = None;
+        // A profiler of the engine's GPU work has nothing to capture in the simulator.
+        p.wrap.prefix.clear();
     }
     run
 }
@@ -436,11 +441,58 @@ pub fn cluster_profile(explicit: Option<&Path>) -> Result<ClusterProfile, OpErro
 /// `time_limit`, `partition`, `account`) in place of the profile's.
 pub fn effective_profile(profile: ClusterProfile, recipe: &Recipe) -> ClusterProfile {
     let s = &recipe.slurm;
-    profile.with_scheduler_settings(
-        s.time_limit.as_deref(),
-        s.partition.as_deref(),
-        s.account.as_deref(),
-    )
+    let words = |v: &[crate::recipe::Sp<String>]| -> Vec<String> {
+        v.iter().map(|w| w.value.clone()).collect()
+    };
+    let rt = &recipe.runtime;
+    profile
+        .with_scheduler_settings(
+            s.time_limit.as_deref(),
+            s.partition.as_deref(),
+            s.account.as_deref(),
+        )
+        .with_recipe_options(&words(&rt.sbatch_directives), &words(&rt.srun_options))
+}
+
+/// What the recipe asks of an executor that does not do it, as warnings at the keys:
+/// scheduler options without a scheduler (the local executor), mounts where no process
+/// runs in a container (the local executor, no container runtime, `--simulate`). The
+/// same recipe runs locally and on a cluster, so these are not errors.
+pub fn ignored_runtime_keys(recipe: &Recipe, exec: &dyn Executor) -> Vec<Problem> {
+    let rt = &recipe.runtime;
+    let mut out = Vec::new();
+    if exec.allocation().is_none() {
+        for (entries, key) in [
+            (&rt.sbatch_directives, "sbatch_directives"),
+            (&rt.srun_options, "srun_options"),
+        ] {
+            if let Some(first) = entries.first() {
+                out.push(
+                    Problem::warning(
+                        "srt::recipe::runtime_key_unused",
+                        first.span,
+                        format!("`{key}` is for a scheduler, and this executor has none: not applied"),
+                    )
+                    .label("not applied here")
+                    .help("the local executor runs every process on this machine; the SLURM executor (a cluster profile with `executor: slurm`) passes these options"),
+                );
+            }
+        }
+    }
+    if !exec.runs_containers() {
+        if let Some(first) = rt.mounts.first() {
+            out.push(
+                Problem::warning(
+                    "srt::recipe::runtime_key_unused",
+                    first.span,
+                    "this executor runs no container: the mounts are not applied, processes see this machine's paths",
+                )
+                .label("not applied here")
+                .help("mounts are applied by the SLURM executor with `container.runtime: pyxis`, to processes with an image (not under --simulate)"),
+            );
+        }
+    }
+    out
 }
 
 /// The job id of the allocation `srt` runs in, if any (`SLURM_JOB_ID`).
@@ -605,6 +657,10 @@ impl Setup {
             },
         )
         .map_err(|p| source.error(p))?;
+        let mut launch = launch;
+        launch
+            .warnings
+            .extend(ignored_runtime_keys(recipe, &**exec));
         let graph = graph::lower_with(&launch, &exec.execution(), exec.allocation().as_ref())?;
         let recipe_hash = desired_hash(&graph);
         let simulated = match self.simulate {
