@@ -10,6 +10,7 @@
 //! Apply runs it as the `benchmark` resource; `srt bench NAME` runs it again on a
 //! deployed deployment. See `docs/benchmark.md`.
 
+mod chat;
 mod client;
 mod dataset;
 mod metrics;
@@ -19,13 +20,14 @@ mod rng;
 mod spec;
 mod tokenizer;
 
+pub use chat::ChatTemplateError;
 pub use metrics::Invalid;
 pub use spec::{
     least_seconds, Dataset, Endpoint, Rate, Slo, Spec, DEFAULT_MAX_DURATION_SECONDS,
     DEFAULT_MAX_FAILED_FRACTION,
 };
 
-use dataset::{Request, Source};
+use dataset::{Chat, Request, Source};
 use metrics::Output;
 use rng::Rng;
 use std::path::{Path, PathBuf};
@@ -115,6 +117,14 @@ pub fn find_tokenizer(spec: &str) -> Result<PathBuf, String> {
     tokenizer::locate(spec)
 }
 
+/// Why the tokenizer at `tokenizer` (a `tokenizer.json` [`find_tokenizer`] found) has
+/// no chat template that renders a prompt: what a run with `use_chat_template` needs
+/// before it sends anything, so plan warns and apply refuses early.
+pub fn check_chat_template(tokenizer: &Path) -> Result<(), ChatTemplateError> {
+    let dir = tokenizer.parent().unwrap_or(Path::new("."));
+    chat::ChatTemplate::load(dir)?.render_user("a").map(drop)
+}
+
 /// Where a run writes and what it calls the deployment.
 pub struct Place<'a> {
     /// The deployment's state directory (`.srt/<name>`); results go to its `bench/`.
@@ -136,8 +146,18 @@ pub async fn run(
         return Err("no concurrency levels".into());
     }
     let tok = Arc::new(tokenizer::Tokenizer::load(&spec.tokenizer)?);
-    let mut prompts = Source::new(&spec.dataset, &tok, spec.seed, STREAM_PROMPTS)?;
-    let mut warmups = Source::new(&spec.dataset, &tok, spec.seed, STREAM_WARMUP)?;
+    let chat = match spec.use_chat_template {
+        true => Some(Arc::new(Chat::load(&tok).map_err(|e| e.with_help())?)),
+        false => None,
+    };
+    let mut prompts = Source::new(
+        &spec.dataset,
+        &tok,
+        spec.seed,
+        STREAM_PROMPTS,
+        chat.as_ref(),
+    )?;
+    let mut warmups = Source::new(&spec.dataset, &tok, spec.seed, STREAM_WARMUP, chat.as_ref())?;
     let mut arrivals = Rng::new(spec.seed, STREAM_ARRIVALS);
     let started = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -187,7 +207,7 @@ pub async fn run(
         let n_warm = spec.warmups_at(level);
         if n_warm > 0 {
             progress(format!("concurrency {level}: {n_warm} warm-up request(s)"));
-            let reqs = warmups.take(&tok, n_warm);
+            let reqs = warmups.take(&tok, n_warm)?;
             let zeros = vec![0.0; reqs.len()];
             drive(
                 &client,
@@ -206,7 +226,7 @@ pub async fn run(
             "concurrency {level}: {n} request(s), request rate {}",
             spec.request_rate
         ));
-        let reqs = prompts.take(&tok, n);
+        let reqs = prompts.take(&tok, n)?;
         let times = schedule(n, spec.request_rate, &mut arrivals);
         let t0 = Instant::now();
         let outputs = drive(
