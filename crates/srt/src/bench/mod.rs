@@ -462,4 +462,122 @@ mod tests {
             schedule(10, Rate::PerSecond(2.0), &mut b)
         );
     }
+
+    /// A completions server that records every prompt it gets and answers one token
+    /// with the usage its tokenizer counts (the tiny model's, as the simulator's).
+    async fn recording_server(
+        tok: Arc<tokenizer::Tokenizer>,
+    ) -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let prompts = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = prompts.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut sock, _)) = listener.accept().await else {
+                    return;
+                };
+                let (tok, seen) = (tok.clone(), seen.clone());
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 8192];
+                    let body = loop {
+                        let n = sock.read(&mut chunk).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        let text = String::from_utf8_lossy(&buf).into_owned();
+                        let Some(end) = text.find("\r\n\r\n") else {
+                            continue;
+                        };
+                        let len: usize = text[..end]
+                            .lines()
+                            .find_map(|l| {
+                                let (k, v) = l.split_once(':')?;
+                                k.eq_ignore_ascii_case("content-length")
+                                    .then(|| v.trim().parse().ok())?
+                            })
+                            .unwrap_or(0);
+                        if buf.len() >= end + 4 + len {
+                            break buf[end + 4..end + 4 + len].to_vec();
+                        }
+                    };
+                    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                    let prompt = v["prompt"].as_str().unwrap().to_string();
+                    let usage = serde_json::json!({"usage": {
+                        "prompt_tokens": tok.count_prompt(&prompt),
+                        "completion_tokens": 1,
+                    }});
+                    seen.lock().unwrap().push(prompt);
+                    let events = format!(
+                        "data: {{\"choices\": [{{\"text\": \" x\"}}]}}\n\ndata: {usage}\n\ndata: [DONE]\n\n"
+                    );
+                    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+                    let _ = sock.write_all(head.as_bytes()).await;
+                    let _ = sock.write_all(events.as_bytes()).await;
+                    let _ = sock.shutdown().await;
+                });
+            }
+        });
+        (url, prompts)
+    }
+
+    /// A run with `use_chat_template` sends every prompt (warm-ups too) in the tiny
+    /// model's chat template, and its result counts the template's tokens as the
+    /// server counts them.
+    #[tokio::test]
+    async fn a_chat_template_run_sends_templated_prompts() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tiny-model");
+        let tok = Arc::new(tokenizer::Tokenizer::load(dir.to_str().unwrap()).unwrap());
+        let (url, prompts) = recording_server(tok.clone()).await;
+        let state = tempfile::tempdir().unwrap();
+        let spec = Spec {
+            url: url.clone(),
+            model: "tiny".into(),
+            tokenizer: dir.display().to_string(),
+            endpoint: Endpoint::Completions,
+            dataset: Dataset::Random {
+                isl: 64,
+                osl: 4,
+                range_ratio: 0.0,
+                prefix_len: 0,
+            },
+            use_chat_template: true,
+            concurrencies: vec![2],
+            num_prompts_mult: 3,
+            num_warmup_mult: 1,
+            request_rate: Rate::Inf,
+            max_duration_seconds: 60,
+            max_failed_fraction: 0.0,
+            ignore_eos: true,
+            seed: 0,
+            percentiles: vec![50.0],
+            goodput: Slo::default(),
+        };
+        let place = Place {
+            deployment_dir: state.path(),
+            deployment: "chat",
+        };
+        let report = run(&spec, &url, &place, &|_| {}).await.unwrap();
+        report.check().unwrap();
+        let prompts = prompts.lock().unwrap().clone();
+        assert_eq!(prompts.len(), 2 + 6, "{prompts:?}");
+        for p in &prompts {
+            assert!(
+                p.starts_with("user: ") && p.ends_with("\nassistant: ") && p.len() > 40,
+                "{p:?}"
+            );
+        }
+        let level = &report.levels[0];
+        assert_eq!(level["use_chat_template"], true);
+        // The measured requests are the last six; their counted input is the server's.
+        let counted: u64 = prompts[2..]
+            .iter()
+            .map(|p| u64::from(tok.count_prompt(p)))
+            .sum();
+        assert_eq!(level["total_input_tokens"], counted, "{level}");
+        assert_eq!(level["srt_server_input_tokens"], counted, "{level}");
+    }
 }
