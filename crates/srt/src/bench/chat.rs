@@ -19,7 +19,7 @@ const NAME: &str = "chat_template";
 
 /// Instructions one render may execute: far above what a real template takes for one
 /// message (a few thousand), so that a template that loops without end stops.
-const FUEL: u64 = 50_000_000;
+const FUEL: u64 = 5_000_000;
 
 /// The special tokens transformers passes to a template (`special_tokens_map`).
 const SPECIAL_TOKENS: [&str; 4] = ["bos_token", "eos_token", "unk_token", "pad_token"];
@@ -654,6 +654,13 @@ pub(super) mod tests {
             t.render_user("  padded text\n").unwrap(),
             "user:   padded text\n\nassistant: "
         );
+        // The bound on a render's work leaves room for the longest prompts (4 MiB of
+        // text, about a million tokens), through Python's string methods too.
+        let long = "word ".repeat(800 << 10);
+        assert_eq!(t.render_user(&long).unwrap().len(), long.len() + 18);
+        let dir = model_dir(serde_json::json!({"chat_template": RICH}), None);
+        let rich = ChatTemplate::load(dir.path()).unwrap();
+        assert!(rich.render_user(&long).unwrap().contains(long.trim()));
     }
 
     /// As above, for [`RICH`] in `tokenizer_config.json` with `bos_token` an
@@ -765,7 +772,10 @@ pub(super) mod tests {
             .unwrap()
             .render_user("a")
             .unwrap_err();
-        assert!(matches!(e, ChatTemplateError::Render { .. }), "{e:?}");
+        assert!(
+            matches!(e, ChatTemplateError::Render { .. }) && e.to_string().contains("out of fuel"),
+            "{e:?}"
+        );
     }
 
     /// A template that is no regular file is refused without reading.
