@@ -198,6 +198,12 @@ pub(crate) fn plan(args: PlanArgs) -> CmdResult {
             missing.0
         );
     }
+    if let Some(unusable) = workflow::unusable_chat_template(&p, &plan) {
+        shout!(
+            "warning: the benchmark's chat template is unusable here, so apply would refuse to start: {}",
+            unusable.0.with_help()
+        );
+    }
     if let Some(out) = &args.out {
         let file = PlanFile {
             file_format_version: plan::file::FILE_FORMAT_VERSION,
@@ -303,12 +309,16 @@ fn refuse_missing_programs(p: &Prepared, plan: &plan::Plan) -> Result<(), OpErro
     }
 }
 
-/// Apply starts nothing when the benchmark it would run cannot count tokens: a
-/// benchmark failing once every worker is up helps nobody.
+/// Apply starts nothing when the benchmark it would run cannot count tokens, or cannot
+/// wrap its prompts in the chat template it asks for: a benchmark failing once every
+/// worker is up helps nobody.
 fn refuse_missing_tokenizer(p: &Prepared, plan: &plan::Plan) -> Result<(), OpError> {
-    match workflow::missing_tokenizer(p, plan) {
+    if let Some(missing) = workflow::missing_tokenizer(p, plan) {
+        return Err(OpError::MissingTokenizer(missing));
+    }
+    match workflow::unusable_chat_template(p, plan) {
         None => Ok(()),
-        Some(missing) => Err(OpError::MissingTokenizer(missing)),
+        Some(unusable) => Err(OpError::ChatTemplate(unusable)),
     }
 }
 

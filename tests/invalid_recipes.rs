@@ -56,12 +56,6 @@ const CASES: &[Case] = &[
         "not supported by srt",
     ),
     case(
-        "benchmark-chat-template.yaml",
-        "srt::recipe::value",
-        "true",
-        "endpoint: /v1/chat/completions",
-    ),
-    case(
         "benchmark-req-rate.yaml",
         "srt::recipe::value",
         "0",

@@ -1523,6 +1523,7 @@ fn benchmark_keys_reach_the_run() {
     assert_eq!(spec.tokenizer, "/tok");
     assert_eq!(spec.endpoint, srt::bench::Endpoint::Chat);
     assert!(!spec.ignore_eos);
+    assert!(!spec.use_chat_template);
     assert_eq!(spec.seed, 42);
     assert_eq!(spec.percentiles, [50.0, 99.9]);
     assert_eq!(
@@ -1539,7 +1540,11 @@ fn benchmark_keys_reach_the_run() {
     assert_eq!((spec.num_prompts_mult, spec.num_warmup_mult), (10, 2));
     assert_eq!(spec.request_rate, srt::bench::Rate::Inf);
     assert!(spec.ignore_eos);
+    assert!(!spec.use_chat_template);
     assert_eq!(spec.concurrencies, [1]);
+    // sa-bench's chat template (srtctl's default), as srtctl writes it.
+    let spec = benchmark_spec("  type: sa-bench\n  use_chat_template: true\n");
+    assert!(spec.use_chat_template);
     // srt's earlier name for num_prompts_mult, and a ShareGPT file with a fixed output.
     let spec = benchmark_spec(
         "  type: sa-bench\n  requests_per_concurrency: 4\n  dataset_name: sharegpt\n  dataset_path: /data/sg.json\n  osl: 32\n",

@@ -34,6 +34,21 @@ pub const TOKENIZER: Input = Input {
     key: "benchmark.tokenizer",
 };
 
+/// A tokenizer's `tokenizer_config.json`, read for its chat template and special
+/// tokens (real ones are KiB to a few MiB, those listing many added tokens the most).
+pub const TOKENIZER_CONFIG: Input = Input {
+    what: "the tokenizer's config",
+    limit: 64 << 20,
+    key: "benchmark.tokenizer",
+};
+
+/// A tokenizer's `chat_template.jinja` (real ones are a few KiB).
+pub const CHAT_TEMPLATE: Input = Input {
+    what: "the tokenizer's chat template",
+    limit: 16 << 20,
+    key: "benchmark.tokenizer",
+};
+
 /// A ShareGPT-style benchmark dataset (the usual ShareGPT V3 file is about 670 MB).
 pub const DATASET: Input = Input {
     what: "the dataset",

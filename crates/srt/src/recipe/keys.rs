@@ -316,7 +316,7 @@ pub(crate) const BENCHMARK: &[Key] = &[
     k(
         "use_chat_template",
         r#"{"type": "boolean", "default": false}"#,
-        "srtctl's key; srt sends prompts as they are (`true` is refused: use `endpoint: /v1/chat/completions`).",
+        "Wrap each random prompt in the model's chat template (its tokenizer's, with the generation prompt) as srtctl's sa-bench does, the template's tokens taken off `isl`; srtctl's default is `true`.",
     ),
     k(
         "seed",

@@ -1273,19 +1273,13 @@ impl Loader<'_> {
         let ignore_eos = self
             .bool_field(&f, "ignore_eos", keys::default(table, "ignore_eos"))
             .value;
-        let chat_template = self.bool_field(&f, "use_chat_template", false);
-        if chat_template.value {
-            self.problem(
-                Problem::new(
-                    "srt::recipe::value",
-                    chat_template.span,
-                    "srt sends benchmark prompts as they are: `use_chat_template: true` is not supported",
-                )
-                .label("not supported")
-                .help("remove it (vLLM's `bench serve` default), or set `endpoint: /v1/chat/completions` to have the server apply the chat template"),
-            );
-            return None;
-        }
+        let use_chat_template = self
+            .bool_field(
+                &f,
+                "use_chat_template",
+                keys::default(table, "use_chat_template"),
+            )
+            .value;
         let seed = match f.get("seed") {
             Some(n) => self.uint(n, "benchmark.seed", 0, i64::MAX)? as u64,
             None => keys::default(table, "seed"),
@@ -1397,6 +1391,7 @@ impl Loader<'_> {
             tokenizer_span,
             endpoint,
             ignore_eos,
+            use_chat_template,
             seed,
             percentiles,
             goodput,

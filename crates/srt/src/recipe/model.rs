@@ -160,6 +160,9 @@ pub struct Benchmark {
     pub endpoint: String,
     /// `ignore_eos` on every request.
     pub ignore_eos: bool,
+    /// Wrap random prompts in the model's chat template, as sa-bench does
+    /// (`use_chat_template`).
+    pub use_chat_template: bool,
     /// Seed of prompts, lengths and arrivals.
     pub seed: u64,
     /// Percentiles reported besides mean and median.

@@ -57,6 +57,11 @@ pub enum OpError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     MissingTokenizer(#[from] MissingTokenizer),
+    /// The benchmark the plan would run wraps its prompts in a chat template its
+    /// tokenizer lacks (or that does not render): nothing was started.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    ChatTemplate(#[from] UnusableChatTemplate),
     /// Ports a first apply would bind are in use here: nothing was started.
     #[error(transparent)]
     #[diagnostic(transparent)]
@@ -127,17 +132,47 @@ impl miette::Diagnostic for MissingTokenizer {
 
 /// Why the benchmark `plan` would run (created or checked again) has no tokenizer here.
 pub fn missing_tokenizer(p: &Prepared, plan: &Plan) -> Option<MissingTokenizer> {
+    let spec = benchmark_to_run(p, plan)?;
+    crate::bench::find_tokenizer(&spec.tokenizer)
+        .err()
+        .map(MissingTokenizer)
+}
+
+/// The benchmark a plan would run wraps its prompts in the model's chat template
+/// (`use_chat_template`), and its tokenizer has none, or one that does not render a
+/// prompt: refused before anything starts, as a missing tokenizer is.
+#[derive(Debug, thiserror::Error)]
+#[error("the benchmark this apply would run cannot wrap its prompts in the model's chat template (`benchmark.use_chat_template: true`); nothing was started")]
+pub struct UnusableChatTemplate(pub crate::bench::ChatTemplateError);
+
+impl miette::Diagnostic for UnusableChatTemplate {
+    fn code<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        Some(Box::new("srt::bench::chat_template"))
+    }
+    fn help<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        Some(Box::new(self.0.with_help()))
+    }
+}
+
+/// Why the chat template of the benchmark `plan` would run cannot be used here (a
+/// benchmark without its tokenizer is [`missing_tokenizer`]'s).
+pub fn unusable_chat_template(p: &Prepared, plan: &Plan) -> Option<UnusableChatTemplate> {
+    let spec = benchmark_to_run(p, plan).filter(|s| s.use_chat_template)?;
+    let tokenizer = crate::bench::find_tokenizer(&spec.tokenizer).ok()?;
+    crate::bench::check_chat_template(&tokenizer)
+        .err()
+        .map(UnusableChatTemplate)
+}
+
+/// The benchmark `plan` would run (created or checked again).
+fn benchmark_to_run<'a>(p: &'a Prepared, plan: &Plan) -> Option<&'a crate::bench::Spec> {
     let runs = |address: &str| {
         plan.changes.iter().any(|c| {
             c.address == address && !matches!(c.action, plan::Action::NoOp | plan::Action::Destroy)
         })
     };
     p.runnable().gates.iter().find_map(|g| match &g.probe {
-        launch::Probe::Benchmark(spec) if runs(&g.address) => {
-            crate::bench::find_tokenizer(&spec.tokenizer)
-                .err()
-                .map(MissingTokenizer)
-        }
+        launch::Probe::Benchmark(spec) if runs(&g.address) => Some(spec),
         _ => None,
     })
 }
