@@ -1347,6 +1347,7 @@ fn every_example_has_a_topology_test() {
         "examples/srtctl-v1/disagg-sglang.yaml",
         "examples/srtctl-v1/dep-sglang.yaml",
         "examples/srtctl-v1/override.yaml",
+        "examples/srtctl-v1/sweep.yaml",
     ];
     let found: Vec<String> = examples()
         .iter()
@@ -1376,11 +1377,11 @@ fn placement(plan: &LaunchPlan) -> Vec<Placed> {
 /// srtctl's v1 fixtures place their workers as srtctl v1 derives them: GPUs per worker
 /// from `gpus_per_<role>` or nodes x GPUs per node / workers, decode after prefill on
 /// nodes of its own, a worker over two nodes one process per node; an override file's
-/// first variant (`override_tp4`).
+/// first variant (`override_tp4`); a sweep's first point (TP 2).
 #[test]
 fn srtctl_v1_fixtures_place_workers_as_srtctl_derives_them() {
     use RoleKind::{Agg, Decode, Prefill};
-    let cases: [(&str, Vec<Placed>); 4] = [
+    let cases: [(&str, Vec<Placed>); 5] = [
         ("agg-vllm", vec![(Agg, 0, vec![0, 1]), (Agg, 0, vec![2, 3])]),
         (
             "disagg-sglang",
@@ -1399,6 +1400,7 @@ fn srtctl_v1_fixtures_place_workers_as_srtctl_derives_them() {
             ],
         ),
         ("override", vec![(Agg, 0, vec![0, 1, 2, 3])]),
+        ("sweep", vec![(Agg, 0, vec![0, 1])]),
     ];
     for (name, expected) in cases {
         let plan = plan(format!("examples/srtctl-v1/{name}.yaml"));
