@@ -64,6 +64,8 @@ const FRONTEND_NAMES: &[(&str, &str)] = &[("sglang", "sglang-router")];
 /// nothing.
 const V1_FRONTEND_DEFAULT: &str = "dynamo";
 const V1_ENGINE_DEFAULT: &str = "sglang";
+/// The ai-dynamo srtctl v1 installs when the recipe names none.
+const V1_DYNAMO_VERSION: &str = "0.8.0";
 
 /// The result of migrating one recipe.
 #[derive(Debug, Default)]
@@ -109,6 +111,7 @@ pub fn migrate_part(mapping: &mut Node, part: Part<'_>) -> Migration {
         Part::Whole => {
             fold_engine(mapping, &engine, &mut m.notes);
             default_frontend(mapping, &mut m.notes);
+            default_dynamo_install(mapping, &mut m.notes);
             default_chat_template(mapping, &mut m.notes);
             set_schema(mapping, &mut m.notes);
         }
@@ -468,6 +471,50 @@ fn drop_default_infra(recipe: &mut Node, notes: &mut Vec<String>) {
     }
 }
 
+/// srtctl v1's Dynamo is installed at start unless told not to (`dynamo.install`
+/// defaults to true, `version` to 0.8.0): written out under the Dynamo frontend, so a
+/// v1 recipe means what it meant (srt installs no Dynamo, and says so at the key).
+fn default_dynamo_install(recipe: &mut Node, notes: &mut Vec<String>) {
+    let dynamo_frontend = tree::get(recipe, "frontend")
+        .and_then(|f| tree::get(f, "type"))
+        .and_then(tree::as_str)
+        == Some(V1_FRONTEND_DEFAULT);
+    if !dynamo_frontend {
+        return;
+    }
+    let span = tree::get(recipe, "frontend").map_or(recipe.span, |f| f.span);
+    let section = tree::child_map(recipe, "dynamo", Some("frontend"), span);
+    if tree::has(section, "install") {
+        return;
+    }
+    let at = section.span;
+    let sourced = ["version", "hash", "wheel", "top_of_tree"]
+        .iter()
+        .any(|k| tree::has(section, k));
+    tree::insert_after(
+        section,
+        "",
+        tree::named("install", at),
+        Node {
+            span: at,
+            value: Value::Bool(true),
+        },
+    );
+    if !sourced {
+        tree::insert_after(
+            section,
+            "install",
+            tree::named("version", at),
+            tree::string(V1_DYNAMO_VERSION, at),
+        );
+        notes.push(format!(
+            "dynamo.install: true, version: {V1_DYNAMO_VERSION} (srtctl v1's default)"
+        ));
+    } else {
+        notes.push("dynamo.install: true (srtctl v1's default)".into());
+    }
+}
+
 /// srtctl v1's sa-bench applies the chat template unless told not to
 /// (`use_chat_template` defaults to true there, to false in srt): written out, so a
 /// v1 recipe means what it meant.
@@ -709,6 +756,25 @@ backend:
             at(&root, "infra.etcd_nats_dedicated_node").value,
             Value::Bool(true)
         );
+    }
+
+    #[test]
+    fn v1_s_dynamo_install_default_is_written_out_under_dynamo() {
+        let (root, m) = migrated("resources: {agg_nodes: 1, agg_workers: 1}\n");
+        assert_eq!(at(&root, "dynamo.install").value, Value::Bool(true));
+        assert_eq!(
+            at(&root, "dynamo.version").value,
+            Value::Str("0.8.0".into())
+        );
+        assert!(m.notes.iter().any(|n| n.contains("dynamo.install")));
+        let (root, _) = migrated("resources: {agg_nodes: 1, agg_workers: 1}\ndynamo: {wheel: x}\n");
+        assert_eq!(at(&root, "dynamo.install").value, Value::Bool(true));
+        assert!(!tree::has(at(&root, "dynamo"), "version"));
+        let (root, _) =
+            migrated("resources: {agg_nodes: 1, agg_workers: 1}\ndynamo: {install: false}\n");
+        assert_eq!(at(&root, "dynamo.install").value, Value::Bool(false));
+        let (root, _) = migrated("frontend: {type: sglang}\nbackend: {type: sglang}\n");
+        assert!(!tree::has(&root, "dynamo"));
     }
 
     #[test]
