@@ -14,7 +14,7 @@ What it does:
      tokenizer (tests/fixtures/tiny-model), with the simulator's timing model set by
      --step-ms, --per-seq-us and --prefill-us;
   2. for each level: `vllm bench serve` (random dataset, --random-input-len ISL,
-     --random-output-len OSL, --random-range-ratio 0, --num-prompts LEVEL x MULT,
+     --random-output-len OSL, --random-range-ratio 0 (srt's 1: fixed lengths), --num-prompts LEVEL x MULT,
      --max-concurrency LEVEL, --request-rate RATE, --ignore-eos, --seed SEED), then
      `srt bench` with the same parameters (no warm-up for either), alternating so drift
      on the machine hits both alike;
@@ -86,7 +86,7 @@ benchmark:
   concurrencies: 1
   num_prompts_mult: 1
   num_warmup_mult: 0
-  random_range_ratio: 0.0
+  random_range_ratio: 1.0
   req_rate: {a.rate}
   seed: {a.seed}
   metric_percentiles: [50, 90, 99]

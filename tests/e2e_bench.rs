@@ -57,7 +57,7 @@ benchmark:
   concurrencies: "1x4"
   num_prompts_mult: 4
   num_warmup_mult: 1
-  random_range_ratio: 0.0
+  random_range_ratio: 1.0
   metric_percentiles: [50, 90, 99]
   goodput:
     ttft: 10000

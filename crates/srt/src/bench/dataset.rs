@@ -88,16 +88,15 @@ impl Source {
                 range_ratio,
                 prefix_len,
             } => {
-                if !(0.0..1.0).contains(range_ratio) {
+                if !(0.0..=1.0).contains(range_ratio) {
                     return Err(format!(
-                        "random_range_ratio must be in [0, 1), got {range_ratio}"
+                        "random_range_ratio must be in [0, 1], got {range_ratio}"
                     ));
                 }
                 let real = isl
                     .saturating_sub(tok.special_to_add)
                     .saturating_sub(chat.map_or(0, |c| c.len));
-                let min_total =
-                    u64::from(*prefix_len) + (f64::from(real) * (1.0 - range_ratio)).floor() as u64;
+                let min_total = u64::from(*prefix_len) + lengths(u64::from(real), *range_ratio).1;
                 if min_total < 1 {
                     return Err(match chat {
                         None => format!(
@@ -174,14 +173,11 @@ impl Random {
                 .saturating_sub(tok.special_to_add)
                 .saturating_sub(self.chat.as_ref().map_or(0, |c| c.len)),
         );
-        let r = self.range_ratio;
-        let in_len = self.rng.between(
-            (real * (1.0 - r)).floor() as u64,
-            (real * (1.0 + r)).ceil() as u64,
-        ) as usize;
-        let osl = f64::from(self.osl);
-        let out_lo = ((osl * (1.0 - r)).floor() as u64).max(1);
-        let out_hi = ((osl * (1.0 + r)).ceil() as u64).max(1);
+        let (in_lo, in_hi) = lengths(real as u64, self.range_ratio);
+        let in_len = self.rng.between(in_lo, in_hi) as usize;
+        let (out_lo, out_hi) = lengths(u64::from(self.osl), self.range_ratio);
+        let out_lo = out_lo.max(1);
+        let out_hi = out_hi.max(1);
         let output_len = self.rng.between(out_lo, out_hi) as u32;
         if let Some(chat) = self.chat.clone() {
             return self.chat_prompt(tok, &chat, in_len, output_len);
@@ -312,6 +308,16 @@ fn shuffle<T>(v: &mut [T], rng: &mut Rng) {
     }
 }
 
+/// The lengths a request of nominal length `n` is drawn from (inclusive), as
+/// sa-bench's `sample_random_requests` draws them: from `n x r` (1 for `n` of 1) up
+/// to `n`, so `r = 1` fixes every length and the default 0.8 keeps them within the
+/// top fifth.
+fn lengths(n: u64, r: f64) -> (u64, u64) {
+    let lo = if n > 1 { (n as f64 * r) as u64 } else { 1 };
+    // sa-bench may draw an empty prompt at `r` near 0; a request has one token at least.
+    (lo.clamp(1.min(n), n), n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::tokenizer::tests::tiny;
@@ -329,7 +335,7 @@ mod tests {
     #[test]
     fn random_prompts_have_their_exact_token_length() {
         let tok = tiny();
-        let mut src = Source::new(&random(64, 16, 0.0, 0), &tok, 0, 10, None).unwrap();
+        let mut src = Source::new(&random(64, 16, 1.0, 0), &tok, 0, 10, None).unwrap();
         let reqs = src.take(&tok, 20).unwrap();
         for r in &reqs {
             assert_eq!(r.prompt_len, 64, "{r:?}");
@@ -354,19 +360,19 @@ mod tests {
         let (lo, hi) = a.iter().fold((u32::MAX, 0), |(lo, hi), r| {
             (lo.min(r.prompt_len), hi.max(r.prompt_len))
         });
-        // real = 99, so [49, 149] plus the BOS.
-        assert!(lo >= 50 && hi <= 150 && hi - lo > 60, "{lo}..{hi}");
+        // real = 99, so [49, 99] plus the BOS (sa-bench's [n x r, n]).
+        assert!(lo >= 50 && hi <= 100 && hi - lo > 30, "{lo}..{hi}");
         for r in &a {
             assert_eq!(tok.count_prompt(&r.prompt), r.prompt_len);
-            assert!((20..=60).contains(&r.output_len));
+            assert!((20..=40).contains(&r.output_len));
         }
     }
 
     #[test]
     fn a_shared_prefix_starts_every_prompt() {
         let tok = tiny();
-        let mut src = Source::new(&random(40, 8, 0.0, 24), &tok, 3, 10, None).unwrap();
-        let mut warm = Source::new(&random(40, 8, 0.0, 24), &tok, 3, 11, None).unwrap();
+        let mut src = Source::new(&random(40, 8, 1.0, 24), &tok, 3, 10, None).unwrap();
+        let mut warm = Source::new(&random(40, 8, 1.0, 24), &tok, 3, 11, None).unwrap();
         let reqs: Vec<Request> = src
             .take(&tok, 5)
             .unwrap()
@@ -424,14 +430,14 @@ mod tests {
         assert!(sharegpt("{}", &tok, None).is_err());
     }
 
-    /// The random prompts without a chat template are those srt sent before it had
-    /// one: a digest of 100 requests of two datasets, computed with the code before
-    /// `use_chat_template` (any change to their prompts, lengths or draws shows here).
+    /// The random prompts without a chat template stay what they are: a digest of 100
+    /// requests of two datasets, computed when lengths were first drawn as sa-bench
+    /// draws them (any change to their prompts, lengths or draws shows here).
     #[test]
     fn random_prompts_without_a_chat_template_are_unchanged() {
         let tok = tiny();
         let mut h = blake3::Hasher::new();
-        for (d, stream) in [(random(64, 16, 0.0, 0), 10), (random(100, 40, 0.5, 24), 11)] {
+        for (d, stream) in [(random(64, 16, 1.0, 0), 10), (random(100, 40, 0.5, 24), 11)] {
             let mut src = Source::new(&d, &tok, 7, stream, None).unwrap();
             for r in src.take(&tok, 50).unwrap() {
                 h.update(format!("{}\0{}\0{}\0", r.prompt, r.prompt_len, r.output_len).as_bytes());
@@ -439,7 +445,7 @@ mod tests {
         }
         assert_eq!(
             h.finalize().to_hex().as_str(),
-            "07f1f8323405766ff043ebebe7bc3b88fea0d24156653b51584ac050465f916d"
+            "4d706c448effae434080564445389063ef00c0c8be2edd5cb5527113e519e6e3"
         );
     }
 
@@ -476,7 +482,7 @@ mod tests {
     fn chat_prompts_are_random_text_in_the_template() {
         let tok = tiny();
         let chat = Arc::new(Chat::load(&tok).unwrap());
-        let mut src = Source::new(&random(64, 16, 0.0, 0), &tok, 0, 10, Some(&chat)).unwrap();
+        let mut src = Source::new(&random(64, 16, 1.0, 0), &tok, 0, 10, Some(&chat)).unwrap();
         let reqs = src.take(&tok, 20).unwrap();
         for r in &reqs {
             let content = r
@@ -494,7 +500,7 @@ mod tests {
             reqs.iter().map(|r| r.prompt.as_str()).collect();
         assert_eq!(distinct.len(), reqs.len(), "every prompt differs");
         // The seed fixes them; the chat path draws as the plain one does.
-        let mut again = Source::new(&random(64, 16, 0.0, 0), &tok, 0, 10, Some(&chat)).unwrap();
+        let mut again = Source::new(&random(64, 16, 1.0, 0), &tok, 0, 10, Some(&chat)).unwrap();
         assert_eq!(again.take(&tok, 20).unwrap(), reqs);
         // The template's tokens leave too little of a short isl.
         let e = Source::new(&random(15, 8, 0.0, 0), &tok, 0, 10, Some(&chat))

@@ -541,7 +541,7 @@ mod tests {
             dataset: Dataset::Random {
                 isl: 64,
                 osl: 4,
-                range_ratio: 0.0,
+                range_ratio: 1.0,
                 prefix_len: 0,
             },
             use_chat_template: true,

@@ -90,7 +90,7 @@ pub enum Dataset {
         isl: u32,
         /// Mean output length in tokens (`max_tokens`).
         osl: u32,
-        /// Lengths are drawn uniformly from `[len x (1 - r), len x (1 + r)]`.
+        /// Lengths are drawn uniformly from `[len x r, len]`, as sa-bench draws them.
         range_ratio: f64,
         /// Tokens of one random prefix shared by every request (on top of `isl`).
         prefix_len: u32,

@@ -280,8 +280,8 @@ pub(crate) const BENCHMARK: &[Key] = &[
     ),
     k(
         "random_range_ratio",
-        r#"{"type": "number", "minimum": 0, "exclusiveMaximum": 1, "default": 0.8}"#,
-        "Input and output lengths are drawn uniformly from `[len x (1 - r), len x (1 + r)]`.",
+        r#"{"type": "number", "minimum": 0, "maximum": 1, "default": 0.8}"#,
+        "Input and output lengths are drawn uniformly from `[len x r, len]`, as sa-bench draws them (1: every length is `len`).",
     ),
     k(
         "random_prefix_len",

@@ -1192,14 +1192,14 @@ impl Loader<'_> {
         let random_range_ratio = match f.get("random_range_ratio") {
             None => keys::default(table, "random_range_ratio"),
             Some(n) => match &n.value {
-                Value::Float(v) if (0.0..1.0).contains(v) => *v,
-                Value::Int(0) => 0.0,
+                Value::Float(v) if (0.0..=1.0).contains(v) => *v,
+                Value::Int(i @ (0 | 1)) => *i as f64,
                 _ => {
                     self.problem(
                         Problem::new(
                             "srt::recipe::range",
                             n.span,
-                            "`benchmark.random_range_ratio` must be a number from 0 up to (not including) 1",
+                            "`benchmark.random_range_ratio` must be a number from 0 to 1",
                         )
                         .label("out of range"),
                     );
