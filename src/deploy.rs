@@ -37,7 +37,7 @@ pub(crate) struct Common {
 }
 
 impl Common {
-    fn prepare_options(&self) -> PrepareOptions {
+    pub(crate) fn prepare_options(&self) -> PrepareOptions {
         PrepareOptions {
             state_dir: self.state_dir.clone(),
             nodes: self.nodes,
@@ -46,7 +46,7 @@ impl Common {
             cluster: self.cluster.clone(),
         }
     }
-    fn lock_wait(&self) -> Option<Duration> {
+    pub(crate) fn lock_wait(&self) -> Option<Duration> {
         (self.lock_timeout > 0).then(|| Duration::from_secs(self.lock_timeout))
     }
 }
@@ -246,13 +246,7 @@ fn confirm(question: &'static str, auto_approve: bool) -> Result<(), ExpectedErr
 
 /// Install SIGINT/SIGTERM handling: the first signal cancels (start nothing new, stop
 /// waiting in gates); the second saves state and exits with 130.
-fn install_signals(
-    rt: &tokio::runtime::Runtime,
-    cancel: Cancel,
-    p: &Prepared,
-    state: apply::Shared,
-) {
-    let store = p.store.clone();
+pub(crate) fn install_signals(rt: &tokio::runtime::Runtime, cancel: Cancel, state: apply::Shared) {
     rt.spawn(async move {
         use tokio::signal::unix::{signal, SignalKind};
         let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
@@ -274,7 +268,6 @@ fn install_signals(
                 // port-check and gate results are not: they are re-checked by the next
                 // apply), and the lock is an flock the kernel releases on exit.
                 let _guard = state.lock();
-                let _ = &store;
                 shout!("Second interrupt: state is saved; exiting.");
                 std::process::exit(exit::INTERRUPTED);
             }
@@ -284,7 +277,7 @@ fn install_signals(
 
 /// Apply starts nothing when a program it would start is missing here: a deployment
 /// half started (its Router failing to exec after the workers came up) helps nobody.
-fn refuse_missing_programs(p: &Prepared, plan: &plan::Plan) -> Result<(), OpError> {
+pub(crate) fn refuse_missing_programs(p: &Prepared, plan: &plan::Plan) -> Result<(), OpError> {
     let missing = workflow::missing_programs(p, plan);
     if missing.is_empty() {
         Ok(())
@@ -295,7 +288,7 @@ fn refuse_missing_programs(p: &Prepared, plan: &plan::Plan) -> Result<(), OpErro
 
 /// Apply starts nothing when the benchmark it would run cannot count tokens: a
 /// benchmark failing once every worker is up helps nobody.
-fn refuse_missing_tokenizer(p: &Prepared, plan: &plan::Plan) -> Result<(), OpError> {
+pub(crate) fn refuse_missing_tokenizer(p: &Prepared, plan: &plan::Plan) -> Result<(), OpError> {
     match workflow::missing_tokenizer(p, plan) {
         None => Ok(()),
         Some(missing) => Err(OpError::MissingTokenizer(missing)),
@@ -304,7 +297,7 @@ fn refuse_missing_tokenizer(p: &Prepared, plan: &plan::Plan) -> Result<(), OpErr
 
 /// Refuse a plan whose launches would find their ports taken by another program: checked
 /// for every port block the plan creates, before anything starts.
-fn refuse_taken_ports(
+pub(crate) fn refuse_taken_ports(
     p: &Prepared,
     plan: &plan::Plan,
     state: &srt::state::State,
@@ -317,7 +310,7 @@ fn refuse_taken_ports(
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -422,7 +415,7 @@ pub(crate) fn apply(args: ApplyArgs) -> CmdResult {
     let rt = runtime();
     let cancel = Cancel::default();
     let shared = apply::shared(state);
-    install_signals(&rt, cancel.clone(), &p, shared.clone());
+    install_signals(&rt, cancel.clone(), shared.clone());
     let mode = Mode::choose(args.quiet, args.json);
     let events = progress::printer(mode);
     let run = Apply {
@@ -433,6 +426,7 @@ pub(crate) fn apply(args: ApplyArgs) -> CmdResult {
         store: &p.store,
         lock: &lock,
         parallelism: args.parallelism,
+        at_once: false,
         health: p.recipe.health_check.clone(),
         cancel,
         events: &events,
@@ -600,6 +594,7 @@ pub(crate) fn destroy(args: DestroyArgs) -> CmdResult {
         store: &store,
         lock: &lock,
         parallelism: 10,
+        at_once: false,
         health: srt::recipe::HealthCheck {
             timeout_secs: 1,
             interval_secs: 1,

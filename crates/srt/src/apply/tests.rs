@@ -111,6 +111,7 @@ async fn run_plan(
         store: &d.store,
         lock: &d.lock,
         parallelism,
+        at_once: false,
         health: HealthCheck {
             timeout_secs: 1,
             interval_secs: 1,
