@@ -421,12 +421,18 @@ impl Sweeping<'_> {
             .iter()
             .map(|&i| {
                 let name = self.point_name(i);
-                let kept = before
-                    .as_ref()
-                    .and_then(|b| b.points.iter().find(|p| p.name == name))
-                    .filter(|_| self.done(state, i))
-                    .cloned();
-                kept.unwrap_or_else(|| self.pending(i))
+                let summarized = before.as_ref().and_then(|b| {
+                    b.points
+                        .iter()
+                        .find(|p| p.name == name && p.status == "done")
+                });
+                match (self.done(state, i), summarized) {
+                    (true, Some(p)) => p.clone(),
+                    // Recorded done, but killed before the summary was written: its
+                    // result file was written first.
+                    (true, None) => self.read_back(i),
+                    (false, _) => self.pending(i),
+                }
             })
             .collect::<Vec<_>>();
         Summary {
@@ -446,6 +452,17 @@ impl Sweeping<'_> {
             fresh_worker_starts: srt::sweep::fresh_starts(&self.shapes),
             points,
             curves: Vec::new(),
+        }
+    }
+
+    /// A point recorded done, read back from its result file.
+    fn read_back(&self, i: usize) -> PointResult {
+        let file = results::point_file(&self.results_dir, &self.point_name(i));
+        PointResult {
+            status: "done".into(),
+            levels: srt::bench::result::load(&file).unwrap_or_default(),
+            result: file.file_name().map(|n| n.to_string_lossy().into_owned()),
+            ..self.pending(i)
         }
     }
 
@@ -597,7 +614,7 @@ impl Sweeping<'_> {
         }
         match failed {
             0 => Ok(Done::Ok),
-            n => Err(ExpectedError::Failed(format!(
+            n => Err(ExpectedError::PointsFailed(format!(
                 "{n} point(s) of the sweep failed; their reasons are in the table above and in the state (run `srt sweep` again to retry them)"
             ))),
         }
