@@ -542,7 +542,7 @@ impl Sweeping<'_> {
         let result = PointResult {
             status: status(&outcome).into(),
             reason: reason(&outcome),
-            worker_starts: worker_starts(&plan),
+            worker_starts: worker_starts(&plan, &outcome),
             wall_seconds: t.elapsed().as_secs_f64(),
             levels,
             ..self.pending(i)
@@ -651,12 +651,13 @@ fn reason(o: &Outcome) -> Option<String> {
     })
 }
 
-/// Worker processes a point's plan starts (created or replaced).
-fn worker_starts(plan: &Plan) -> usize {
+/// Worker processes a point's apply started (created or replaced, not skipped).
+fn worker_starts(plan: &Plan, o: &Outcome) -> usize {
     plan.changes
         .iter()
         .filter(|c| c.kind == srt::graph::Kind::Worker)
         .filter(|c| matches!(c.action, Action::Create | Action::Replace))
+        .filter(|c| !o.skipped.contains(&c.address))
         .count()
 }
 
