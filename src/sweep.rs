@@ -370,6 +370,11 @@ impl Sweeping<'_> {
             if self.done(&shared.lock().expect("state mutex"), i) {
                 continue;
             }
+            if cancel.is_cancelled() {
+                // Interrupted between points: the next one is not started.
+                self.write_results(&summary);
+                return Err(ExpectedError::Interrupted { applied: (0, 0, 0) });
+            }
             say!(
                 "\n=== Point {}/{count}: {} ({})",
                 k + 1,
