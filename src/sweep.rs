@@ -21,6 +21,17 @@ use srt::workflow::{self, OpError, PrepareOptions, Prepared, Setup};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+/// A line for the user: on stdout, or on stderr when stdout is the JSON summary's.
+macro_rules! tell {
+    ($json:expr, $($t:tt)*) => {
+        if $json {
+            shout!($($t)*)
+        } else {
+            say!($($t)*)
+        }
+    };
+}
+
 /// Arguments of `srt sweep`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -315,7 +326,7 @@ impl Sweeping<'_> {
     /// The plan: every point in the order it runs, what it replaces, and the cost.
     fn show_plan(&self, state: &State, nodes: usize) {
         let n = self.points.len();
-        say!(
+        tell!(self.args.json,
             "Sweep of {n} points in deployment `{}`: one deployment on {nodes} node(s), sized for the largest point.\n",
             self.name
         );
@@ -334,21 +345,22 @@ impl Sweeping<'_> {
                 first = false;
                 d
             };
-            say!(
+            tell!(
+                self.args.json,
                 "  {:>3}. {name} ({})",
                 k + 1,
                 self.points[i].point.describe()
             );
-            say!("       {what}");
+            tell!(self.args.json, "       {what}");
         }
         if self.order.reordered() {
-            say!(
+            tell!(self.args.json,
                 "\nPoints reordered to restart less: {} worker starts instead of {} in the written order (each point is followed by the one that starts the fewest workers).",
                 self.order.worker_starts,
                 self.order.written_worker_starts
             );
         }
-        say!(
+        tell!(self.args.json,
             "\nSweep: {n} points, {starts} worker starts to run what is left; {} for the whole sweep in one deployment, {} to run every point as a fresh deployment.",
             self.order.worker_starts,
             srt::sweep::fresh_starts(&self.shapes)
@@ -361,7 +373,7 @@ impl Sweeping<'_> {
         let cancel = Cancel::default();
         let shared = apply::shared(state);
         deploy::install_signals(&rt, cancel.clone(), shared.clone());
-        let mode = Mode::choose(self.args.quiet, false);
+        let mode = Mode::choose(self.args.quiet || self.args.json, false);
         let started = Instant::now();
         let mut summary = self.summary_so_far(&shared.lock().expect("state mutex"));
         let mut failed = 0;
@@ -375,7 +387,8 @@ impl Sweeping<'_> {
                 self.write_results(&summary);
                 return Err(ExpectedError::Interrupted { applied: (0, 0, 0) });
             }
-            say!(
+            tell!(
+                self.args.json,
                 "\n=== Point {}/{count}: {} ({})",
                 k + 1,
                 self.point_name(i),
@@ -388,7 +401,8 @@ impl Sweeping<'_> {
             summary.worker_starts += result.worker_starts;
             replace_point(&mut summary, result.clone());
             self.write_results(&summary);
-            say!(
+            tell!(
+                self.args.json,
                 "Point {}: {} in {:.1} s, {}{}",
                 result.name,
                 result.status,
@@ -510,7 +524,11 @@ impl Sweeping<'_> {
         )?;
         let ((), state, plan) = read?;
         *shared.lock().expect("state mutex") = state;
-        say_raw!("{}", srt::plan::render::summary_line(&plan));
+        tell!(
+            self.args.json,
+            "{}",
+            srt::plan::render::summary_line(&plan).trim_end()
+        );
         deploy::refuse_missing_programs(&p, &plan)?;
         deploy::refuse_missing_tokenizer(&p, &plan)?;
         deploy::refuse_taken_ports(&p, &plan, &shared.lock().expect("state mutex"))?;

@@ -260,26 +260,30 @@ fn check_results(env: &Env) {
 
 #[test]
 fn a_killed_sweep_resumes_at_its_first_unfinished_point() {
+    resumes_after("e2e-resume-kill", nix::sys::signal::Signal::SIGKILL);
+}
+
+#[test]
+fn an_interrupted_sweep_resumes_at_its_first_unfinished_point() {
+    resumes_after("e2e-resume-int", nix::sys::signal::Signal::SIGINT);
+}
+
+/// Stop a sweep of 4 points by `signal` once two are recorded done, then run it again:
+/// it goes on at the first unfinished point, and leaves the finished ones as they were.
+fn resumes_after(d: &str, signal: nix::sys::signal::Signal) {
     let _g = serial();
     let env = Env::new();
     let block = "  seqs: [8, 16]\n  conc: [1, 2]\n";
     let file = env.recipe(
         "resume.yaml",
-        &recipe(
-            "e2e-resume",
-            "\"{seqs}\"",
-            "\"{conc}\"",
-            Some(block),
-            "4096",
-        ),
+        &recipe(d, "\"{seqs}\"", "\"{conc}\"", Some(block), "4096"),
     );
     let mut child = env.spawn(&["sweep", "-f", &file, "--simulate", "--auto-approve", "-q"]);
     let done = |env: &Env| -> usize {
-        let path = env.state_path("e2e-resume");
-        if !path.exists() {
+        if !env.state_path(d).exists() {
             return 0;
         }
-        env.state("e2e-resume")["sweep"]["points"]
+        env.state(d)["sweep"]["points"]
             .as_object()
             .map_or(0, serde_json::Map::len)
     };
@@ -291,21 +295,23 @@ fn a_killed_sweep_resumes_at_its_first_unfinished_point() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    child.kill().unwrap();
-    let _ = child.wait();
+    e2e_support::signal(child.id(), signal);
+    let status = child.wait().unwrap();
+    if signal == nix::sys::signal::Signal::SIGINT {
+        // Stopped as apply stops: what ran is saved, exit 130.
+        assert_eq!(status.code(), Some(130), "{status:?}");
+    }
     let finished = done(&env);
-    assert!(finished < 4, "the sweep finished before it was killed");
-    let dir = env.deployment_dir("e2e-resume").join("sweep");
+    assert!(finished < 4, "the sweep finished before it was stopped");
+    let dir = env.deployment_dir(d).join("sweep");
     let kept: Vec<(String, std::time::SystemTime)> =
-        ["e2e-resume_seqs8_conc1", "e2e-resume_seqs8_conc2"]
-            .iter()
+        [format!("{d}_seqs8_conc1"), format!("{d}_seqs8_conc2")]
+            .into_iter()
             .take(finished)
             .map(|n| {
                 let f = dir.join(format!("{n}.jsonl"));
-                (
-                    n.to_string(),
-                    std::fs::metadata(&f).unwrap().modified().unwrap(),
-                )
+                let modified = std::fs::metadata(&f).unwrap().modified().unwrap();
+                (n, modified)
             })
             .collect();
 
@@ -329,12 +335,9 @@ fn a_killed_sweep_resumes_at_its_first_unfinished_point() {
             "{name} was run again"
         );
     }
-    // One decode setting change over the whole sweep, across the kill: the workers of
-    // the finished points kept running (or were restarted alone, if the kill left them
-    // mid-start).
     let s = summary(&dir);
     assert_eq!(s["points"].as_array().unwrap().len(), 4);
-    env.destroy("e2e-resume");
+    env.destroy(d);
 }
 
 #[test]
