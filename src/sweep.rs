@@ -618,6 +618,10 @@ impl Sweeping<'_> {
         self.write_results(summary);
         let done = summary.points.iter().filter(|p| p.status == "done").count();
         if self.args.json {
+            let summary = &Summary {
+                curves: summary.curves(),
+                ..summary.clone()
+            };
             say_exact!(
                 "{}",
                 serde_json::to_string_pretty(summary).unwrap_or_default()
