@@ -616,6 +616,13 @@ pub(crate) fn destroy(args: DestroyArgs) -> CmdResult {
         });
     }
     workflow::clean_leases(&dir);
+    {
+        // A sweep run again on what replaces this deployment starts from its first point.
+        let mut s = shared.lock().expect("state mutex");
+        if s.sweep.take().is_some() {
+            store.save(&lock, &mut s)?;
+        }
+    }
     say!(
         "\nDestroy complete: {} destroyed{}.",
         outcome.destroyed,

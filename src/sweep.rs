@@ -283,8 +283,33 @@ fn confirm(auto_approve: bool) -> Result<(), ExpectedError> {
     }
 }
 
-/// What a step replaces, in a few words.
+/// What a step replaces (and stops), in a few words.
 fn describe_step(step: &Step, first: bool) -> String {
+    match (step.starts.is_empty(), step.stops.len()) {
+        (_, 0) => describe_starts(step, first),
+        (true, n) => format!(
+            "stops {}, starts nothing (keeps {})",
+            few(&step.stops, n),
+            plural(step.workers_kept, "worker", "workers")
+        ),
+        (false, n) => format!(
+            "{}; stops {}",
+            describe_starts(step, first),
+            few(&step.stops, n)
+        ),
+    }
+}
+
+/// Up to four addresses, then how many more.
+fn few(addresses: &[String], n: usize) -> String {
+    let shown: Vec<&str> = addresses.iter().take(4).map(String::as_str).collect();
+    match n.saturating_sub(4) {
+        0 => shown.join(", "),
+        more => format!("{} and {more} more", shown.join(", ")),
+    }
+}
+
+fn describe_starts(step: &Step, first: bool) -> String {
     if step.starts.is_empty() {
         return format!(
             "keeps every process ({}): benchmark only",
@@ -298,14 +323,23 @@ fn describe_step(step: &Step, first: bool) -> String {
             plural(step.worker_starts, "worker start", "worker starts")
         );
     }
-    let shown: Vec<&str> = step.starts.iter().take(4).map(String::as_str).collect();
-    let more = match step.starts.len().saturating_sub(4) {
-        0 => String::new(),
-        n => format!(" and {n} more"),
+    let replaced: Vec<String> = step
+        .starts
+        .iter()
+        .filter(|a| !step.new.contains(a))
+        .cloned()
+        .collect();
+    let what = match (replaced.len(), step.new.len()) {
+        (r, 0) => format!("replaces {}", few(&replaced, r)),
+        (0, n) => format!("starts {}", few(&step.new, n)),
+        (r, n) => format!(
+            "replaces {}, starts {}",
+            few(&replaced, r),
+            few(&step.new, n)
+        ),
     };
     format!(
-        "replaces {}{more}: {} (keeps {})",
-        shown.join(", "),
+        "{what}: {} (keeps {})",
         plural(step.worker_starts, "worker start", "worker starts"),
         plural(step.workers_kept, "worker", "workers")
     )

@@ -338,6 +338,10 @@ fn resumes_after(d: &str, signal: nix::sys::signal::Signal) {
     let s = summary(&dir);
     assert_eq!(s["points"].as_array().unwrap().len(), 4);
     env.destroy(d);
+    // A destroyed deployment's sweep starts again from its first point.
+    assert!(env.state(d)["sweep"].is_null(), "{}", env.state(d));
+    let plan = env.ok(&["sweep", "-f", &file, "--simulate", "--plan"]);
+    assert!(!plan.contains("done: skipped"), "{plan}");
 }
 
 #[test]

@@ -100,6 +100,8 @@ pub fn curves(shapes: &[Shape], params: &[Vec<(String, String)>]) -> Vec<String>
 pub struct Step {
     /// Processes started, by address: created or replaced.
     pub starts: Vec<String>,
+    /// Those of them the previous point did not run (created, not replaced).
+    pub new: Vec<String>,
     /// Worker processes among them.
     pub worker_starts: usize,
     /// Worker processes that keep running.
@@ -122,6 +124,11 @@ pub fn step(from: Option<&Shape>, to: &Shape) -> Step {
         }
     }
     starts.sort();
+    let new: Vec<String> = starts
+        .iter()
+        .filter(|a| from.is_some_and(|f| !f.processes.contains_key(*a)))
+        .cloned()
+        .collect();
     let mut stops: Vec<String> = from
         .map(|f| {
             f.processes
@@ -134,6 +141,7 @@ pub fn step(from: Option<&Shape>, to: &Shape) -> Step {
     stops.sort();
     Step {
         workers_kept: to.workers - worker_starts,
+        new,
         starts,
         worker_starts,
         stops,

@@ -340,3 +340,12 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[test]
+fn a_repeated_point_is_refused() {
+    let errs = errors("a: \"{n}\"\nsweep:\n  n: [1, 2, 1]\n");
+    assert_eq!(errs, [("srt::recipe::sweep_repeated", "sweep".to_string())]);
+    // Zipped lists may repeat a value as long as the tuples differ.
+    let root = parse("a: \"{n}{m}\"\nsweep:\n  zip:\n    n: [1, 1]\n    m: [2, 3]\n").unwrap();
+    assert_eq!(points(&root).unwrap().len(), 2);
+}
