@@ -140,6 +140,27 @@ fn a_sweep_restarts_only_what_its_points_change_and_beats_a_deployment_per_point
         "{plan}"
     );
 
+    // Written with the concurrency outermost, every step would change the decode: the
+    // plan runs the points by decode setting instead, and says so.
+    let inner = format!("  conc: {}\n  seqs: {}\n", list(&CONCS), list(&SEQS));
+    let other = env.recipe(
+        "other-order.yaml",
+        &recipe(
+            "e2e-sweep",
+            "\"{seqs}\"",
+            "\"{conc}\"",
+            Some(&inner),
+            "4096",
+        ),
+    );
+    let reordered = env.ok(&["sweep", "-f", &other, "--simulate", "--plan"]);
+    assert!(
+        reordered.contains(
+            "Points reordered to restart less: 5 worker starts instead of 13 in the written order"
+        ),
+        "{reordered}"
+    );
+
     let t = Instant::now();
     let out = env.ok(&["sweep", "-f", &file, "--simulate", "--auto-approve", "-q"]);
     let sweep_wall = t.elapsed();
