@@ -418,8 +418,7 @@ impl Sweeping<'_> {
             }
             if cancel.is_cancelled() {
                 // Interrupted between points: the next one is not started.
-                self.write_results(&summary);
-                return Err(ExpectedError::Interrupted { applied: (0, 0, 0) });
+                return Err(self.interrupted(&summary));
             }
             tell!(
                 self.args.json,
@@ -435,23 +434,9 @@ impl Sweeping<'_> {
             summary.worker_starts += result.worker_starts;
             replace_point(&mut summary, result.clone());
             self.write_results(&summary);
-            tell!(
-                self.args.json,
-                "Point {}: {} in {:.1} s, {}{}",
-                result.name,
-                result.status,
-                result.wall_seconds,
-                plural(result.worker_starts, "worker start", "worker starts"),
-                result
-                    .reason
-                    .as_deref()
-                    .map(|r| format!(": {}", r.lines().next().unwrap_or_default()))
-                    .unwrap_or_default()
-            );
+            self.report_point(&result);
             if outcome.interrupted {
-                return Err(ExpectedError::Interrupted {
-                    applied: (outcome.created, outcome.replaced, outcome.destroyed),
-                });
+                return Err(self.interrupted(&summary));
             }
             if result.status == "failed" {
                 failed += 1;
@@ -462,6 +447,32 @@ impl Sweeping<'_> {
             }
         }
         self.finish(&summary, started, failed)
+    }
+
+    fn report_point(&self, result: &PointResult) {
+        let why = result
+            .reason
+            .as_deref()
+            .map(|r| format!(": {}", r.lines().next().unwrap_or_default()))
+            .unwrap_or_default();
+        tell!(
+            self.args.json,
+            "Point {}: {} in {:.1} s, {}{why}",
+            result.name,
+            result.status,
+            result.wall_seconds,
+            plural(result.worker_starts, "worker start", "worker starts")
+        );
+    }
+
+    /// A sweep stopped by a signal: what is done is recorded, the rest runs next time.
+    fn interrupted(&self, summary: &Summary) -> ExpectedError {
+        self.write_results(summary);
+        let done = summary.points.iter().filter(|p| p.status == "done").count();
+        ExpectedError::Cancelled(format!(
+            "Sweep interrupted: {done} of {} points done, recorded in the state; run the same `srt sweep` again to go on at the first unfinished point.",
+            summary.points.len()
+        ))
     }
 
     /// Results of the points done before this run (from the results directory), the
