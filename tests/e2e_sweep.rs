@@ -407,6 +407,14 @@ fn a_failed_point_is_recorded_and_keep_going_goes_on() {
         state["sweep"]["points"]["e2e-sweep-fail_mml4096"]["outcome"], "done",
         "{state}"
     );
+    // A recipe without `sweep:` is not a sweep: said, and nothing runs.
+    let plain = env.recipe(
+        "plain.yaml",
+        &recipe("e2e-sweep-plain", "8", "2", None, "4096"),
+    );
+    let out = env.srt(&["sweep", "-f", &plain, "--simulate", "--auto-approve"]);
+    assert_eq!(out.status.code(), Some(64), "{}", e2e_support::text(&out));
+    assert!(e2e_support::text(&out).contains("has no `sweep:` block"));
     let s = summary(&env.deployment_dir("e2e-sweep-fail").join("sweep"));
     let statuses: Vec<&str> = s["points"]
         .as_array()
