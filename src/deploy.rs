@@ -34,9 +34,18 @@ pub(crate) struct Common {
     /// current directory if present, else local). See docs/slurm.md.
     #[arg(long, env = "SRT_CLUSTER", value_name = "FILE", global = true)]
     pub cluster: Option<PathBuf>,
+    /// The recipe of an srtctl override file: `override_<name>`,
+    /// `zip_override_<group>[i]` or `base` (default: its first variant).
+    #[arg(long, value_name = "LABEL", global = true)]
+    pub variant: Option<String>,
 }
 
 impl Common {
+    pub(crate) fn selection(&self) -> srt::recipe::Selection {
+        srt::recipe::Selection {
+            variant: self.variant.clone(),
+        }
+    }
     pub(crate) fn prepare_options(&self) -> PrepareOptions {
         PrepareOptions {
             state_dir: self.state_dir.clone(),
@@ -44,6 +53,7 @@ impl Common {
             simulate: self.simulate,
             grace: Duration::from_secs(10),
             cluster: self.cluster.clone(),
+            selection: self.selection(),
         }
     }
     pub(crate) fn lock_wait(&self) -> Option<Duration> {
@@ -534,7 +544,12 @@ fn untracked(n: usize) -> String {
 pub(crate) fn destroy(args: DestroyArgs) -> CmdResult {
     let name = match (&args.name, &args.file) {
         (Some(n), _) => n.clone(),
-        (None, Some(f)) => crate::load_recipe(f)?.1.name.value,
+        (None, Some(f)) => {
+            crate::load_recipe(f, &args.common.selection())?
+                .1
+                .name
+                .value
+        }
         (None, None) => unreachable!("clap requires one"),
     };
     let dir = workflow::deployment_dir(&args.common.state_dir, &name);

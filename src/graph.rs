@@ -39,7 +39,7 @@ pub struct Args {
 
 /// Run `srt graph`.
 pub(crate) fn run(args: Args) -> CmdResult {
-    let (_, plan) = assemble_file(&args.recipe.file, args.nodes)?;
+    let (_, plan) = assemble_file(&args.recipe, args.nodes)?;
     let graph = srt::graph::lower(&plan, &serde_json::Value::Null)?;
     let names: Vec<String> = plan.nodes.iter().map(|n| n.name.clone()).collect();
     say_raw!(

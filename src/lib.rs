@@ -57,6 +57,7 @@ mod error;
 mod graph;
 mod inspect;
 mod meta;
+mod migrate;
 mod progress;
 mod render;
 mod sweep;
@@ -80,6 +81,11 @@ pub enum Command {
     /// Check a recipe and report every problem with its location.
     #[command(after_help = "Example:\n  srt validate -f examples/local-agg.yaml")]
     Validate(validate::Args),
+    /// Re-spell an srtctl recipe (v1, or an override file) in the 2.0 layout srt reads.
+    #[command(
+        after_help = "Examples:\n  srt migrate old.yaml > new.yaml\n  srt migrate old.yaml --verify\n  srt migrate old.yaml --write"
+    )]
+    Migrate(migrate::Args),
     /// Print the launch plan: every process with node, devices, ports, env and command.
     #[command(
         after_help = "Examples:\n  srt render -f examples/seed/disagg-nixl.yaml\n  srt render -f examples/seed/agg-dep8.yaml --json"
@@ -162,6 +168,7 @@ pub fn run(cli: Cli) -> i32 {
     error::finish(match cli.command {
         Command::Validate(a) => validate::run(a),
         Command::Render(a) => render::run(a),
+        Command::Migrate(a) => migrate::run(a),
         Command::Plan(a) => deploy::plan(a),
         Command::Apply(a) => deploy::apply(a),
         Command::Destroy(a) => deploy::destroy(a),
@@ -206,17 +213,28 @@ pub(crate) fn report_warnings(
 /// Read and load a recipe file.
 pub(crate) fn load_recipe(
     path: &Path,
+    selection: &srt::recipe::Selection,
 ) -> Result<(srt::recipe::Source, srt::recipe::Recipe), error::ExpectedError> {
-    let (source, result) = srt::recipe::load_file(path);
+    let (source, result) = srt::recipe::load_file_selected(path, selection);
     Ok((source, result?))
 }
 
 /// Load a recipe and build its launch plan (`nodes` available).
 pub(crate) fn assemble_file(
-    path: &Path,
+    recipe: &RecipeArg,
     nodes: Option<usize>,
 ) -> Result<(srt::recipe::Recipe, srt::launch::LaunchPlan), error::ExpectedError> {
-    let (source, recipe) = load_recipe(path)?;
+    assemble_for(recipe, nodes, &srt::cluster::ClusterProfile::Local)
+}
+
+/// [`assemble_file`] with the aliases of `profile` resolved in the recipe.
+pub(crate) fn assemble_for(
+    recipe: &RecipeArg,
+    nodes: Option<usize>,
+    profile: &srt::cluster::ClusterProfile,
+) -> Result<(srt::recipe::Recipe, srt::launch::LaunchPlan), error::ExpectedError> {
+    let (source, mut recipe) = load_recipe(&recipe.file, &recipe.selection())?;
+    profile.resolve_aliases(&mut recipe);
     let options = srt::assemble::BuildOptions {
         nodes,
         ..Default::default()
@@ -233,7 +251,7 @@ pub(crate) fn deployment_name(value: &str) -> Result<String, String> {
         Ok(value.to_string())
     } else {
         Err(format!(
-            "`{}` is not a deployment name (letters, digits, `-`, `_` and `.`, starting with a letter or digit, at most 64 characters)",
+            "`{}` is not a deployment name (letters, digits, `-`, `_` and `.`, starting with a letter or digit, at most 128 characters)",
             srt::term::escape_line(value)
         ))
     }
@@ -245,4 +263,17 @@ pub struct RecipeArg {
     /// Recipe file (YAML).
     #[arg(short = 'f', long = "file", value_name = "RECIPE")]
     pub file: PathBuf,
+    /// The recipe of an srtctl override file: `override_<name>`,
+    /// `zip_override_<group>[i]` or `base` (default: its first variant).
+    #[arg(long, value_name = "LABEL")]
+    pub variant: Option<String>,
+}
+
+impl RecipeArg {
+    /// The recipe of the file to load.
+    pub fn selection(&self) -> srt::recipe::Selection {
+        srt::recipe::Selection {
+            variant: self.variant.clone(),
+        }
+    }
 }

@@ -1,6 +1,6 @@
 //! `srt render`.
 
-use crate::{assemble_file, CmdResult, Done, RecipeArg};
+use crate::{assemble_for, CmdResult, Done, RecipeArg};
 
 /// Arguments of `srt render`.
 #[derive(Debug, clap::Args)]
@@ -21,8 +21,8 @@ pub struct Args {
 
 /// Run `srt render`.
 pub(crate) fn run(args: Args) -> CmdResult {
-    let (recipe, plan) = assemble_file(&args.recipe.file, args.nodes)?;
     let profile = srt::workflow::cluster_profile(args.cluster.as_deref())?;
+    let (recipe, plan) = assemble_for(&args.recipe, args.nodes, &profile)?;
     let profile = srt::workflow::effective_profile(profile, &recipe);
     if args.json {
         say_exact!("{}", srt::launch::render::json(&plan));

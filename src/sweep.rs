@@ -104,8 +104,8 @@ pub(crate) fn sweep(args: Args) -> CmdResult {
         .file
         .as_deref()
         .expect("clap requires --file or --results");
-    let (source, points) = load(file)?;
     let mut options = args.common.prepare_options();
+    let (source, points) = load(file, &args.common.selection(), &options)?;
     let nodes = largest(&source, &points, options.nodes)?;
     options.nodes = Some(nodes);
     let name = points[0].recipe.name.value.clone();
@@ -141,9 +141,14 @@ pub(crate) fn sweep(args: Args) -> CmdResult {
     s.run(exec, state)
 }
 
-/// The recipe's points, each loaded and checked as a recipe.
-fn load(file: &Path) -> Result<(Source, Vec<Loaded>), ExpectedError> {
-    let (source, first) = srt::recipe::load_file(file);
+/// The recipe's points (of the override file's variant `selection` picks), each
+/// loaded, checked and resolved against the cluster profile as a recipe.
+fn load(
+    file: &Path,
+    selection: &srt::recipe::Selection,
+    options: &PrepareOptions,
+) -> Result<(Source, Vec<Loaded>), ExpectedError> {
+    let (source, first) = srt::recipe::load_file_selected(file, selection);
     first?;
     let stem = file
         .file_stem()
@@ -158,11 +163,12 @@ fn load(file: &Path) -> Result<(Source, Vec<Loaded>), ExpectedError> {
             file.display()
         )));
     }
+    let (root, _) = srt::recipe::srtctl::variant(root, selection).map_err(|p| source.error(p))?;
     let sweep = Sweep::new(&root).map_err(|p| source.error(p))?;
     let mut points = Vec::new();
     for i in 0..sweep.len() {
         let point = sweep.point(i);
-        let recipe = srt::recipe::load::load_tree(&point.recipe, &stem).map_err(|p| {
+        let mut recipe = srt::recipe::load::load_tree(&point.recipe, &stem).map_err(|p| {
             shout!(
                 "error: point {} of {} ({}):",
                 i + 1,
@@ -171,6 +177,7 @@ fn load(file: &Path) -> Result<(Source, Vec<Loaded>), ExpectedError> {
             );
             source.error(p)
         })?;
+        workflow::resolve_aliases(&mut recipe, options)?;
         let rolls = has_key(&point.recipe, "rollout");
         points.push(Loaded {
             point,

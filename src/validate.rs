@@ -15,7 +15,7 @@ pub struct Args {
 
 /// Run `srt validate`.
 pub(crate) fn run(args: Args) -> CmdResult {
-    let (_, plan) = assemble_file(&args.recipe.file, args.nodes)?;
+    let (_, plan) = assemble_file(&args.recipe, args.nodes)?;
     say!(
         "{}: valid ({} on {})",
         args.recipe.file.display(),

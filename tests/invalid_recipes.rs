@@ -605,6 +605,24 @@ const CASES: &[Case] = &[
         "did you mean `{seqs}`?",
     ),
     case(
+        "infra-services-node-without-services.yaml",
+        "srt::recipe::services_node",
+        "etcd_nats_dedicated_node",
+        "remove `infra.etcd_nats_dedicated_node`",
+    ),
+    case(
+        "srtctl-zip-ragged.yaml",
+        "srt::recipe::zip",
+        "gpus_per_agg",
+        "the same length",
+    ),
+    case(
+        "srtctl-override-stray-key.yaml",
+        "srt::recipe::override_file",
+        "benchmark",
+        "move it into `base:`",
+    ),
+    case(
         "engine-unknown-key.yaml",
         "srt::recipe::unknown_key",
         "conector",

@@ -1321,6 +1321,10 @@ fn every_example_has_a_topology_test() {
         "examples/local-sglang-agg.yaml",
         "examples/local-sglang-disagg.yaml",
         "examples/slurm-sglang-multinode.yaml",
+        "examples/srtctl-v1/agg-vllm.yaml",
+        "examples/srtctl-v1/disagg-sglang.yaml",
+        "examples/srtctl-v1/dep-sglang.yaml",
+        "examples/srtctl-v1/override.yaml",
     ];
     let found: Vec<String> = examples()
         .iter()
@@ -1333,6 +1337,54 @@ fn every_example_has_a_topology_test() {
         .collect();
     for f in &found {
         assert!(covered.contains(&f.as_str()), "{f} has no topology test");
+    }
+}
+
+/// Where a worker process is: its role, node and devices.
+type Placed = (RoleKind, usize, Vec<u32>);
+
+/// The workers of a plan as (role, node, devices), in address order.
+fn placement(plan: &LaunchPlan) -> Vec<Placed> {
+    workers(plan)
+        .into_iter()
+        .map(|w| (role(w), w.node, w.devices.clone()))
+        .collect()
+}
+
+/// srtctl's v1 fixtures place their workers as srtctl v1 derives them: GPUs per worker
+/// from `gpus_per_<role>` or nodes x GPUs per node / workers, decode after prefill on
+/// nodes of its own, a worker over two nodes one process per node; an override file's
+/// first variant (`override_tp4`).
+#[test]
+fn srtctl_v1_fixtures_place_workers_as_srtctl_derives_them() {
+    use RoleKind::{Agg, Decode, Prefill};
+    let cases: [(&str, Vec<Placed>); 4] = [
+        ("agg-vllm", vec![(Agg, 0, vec![0, 1]), (Agg, 0, vec![2, 3])]),
+        (
+            "disagg-sglang",
+            vec![
+                (Prefill, 0, vec![0, 1]),
+                (Prefill, 0, vec![2, 3]),
+                (Decode, 1, vec![0, 1, 2, 3]),
+            ],
+        ),
+        (
+            "dep-sglang",
+            vec![
+                (Prefill, 0, vec![0, 1, 2, 3]),
+                (Decode, 1, vec![0, 1, 2, 3]),
+                (Decode, 2, vec![0, 1, 2, 3]),
+            ],
+        ),
+        ("override", vec![(Agg, 0, vec![0, 1, 2, 3])]),
+    ];
+    for (name, expected) in cases {
+        let plan = plan(format!("examples/srtctl-v1/{name}.yaml"));
+        let mut got = placement(&plan);
+        got.sort_by_key(|(r, n, d)| (*r as u8, *n, d.clone()));
+        let mut want = expected;
+        want.sort_by_key(|(r, n, d)| (*r as u8, *n, d.clone()));
+        assert_eq!(got, want, "{name}");
     }
 }
 

@@ -80,6 +80,7 @@ fn prepare_lowers_the_plan_and_hands_the_simulator_to_the_executor() {
         grace: Duration::from_secs(1),
         // No profile (and none in the package root): the local executor.
         cluster: None,
+        selection: Default::default(),
     };
     let recipe = common::root().join("examples/local-disagg.yaml");
     let simulated = match workflow::prepare_file(&recipe, &options(true)) {

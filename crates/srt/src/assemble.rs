@@ -138,7 +138,9 @@ fn check(
     options: &BuildOptions,
     own: &WrapperArgs,
 ) -> Result<Checked, Vec<Problem>> {
-    let mut problems = Vec::new();
+    // What the loader did to the file (a variant chosen, v1 re-spelled) is said with
+    // the recipe's other warnings.
+    let mut problems = recipe.notes.clone();
     let engine = lookup_engine(recipe, &mut problems);
     let frontend = lookup_frontend(recipe, &mut problems);
     if recipe.roles.is_empty() {
@@ -166,6 +168,7 @@ fn check(
     engine.validate(recipe, &mut problems);
     own.check(&mut problems);
     check_sections(recipe, frontend, &mut problems);
+    check_services_node(recipe, frontend, &mut problems);
     crate::catalog::check_args(
         frontend.catalog(),
         &recipe.frontend.args,
@@ -338,6 +341,28 @@ fn lookup_engine(recipe: &Recipe, problems: &mut Vec<Problem>) -> Option<&'stati
         ));
     }
     found
+}
+
+/// A node of their own for the frontend's services needs a frontend that runs some.
+fn check_services_node(recipe: &Recipe, frontend: &dyn Frontend, problems: &mut Vec<Problem>) {
+    let Some(span) = recipe.services_node else {
+        return;
+    };
+    if frontend.runs_services() {
+        return;
+    }
+    problems.push(
+        Problem::new(
+            "srt::recipe::services_node",
+            span,
+            format!(
+                "frontend `{}` runs no etcd or NATS: a node of their own would hold nothing",
+                frontend.name()
+            ),
+        )
+        .label("a node for services this frontend does not run")
+        .help("remove `infra.etcd_nats_dedicated_node` (srtctl reserved the node anyway; srt does not allocate a node for nothing)"),
+    );
 }
 
 /// Every `engine:` key is one the recipe's engine declares; one another engine declares

@@ -74,6 +74,7 @@ pub fn json_schema() -> Value {
             "health_check": object(keys::HEALTH_CHECK, &[]),
             "rollout": object(keys::ROLLOUT, &[]),
             "slurm": object(keys::SLURM, &[]),
+            "infra": object(keys::INFRA, &[]),
             "benchmark": object(keys::BENCHMARK, &["type"]),
         }),
     );

@@ -44,6 +44,9 @@ pub struct Topology {
     pub gpus_per_node: u32,
     /// All endpoints in allocation order.
     pub endpoints: Vec<Endpoint>,
+    /// The node of the frontend's services when the recipe gives them one of their own
+    /// (`infra.etcd_nats_dedicated_node`): the one after the workers'.
+    pub services_node: Option<usize>,
 }
 
 impl Topology {
@@ -217,6 +220,8 @@ pub fn allocate(recipe: &Recipe, available_nodes: Option<usize>) -> Result<Topol
     if !problems.is_empty() {
         return Err(problems);
     }
+    let services_node = recipe.services_node.map(|_| used_nodes);
+    let used_nodes = used_nodes + usize::from(services_node.is_some());
     if let Some(avail) = available_nodes {
         if used_nodes > avail {
             return Err(vec![Problem::new(
@@ -235,5 +240,6 @@ pub fn allocate(recipe: &Recipe, available_nodes: Option<usize>) -> Result<Topol
         node_count: available_nodes.unwrap_or(used_nodes).max(used_nodes),
         gpus_per_node: gpn,
         endpoints,
+        services_node,
     })
 }

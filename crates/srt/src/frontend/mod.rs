@@ -33,6 +33,9 @@ pub struct Layout {
     pub nginx_node: Option<usize>,
     /// The Router processes.
     pub routers: Vec<RouterSlot>,
+    /// The node of the frontend's services (etcd, NATS) when they have one of their
+    /// own ([`Topology::services_node`]); else they run on the public node.
+    pub services_node: Option<usize>,
 }
 
 /// One Router process's place.
@@ -48,6 +51,11 @@ impl Layout {
     /// The node whose public port clients use.
     pub fn public_node(&self) -> usize {
         self.nginx_node.unwrap_or(self.routers[0].node)
+    }
+
+    /// The node the frontend's services run on.
+    pub fn services_node(&self) -> usize {
+        self.services_node.unwrap_or_else(|| self.public_node())
     }
 }
 
@@ -202,6 +210,11 @@ pub trait Frontend: Sync {
     fn wrapper_flags(&self, program: &[&str]) -> Option<WrapperFlags> {
         let _ = program;
         None
+    }
+    /// Whether it runs services (its infrastructure: Dynamo's etcd and NATS) that
+    /// `infra.etcd_nats_dedicated_node` may give a node of their own.
+    fn runs_services(&self) -> bool {
+        false
     }
     /// Its infrastructure: what it runs before the workers and offers them (the first
     /// phase of its build; nothing for a frontend that lists its workers itself).
@@ -464,6 +477,7 @@ pub fn default_layout(recipe: &Recipe, topology: &Topology) -> Layout {
         let head = worker_nodes[0];
         let count = (fe.num_additional_frontends.value as usize + 1).min(worker_nodes.len() - 1);
         return Layout {
+            services_node: topology.services_node,
             nginx_node: Some(head),
             routers: worker_nodes[1..=count]
                 .iter()
@@ -483,6 +497,7 @@ pub fn default_layout(recipe: &Recipe, topology: &Topology) -> Layout {
             .unwrap_or(0),
     };
     Layout {
+        services_node: topology.services_node,
         nginx_node: None,
         routers: vec![RouterSlot {
             node,

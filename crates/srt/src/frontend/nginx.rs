@@ -141,7 +141,7 @@ pub(crate) fn process(
         depends_on: Vec::new(),
         watches: Default::default(),
         worker: None,
-        container_image: None,
+        container_image: limits.image.clone(),
     }
 }
 

@@ -36,7 +36,7 @@ pub(crate) const TOP: &[Key] = &[
     ),
     k(
         "name",
-        r#"{"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"}"#,
+        r#"{"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"}"#,
         "Deployment name; defaults to the file stem.",
     ),
     k(
@@ -85,6 +85,11 @@ pub(crate) const TOP: &[Key] = &[
         "Scheduler settings for the SLURM executor (override the cluster profile).",
     ),
     k(
+        "infra",
+        r##"{"$ref": "#/$defs/infra"}"##,
+        "Where the frontend's services (Dynamo's etcd and NATS) run (srtctl's `infra:`).",
+    ),
+    k(
         "benchmark",
         r##"{"$ref": "#/$defs/benchmark"}"##,
         "A load benchmark through the public URL after the gates.",
@@ -97,6 +102,13 @@ pub(crate) const TOP: &[Key] = &[
 ];
 
 /// `slurm:`.
+/// `infra:`.
+pub(crate) const INFRA: &[Key] = &[k(
+    "etcd_nats_dedicated_node",
+    r#"{"type": "boolean", "default": false}"#,
+    "Run the frontend's services (etcd, NATS) on a node of their own, after the workers' (srtctl's meaning); a frontend without services refuses it.",
+)];
+
 pub(crate) const SLURM: &[Key] = &[
     k(
         "time_limit",
@@ -327,10 +339,20 @@ pub(crate) const FRONTEND: &[Key] = &[
         r##"{"$ref": "#/$defs/nginx"}"##,
         "Limits of the nginx in front of several Routers (multiple frontends).",
     ),
+    k(
+        "nginx_image",
+        r#"{"type": "string", "minLength": 1}"#,
+        "srtctl's spelling of `nginx.image` (srtctl v1: `nginx_container`).",
+    ),
 ];
 
 /// `frontend.nginx:`.
 pub(crate) const NGINX: &[Key] = &[
+    k(
+        "image",
+        r#"{"type": "string", "minLength": 1}"#,
+        "Container image nginx runs in, on executors that run containers (pyxis); elsewhere nginx is the host's.",
+    ),
     k(
         "worker_processes",
         r#"{"anyOf": [{"const": "auto"}, {"type": "integer", "minimum": 1, "maximum": 1024}], "default": "auto"}"#,

@@ -3,6 +3,7 @@
 use super::diag::{did_you_mean, Problem, Problems, RecipeError};
 use super::keys;
 use super::model::*;
+use super::srtctl::{self, Selection};
 use super::yaml::{self, Key, Node, Value};
 use miette::{NamedSource, SourceSpan};
 use std::collections::BTreeMap;
@@ -32,7 +33,6 @@ const SRTCTL_ONLY_ROLE: &[&str] = &["engine", "kv_events", "sidecar", "critical"
 const SRTCTL_ONLY_ENGINE: &[&str] = &["set_visible_devices", "failover"];
 const SRTCTL_ONLY_FRONTEND: &[&str] = &[
     "placement",
-    "nginx_image",
     "nginx_raise_ulimit",
     "nginx_session_affinity",
     "nginx_keepalive_timeout",
@@ -231,16 +231,33 @@ fn keep_drawable(text: &str, p: &mut Problem) {
 /// Load a recipe from text. `default_name` names the deployment when `name:` is absent
 /// (the CLI passes the file stem).
 pub fn load_str(source: &Source, default_name: &str) -> Result<Recipe, RecipeError> {
+    load_selected(source, default_name, &Selection::default())
+}
+
+/// [`load_str`] of the recipe `selection` picks from an srtctl override file.
+pub fn load_selected(
+    source: &Source,
+    default_name: &str,
+    selection: &Selection,
+) -> Result<Recipe, RecipeError> {
     if let Some(err) = oversized(source) {
         return Err(err);
     }
-    load_problems(source, default_name).map_err(|p| source.error(p))
+    problems_of(source, default_name, selection).map_err(|p| source.error(p))
 }
 
 /// [`load_str`], with the problems as found: spans into `source.text`, nothing masked
 /// or escaped yet ([`Source::error`] does that for display). A file over the size
 /// limits yields its (already rendered) problem.
 pub fn load_problems(source: &Source, default_name: &str) -> Result<Recipe, Vec<Problem>> {
+    problems_of(source, default_name, &Selection::default())
+}
+
+fn problems_of(
+    source: &Source,
+    default_name: &str,
+    selection: &Selection,
+) -> Result<Recipe, Vec<Problem>> {
     if let Some(err) = oversized(source) {
         return Err(err.problems);
     }
@@ -292,9 +309,10 @@ pub fn load_problems(source: &Source, default_name: &str) -> Result<Recipe, Vec<
     if !nul.is_empty() {
         return Err(nul);
     }
+    let (root, notes) = srtctl::variant(root, selection)?;
     let sweep = super::sweep::Sweep::new(&root)?;
     let first = sweep.point(0);
-    let mut recipe = load_tree(&first.recipe, default_name)?;
+    let mut recipe = load_point(&first.recipe, default_name, notes)?;
     recipe.sweep = sweep.key().map(|key| SweepPoint {
         key,
         index: 0,
@@ -305,16 +323,33 @@ pub fn load_problems(source: &Source, default_name: &str) -> Result<Recipe, Vec<
 }
 
 /// The typed recipe of a parsed document without `sweep:` (a point of a sweep,
-/// [`super::sweep::Point::recipe`], whose spans are in the file's text).
+/// [`super::sweep::Point::recipe`], whose spans are in the file's text); srtctl's v1
+/// layout is re-spelled as 2.0 first ([`srtctl::migrate_tree`]).
 pub fn load_tree(root: &Node, default_name: &str) -> Result<Recipe, Vec<Problem>> {
+    load_point(root, default_name, Vec::new())
+}
+
+/// [`load_tree`], after `notes` (what was done to the file before).
+fn load_point(
+    root: &Node,
+    default_name: &str,
+    mut notes: Vec<Problem>,
+) -> Result<Recipe, Vec<Problem>> {
+    let mut root = root.clone();
+    notes.extend(srtctl::migrate_tree(&mut root));
+    let root = &root;
     let mut problems = Problems::default();
     let recipe = Loader {
         problems: &mut problems,
     }
     .recipe(root, default_name);
     match recipe {
-        Some(r) if problems.is_empty() => Ok(r),
+        Some(mut r) if problems.is_empty() => {
+            r.notes = notes;
+            Ok(r)
+        }
         _ => {
+            problems.0.extend(notes);
             if problems.is_empty() {
                 problems.push(Problem::new(
                     "srt::recipe::invalid",
@@ -806,6 +841,27 @@ impl Loader<'_> {
         false
     }
 
+    /// srtctl's `infra:`: `etcd_nats_dedicated_node` puts the frontend's services on a
+    /// node of their own (its span when true); NATS's payload limit is refused.
+    fn infra(&mut self, node: Option<&Node>) -> Option<SourceSpan> {
+        let node = node.filter(|n| n.value != Value::Null)?;
+        let f = self.fields(
+            node,
+            "infra",
+            &keys::names(keys::INFRA),
+            &["nats_max_payload_mb"],
+        )?;
+        let dedicated = f.get("etcd_nats_dedicated_node")?;
+        match dedicated.value {
+            Value::Bool(true) => f.key_span("etcd_nats_dedicated_node"),
+            Value::Bool(false) => None,
+            _ => {
+                self.type_error(dedicated, "infra.etcd_nats_dedicated_node", "true or false");
+                None
+            }
+        }
+    }
+
     fn recipe(&mut self, root: &Node, default_name: &str) -> Option<Recipe> {
         let mut top = keys::names(keys::TOP);
         top.extend(keys::OWNED_SECTIONS);
@@ -819,7 +875,7 @@ impl Loader<'_> {
                         "srt reads srtctl 2.0 recipes: `schema` must be 2",
                     )
                     .label("unsupported schema")
-                    .help("v1 recipes can be converted with `srtctl migrate`"),
+                    .help("srt reads srtctl v1 recipes (no `schema`, or `schema: 1`) and 2.0 ones (`schema: 2`)"),
                 );
             }
         }
@@ -834,7 +890,7 @@ impl Loader<'_> {
                             format!("`{name}` is not a valid deployment name"),
                         )
                         .label("invalid name")
-                        .help("use letters, digits, `-`, `_` and `.`, starting with a letter or digit (at most 64 characters)"),
+                        .help("use letters, digits, `-`, `_` and `.`, starting with a letter or digit (at most 128 characters)"),
                     );
                 }
                 Sp::new(name, node.span)
@@ -883,6 +939,7 @@ impl Loader<'_> {
         let health_check = self.health_check(f.get("health_check"));
         let rollout = self.rollout(f.get("rollout"));
         let slurm = self.slurm(f.get("slurm"));
+        let services_node = self.infra(f.get("infra"));
         let benchmark = self.benchmark(f.get("benchmark"), f.key_span("benchmark"));
         let sensitive_env = self.sensitive_env(f.get("sensitive_env"));
         let sections = keys::OWNED_SECTIONS
@@ -912,6 +969,8 @@ impl Loader<'_> {
             sections,
             slurm,
             benchmark,
+            services_node,
+            notes: Vec::new(),
             sweep: None,
         })
     }
@@ -1004,14 +1063,9 @@ impl Loader<'_> {
             "slow_down_wait_time",
             "tokenizer_mode",
         ];
-        let f = self.fields(
-            node,
-            "benchmark",
-            &keys::names(keys::BENCHMARK),
-            SRTCTL_ONLY,
-        )?;
         let span = key_span.unwrap_or(node.span);
-        let kind = match f.get("type") {
+        // The type first: the keys of a benchmark srt does not run are not checked.
+        let kind = match srtctl::tree::get(node, "type") {
             Some(t) => {
                 let kind = self.string(t, "benchmark.type")?;
                 if kind != "sa-bench" {
@@ -1024,7 +1078,7 @@ impl Loader<'_> {
                 }
                 kind
             }
-            None => {
+            None if matches!(node.value, Value::Map(_)) => {
                 self.problem(
                     Problem::new(
                         "srt::recipe::missing_key",
@@ -1036,7 +1090,14 @@ impl Loader<'_> {
                 );
                 return None;
             }
+            None => String::new(),
         };
+        let f = self.fields(
+            node,
+            "benchmark",
+            &keys::names(keys::BENCHMARK),
+            SRTCTL_ONLY,
+        )?;
         let table = keys::BENCHMARK;
         let num = |this: &mut Self, key: &str, min: i64| -> Option<Option<u32>> {
             match f.get(key) {
@@ -1082,8 +1143,12 @@ impl Loader<'_> {
                         .collect(),
                     Value::Seq(items) => items
                         .iter()
-                        .map(|i| match i.value {
-                            Value::Int(v) if (1..=100_000).contains(&v) => Some(v as u32),
+                        .map(|i| match &i.value {
+                            Value::Int(v) if (1..=100_000).contains(v) => Some(*v as u32),
+                            // srtctl joins the levels as text: `['8192']` is a level too.
+                            Value::Str(v) => {
+                                v.parse::<u32>().ok().filter(|v| (1..=100_000).contains(v))
+                            }
                             _ => None,
                         })
                         .collect(),
@@ -1820,6 +1885,20 @@ impl Loader<'_> {
         if let Some(node) = f.get("nginx") {
             fe.nginx = self.nginx(node, f.key_span("nginx").unwrap_or(node.span))?;
         }
+        if let Some(node) = f.get("nginx_image") {
+            if fe.nginx.image.is_some() {
+                self.problem(
+                    Problem::new(
+                        "srt::recipe::conflict",
+                        node.span,
+                        "`frontend.nginx_image` and `frontend.nginx.image` both name nginx's image",
+                    )
+                    .label("set one of them")
+                    .help("`nginx_image` is srtctl's spelling of `nginx.image`"),
+                );
+            }
+            fe.nginx.image = self.opt_string(&f, "nginx_image");
+        }
         Some(fe)
     }
 
@@ -1829,6 +1908,7 @@ impl Loader<'_> {
             ..Nginx::default()
         };
         let f = self.fields(node, "frontend.nginx", &keys::names(keys::NGINX), &[])?;
+        n.image = self.opt_string(&f, "image");
         if let Some(v) = f.get("worker_processes") {
             n.worker_processes = match &v.value {
                 Value::Str(s) if s == "auto" => None,
@@ -1996,11 +2076,14 @@ fn to_json(node: &Node) -> serde_json::Value {
     }
 }
 
+/// The longest deployment name: srtctl's recipe names run past 64 characters.
+pub const MAX_NAME_BYTES: usize = 128;
+
 /// Deployment names become directory names and log prefixes.
 pub fn valid_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphanumeric())
-        && name.len() <= 64
+        && name.len() <= MAX_NAME_BYTES
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
@@ -2030,11 +2113,31 @@ fn valid_env_name(name: &str) -> bool {
 /// Read and load a recipe file. The [`Source`] is returned either way so later stages can
 /// report problems against it. An unreadable or non-UTF-8 file is a diagnostic too.
 pub fn load_file(path: &std::path::Path) -> (Source, Result<Recipe, RecipeError>) {
-    let name = path.display().to_string();
+    load_file_selected(path, &Selection::default())
+}
+
+/// [`load_file`] of the recipe `selection` picks from an srtctl override file.
+pub fn load_file_selected(
+    path: &std::path::Path,
+    selection: &Selection,
+) -> (Source, Result<Recipe, RecipeError>) {
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
+    match read_source(path) {
+        (source, None) => {
+            let result = load_selected(&source, &stem, selection);
+            (source, result)
+        }
+        (source, Some(err)) => (source, Err(err)),
+    }
+}
+
+/// A recipe file's text, read up to [`MAX_RECIPE_BYTES`]; an unreadable, oversized or
+/// non-UTF-8 file is a diagnostic (beside what was read, to show it against).
+pub fn read_source(path: &std::path::Path) -> (Source, Option<RecipeError>) {
+    let name = path.display().to_string();
     let empty = SourceSpan::new(0.into(), 0);
     // Read one byte past the limit at most: enough to tell an oversized file apart.
     let read = std::fs::File::open(path).and_then(|f| {
@@ -2052,7 +2155,7 @@ pub fn load_file(path: &std::path::Path) -> (Source, Result<Recipe, RecipeError>
                 text: String::from_utf8_lossy(&b).into_owned(),
             };
             let err = oversized(&source).expect("longer than the limit");
-            return (source, Err(err));
+            return (source, Some(err));
         }
         Ok(b) => b,
         Err(e) => {
@@ -2065,15 +2168,11 @@ pub fn load_file(path: &std::path::Path) -> (Source, Result<Recipe, RecipeError>
                 empty,
                 format!("cannot read {}: {e}", path.display()),
             )]);
-            return (source, Err(err));
+            return (source, Some(err));
         }
     };
     match String::from_utf8(bytes) {
-        Ok(text) => {
-            let source = Source { name, text };
-            let result = load_str(&source, &stem);
-            (source, result)
-        }
+        Ok(text) => (Source { name, text }, None),
         Err(e) => {
             let valid = e.utf8_error().valid_up_to();
             let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
@@ -2084,7 +2183,7 @@ pub fn load_file(path: &std::path::Path) -> (Source, Result<Recipe, RecipeError>
                 format!("the recipe is not valid UTF-8 (first bad byte at offset {valid})"),
             )
             .label("invalid UTF-8 here")]);
-            (source, Err(err))
+            (source, Some(err))
         }
     }
 }

@@ -44,6 +44,9 @@ pub struct Recipe {
     pub rollout: Rollout,
     /// Scheduler settings the recipe asks for (srtctl's `slurm:`), applied by the SLURM executor.
     pub slurm: SlurmSettings,
+    /// `infra.etcd_nats_dedicated_node: true`, where written: the frontend's services
+    /// get a node of their own.
+    pub services_node: Option<SourceSpan>,
     /// The load benchmark run after the gates, if any.
     pub benchmark: Option<Benchmark>,
     /// `sensitive_env`: variables to treat as secrets besides the default list of
@@ -52,6 +55,10 @@ pub struct Recipe {
     /// Top-level sections a component owns ([`super::keys::OWNED_SECTIONS`]), by name,
     /// as written: their owner checks and reads them.
     pub sections: BTreeMap<String, Section>,
+    /// What was done to the file before it was read (the override file's variant
+    /// chosen, srtctl v1 re-spelled as 2.0): located warnings, shown with the launch
+    /// plan's.
+    pub notes: Vec<crate::recipe::diag::Problem>,
     /// Set when a sweep's file is loaded as one recipe (`srt validate`, `render`, `plan`,
     /// `apply`): which of its points this is, so the commands say so.
     pub sweep: Option<SweepPoint>,
@@ -399,6 +406,8 @@ pub struct Nginx {
     pub keepalive_timeout_secs: u32,
     /// `client_max_body_size`, in nginx's size syntax.
     pub client_max_body_size: String,
+    /// The container image nginx runs in, where the executor runs containers.
+    pub image: Option<String>,
 }
 
 impl Default for Nginx {
@@ -415,6 +424,7 @@ impl Default for Nginx {
             upstream_keepalive: default(NGINX, "upstream_keepalive"),
             keepalive_timeout_secs: default(NGINX, "keepalive_timeout_seconds"),
             client_max_body_size: default(NGINX, "client_max_body_size"),
+            image: None,
         }
     }
 }

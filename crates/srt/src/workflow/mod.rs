@@ -4,6 +4,7 @@
 
 pub mod health;
 pub mod live;
+pub mod migrate;
 pub mod status;
 
 use crate::assemble::{assemble, BuildOptions};
@@ -421,6 +422,8 @@ pub struct PrepareOptions {
     /// The cluster profile given with `--cluster` / `SRT_CLUSTER`; when `None`,
     /// `srt-cluster.yaml` in the current directory if it exists, else local.
     pub cluster: Option<PathBuf>,
+    /// Which recipe of an srtctl override file (`--variant`).
+    pub selection: recipe::Selection,
 }
 
 /// The cluster profile for a command (see [`ClusterProfile::resolve`]).
@@ -487,11 +490,20 @@ pub fn setup(
     default_name: &str,
     options: &PrepareOptions,
 ) -> Result<Setup, OpError> {
-    let recipe = recipe::load_str(&source, default_name)?;
+    let mut recipe = recipe::load_selected(&source, default_name, &options.selection)?;
+    resolve_aliases(&mut recipe, options)?;
     // Node count first (the executor's bindings need it), then the plan for its host layout.
     let nodes = node_count(&source, &recipe, options.nodes)?;
     let exec = executor(&recipe, nodes, options)?;
     Ok(Setup::of(source, recipe, exec, options))
+}
+
+/// The cluster profile's aliases in `recipe` resolved (what `setup` does to a recipe it
+/// reads; a sweep's points are read by their command and resolved so too).
+pub fn resolve_aliases(recipe: &mut Recipe, options: &PrepareOptions) -> Result<(), OpError> {
+    let profile = effective_profile(cluster_profile(options.cluster.as_deref())?, recipe);
+    profile.resolve_aliases(recipe);
+    Ok(())
 }
 
 /// The nodes `recipe`'s launch plan has, with `nodes` available (`--nodes`).
@@ -556,7 +568,7 @@ impl Setup {
 
 /// Read a recipe file and make its executor.
 pub fn setup_file(path: &Path, options: &PrepareOptions) -> Result<Setup, OpError> {
-    let (source, loaded) = recipe::load_file(path);
+    let (source, loaded) = recipe::load_file_selected(path, &options.selection);
     loaded?;
     let stem = path
         .file_stem()

@@ -219,6 +219,10 @@ impl Frontend for Dynamo {
         Some(runtime::NAME)
     }
 
+    fn runs_services(&self) -> bool {
+        true
+    }
+
     fn wrapper_flags(&self, program: &[&str]) -> Option<WrapperFlags> {
         let catalog = catalogs().iter().find(|c| c.command == program)?;
         Some(WrapperFlags {
@@ -274,7 +278,7 @@ impl Frontend for Dynamo {
             Problem::new("srt::recipe::ports", fe.span, e.to_string())
                 .label("while allocating the Dynamo frontend's ports")
         };
-        let node = layout.public_node();
+        let node = layout.services_node();
         let ip = ctx.node_ip(node);
         let client = ctx
             .allocate(&ETCD_CLIENT, node, 1, ETCD_ADDRESS)

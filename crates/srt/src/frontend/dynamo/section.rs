@@ -31,8 +31,8 @@ static KEYS: &[Key] = &[
     ),
     k(
         "version",
-        r#"{"const": "1.6.1"}"#,
-        "The ai-dynamo release the commands are checked against: srt ships 1.6.1's catalogs.",
+        r#"{"type": "string"}"#,
+        "The ai-dynamo release: srt checks commands against 1.6.1's catalogs; another is refused, or (with `install: false`, the image's Dynamo) a warning.",
     ),
     k(
         "install",
@@ -127,20 +127,7 @@ pub(super) fn check(recipe: &Recipe, problems: &mut Vec<Problem>) {
     check_choice(section, "event_plane", &["nats", "zmq"], problems);
     if let Some(arg) = section.get("version") {
         if arg.value != ArgValue::Str(VERSION.into()) {
-            problems.push(
-                Problem::new(
-                    "srt::recipe::dynamo_version",
-                    arg.value_span,
-                    format!(
-                        "srt checks Dynamo's commands against ai-dynamo {VERSION}, not `{}`",
-                        arg.value.render()
-                    ),
-                )
-                .label("no catalog for this version")
-                .help(format!(
-                    "remove `dynamo.version`, or write `{VERSION}` (the release of srt's catalogs and of `scripts/install-dynamo.sh`)"
-                )),
-            );
+            problems.push(version_problem(section, arg));
         }
     }
     for arg in &section.entries {
@@ -164,6 +151,31 @@ pub(super) fn check(recipe: &Recipe, problems: &mut Vec<Problem>) {
             );
         }
     }
+}
+
+/// A `version` other than the catalogs'. With `install: false` (srtctl installs
+/// nothing, so the version only records what the image holds) srt goes on and says
+/// which release it checks the commands against; otherwise it is refused.
+fn version_problem(section: &Section, arg: &crate::recipe::Arg) -> Problem {
+    let message = format!(
+        "srt checks Dynamo's commands against ai-dynamo {VERSION}, not `{}`",
+        arg.value.render()
+    );
+    let recorded = section
+        .get("install")
+        .is_some_and(|a| a.value == ArgValue::Bool(false));
+    if recorded {
+        return Problem::warning("srt::recipe::dynamo_version", arg.value_span, message)
+            .label("the image's Dynamo, as the recipe records it")
+            .help(format!(
+                "with `install: false` the version is the image's, which srt does not install; srt checks the commands it renders against {VERSION}'s flags"
+            ));
+    }
+    Problem::new("srt::recipe::dynamo_version", arg.value_span, message)
+        .label("no catalog for this version")
+        .help(format!(
+            "remove `dynamo.version`, or write `{VERSION}` (the release of srt's catalogs and of `scripts/install-dynamo.sh`)"
+        ))
 }
 
 /// `key`, when written, is one of `choices`.

@@ -25,6 +25,8 @@
 //! recipe's: an unknown key (with "did you mean"), a key of the SLURM executor in a local
 //! profile, a wrong type, a bad value.
 
+pub mod srtslurm;
+
 use crate::getopt::{self, Item, OptionCatalog, ReadError};
 use crate::recipe::diag::{did_you_mean, Problem};
 use crate::recipe::yaml::{self, Key, Node, Value};
@@ -133,6 +135,11 @@ pub struct SlurmProfile {
     pub step_start_timeout_seconds: u64,
     /// Between `scancel --signal=TERM` and `scancel` of a step.
     pub stop_grace_seconds: u64,
+    /// Aliases of a recipe's `model.path` (srtctl's `model_paths`).
+    pub model_paths: std::collections::BTreeMap<String, String>,
+    /// Aliases of the images a recipe names (srtctl's `containers`): `model.container`,
+    /// `frontend.container_image`, nginx's image.
+    pub containers: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for SlurmProfile {
@@ -151,6 +158,8 @@ impl Default for SlurmProfile {
             allocation_timeout_seconds: 300,
             step_start_timeout_seconds: 60,
             stop_grace_seconds: 10,
+            model_paths: Default::default(),
+            containers: Default::default(),
         }
     }
 }
@@ -170,6 +179,8 @@ pub const SLURM_KEYS: &[&str] = &[
     "allocation_timeout_seconds",
     "step_start_timeout_seconds",
     "stop_grace_seconds",
+    "model_paths",
+    "containers",
 ];
 
 /// The keys of `container:`.
@@ -246,7 +257,7 @@ fn managed_by(option: &str) -> Option<&'static str> {
 pub fn srun_catalog() -> &'static OptionCatalog {
     static CATALOG: OnceLock<OptionCatalog> = OnceLock::new();
     CATALOG.get_or_init(|| {
-        OptionCatalog::from_json(include_str!("exec/catalog/srun-22.05.8-4+deb12u3.json"))
+        OptionCatalog::from_json(include_str!("../exec/catalog/srun-22.05.8-4+deb12u3.json"))
             .expect("the srun catalog is valid JSON")
     })
 }
@@ -255,8 +266,10 @@ pub fn srun_catalog() -> &'static OptionCatalog {
 pub fn sbatch_catalog() -> &'static OptionCatalog {
     static CATALOG: OnceLock<OptionCatalog> = OnceLock::new();
     CATALOG.get_or_init(|| {
-        OptionCatalog::from_json(include_str!("exec/catalog/sbatch-22.05.8-4+deb12u3.json"))
-            .expect("the sbatch catalog is valid JSON")
+        OptionCatalog::from_json(include_str!(
+            "../exec/catalog/sbatch-22.05.8-4+deb12u3.json"
+        ))
+        .expect("the sbatch catalog is valid JSON")
     })
 }
 
@@ -400,6 +413,13 @@ impl ClusterProfile {
             return Err(tagged);
         }
         let mut checker = Checker::default();
+        let root = if srtslurm::is_srtslurm(&root) {
+            let (translated, refused) = srtslurm::translate(&root);
+            checker.problems.extend(refused);
+            translated
+        } else {
+            root
+        };
         let profile = checker.profile(&root);
         match profile {
             Some(p) if checker.problems.is_empty() => Ok(p),
@@ -426,7 +446,47 @@ impl ClusterProfile {
         if conventional.is_file() {
             return Self::load(&conventional);
         }
-        Ok(ClusterProfile::default())
+        match srtctl_file(cwd) {
+            Some(path) => Self::load(&path),
+            None => Ok(ClusterProfile::default()),
+        }
+    }
+
+    /// A recipe's aliases resolved as srtctl resolves them against its cluster file:
+    /// `model.path` by `model_paths`, the images it names by `containers`. Each
+    /// resolution is a located note of the recipe.
+    pub fn resolve_aliases(&self, recipe: &mut crate::recipe::Recipe) {
+        let Some(s) = self.slurm() else {
+            return;
+        };
+        let mut notes = Vec::new();
+        if let Some(path) = s.model_paths.get(&recipe.model.path.value) {
+            notes.push(alias_note(
+                &recipe.model.path.value,
+                path,
+                "model_paths",
+                recipe.model.path.span,
+            ));
+            recipe.model.path.value = path.clone();
+        }
+        let at = recipe.model.path.span;
+        for (image, key) in [
+            (&mut recipe.model.container, "model.container"),
+            (
+                &mut recipe.frontend.container_image,
+                "frontend.container_image",
+            ),
+            (&mut recipe.frontend.nginx.image, "frontend.nginx.image"),
+        ] {
+            let Some(named) = image.as_ref() else {
+                continue;
+            };
+            if let Some(to) = s.containers.get(named) {
+                notes.push(alias_note(named, to, &format!("containers ({key})"), at));
+                *image = Some(to.clone());
+            }
+        }
+        recipe.notes.extend(notes);
     }
 
     /// The executor's name, as written after `executor:`.
@@ -466,6 +526,27 @@ impl ClusterProfile {
         }
         self
     }
+}
+
+/// srtctl's cluster file where srtctl finds it: `$SRTSLURM_CONFIG`, else
+/// `srtslurm.yaml` in `cwd`, its parent or its grandparent.
+fn srtctl_file(cwd: &Path) -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("SRTSLURM_CONFIG") {
+        return Some(PathBuf::from(path));
+    }
+    cwd.ancestors()
+        .take(3)
+        .map(|d| d.join(srtslurm::FILE))
+        .find(|p| p.is_file())
+}
+
+fn alias_note(alias: &str, to: &str, table: &str, span: SourceSpan) -> Problem {
+    Problem::warning(
+        "srt::recipe::alias",
+        span,
+        format!("`{alias}` is `{to}` (the cluster profile's {table})"),
+    )
+    .label("an alias")
 }
 
 /// Walks the spanned tree, collecting every problem.
@@ -637,10 +718,29 @@ impl Checker {
                         .integer(node, k, 0, i64::MAX)
                         .unwrap_or(p.stop_grace_seconds);
                 }
+                "model_paths" => p.model_paths = self.aliases(node, k),
+                "containers" => p.containers = self.aliases(node, k),
                 _ => self.unknown_key(key, "", &all),
             }
         }
         Some(ClusterProfile::Slurm(Box::new(p)))
+    }
+
+    /// A mapping of alias to what it stands for, both strings.
+    fn aliases(&mut self, node: &Node, key: &str) -> std::collections::BTreeMap<String, String> {
+        let Value::Map(entries) = &node.value else {
+            self.type_error(node, key, "a mapping of aliases");
+            return Default::default();
+        };
+        entries
+            .iter()
+            .filter_map(|(k, v)| {
+                Some((
+                    k.name.clone(),
+                    self.string(v, &format!("{key}.{}", k.name))?,
+                ))
+            })
+            .collect()
     }
 
     fn string(&mut self, node: &Node, key: &str) -> Option<String> {

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""How srt reads srtctl's public recipes (docs/srtctl.md): `srt validate` on every
+YAML file under the given directories, then the files that validate and the refusals
+grouped by diagnostic code and key, as Markdown.
+
+Usage: scripts/srtctl-corpus.py [--srt PATH] DIR [DIR ...]
+
+The corpus: NVIDIA/srt-slurm's `recipes/` and NVIDIA/srt-slurm-recipes, e.g.
+  git clone https://github.com/NVIDIA/srt-slurm && git clone https://github.com/NVIDIA/srt-slurm-recipes
+  scripts/srtctl-corpus.py srt-slurm/recipes srt-slurm-recipes/recipes
+
+A file's refusals are those of the first stage that refuses it (loading, then the
+engine's and frontend's checks), so a key can hide others behind it. Each refusal is
+named by its code and the key or flag it is at (numbers and role names folded), and
+counted once per file.
+"""
+
+import argparse
+import collections
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ENTRY = re.compile(r"^(Error|Warning): (srt::[a-z0-9_:]+)\s*$")
+MESSAGE = re.compile(r"^\s*[×⚠] (.*)$")
+
+
+def recipes(dirs):
+    for d in dirs:
+        for path in sorted(Path(d).rglob("*")):
+            if path.suffix in (".yaml", ".yml") and path.is_file():
+                yield path
+
+
+def problems(srt, path):
+    env = dict(os.environ, NO_COLOR="1")
+    run = subprocess.run(
+        [srt, "validate", "-f", str(path)], capture_output=True, text=True, env=env
+    )
+    found, code = [], None
+    for line in run.stderr.splitlines():
+        entry = ENTRY.match(line)
+        if entry:
+            code = (entry.group(1), entry.group(2))
+            continue
+        message = MESSAGE.match(line)
+        if message and code:
+            found.append((code, message.group(1)))
+            code = None
+    return run.returncode == 0, found
+
+
+def subject(message):
+    """The key or flag a message is about: its first `...` quote, role and numbers folded."""
+    quoted = re.search(r"`([^`]+)`", message)
+    text = quoted.group(1) if quoted else message[:60]
+    text = re.sub(r"^roles\.(prefill|decode|agg)\.", "roles.*.", text)
+    return re.sub(r"\d+", "N", text)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--srt", default="target/debug/srt")
+    ap.add_argument("dirs", nargs="+")
+    args = ap.parse_args()
+    total, valid = 0, 0
+    refusals, notes = collections.Counter(), collections.Counter()
+    for path in recipes(args.dirs):
+        total += 1
+        ok, found = problems(args.srt, path)
+        valid += ok
+        seen = set()
+        for (level, code), message in found:
+            if code == "srt::recipe::invalid":
+                continue
+            key = (code, subject(message))
+            if key in seen:
+                continue
+            seen.add(key)
+            (notes if level == "Warning" else refusals)[key] += 1
+    print(f"{valid} of {total} files validate.\n")
+    print("| files | refused by | at |\n|---:|---|---|")
+    for (code, at), n in refusals.most_common():
+        print(f"| {n} | `{code}` | `{at}` |")
+    print("\n| files | note | at |\n|---:|---|---|")
+    for (code, at), n in notes.most_common():
+        print(f"| {n} | `{code}` | `{at}` |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

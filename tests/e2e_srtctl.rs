@@ -1,0 +1,133 @@
+//! srtctl's v1 recipes applied as they are, simulated: one per engine srt has, each
+//! behind the frontend srtctl's users put it behind (vLLM under the Dynamo frontend,
+//! v1's default when `frontend.type` is absent; SGLang prefill/decode behind v1's
+//! `sglang`, the SGLang Model Gateway). srt reads them in the 2.0 layout (a located
+//! note says so), serves completions and runs their sa-bench benchmark.
+
+mod e2e_support;
+
+use e2e_support::{repo, serial, tools_dir, Env};
+
+const PUBLIC: &str = "http://127.0.0.1:8000";
+
+/// The benchmark block both recipes end with: small, with sa-bench's v1 keys.
+const BENCHMARK: &str = r#"benchmark:
+  type: "sa-bench"
+  isl: 64
+  osl: 8
+  concurrencies: "1x2"
+  req_rate: "inf"
+  num_prompts_mult: 2
+  num_warmup_mult: 1
+  random_range_ratio: 0.5
+  use_chat_template: false
+health_check:
+  max_attempts: 45
+  interval_seconds: 2
+"#;
+
+fn v1_vllm_dynamo() -> String {
+    format!(
+        r#"name: "v1-e2e-vllm"
+model:
+  path: "{model}"
+  container: "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.1"
+  precision: "bf16"
+resources:
+  gpu_type: "h100"
+  gpus_per_node: 2
+  agg_nodes: 1
+  agg_workers: 2
+dynamo:
+  install: false
+frontend:
+  enable_multiple_frontends: false
+backend:
+  type: vllm
+  aggregated_environment:
+    PYTHONUNBUFFERED: "1"
+  vllm_config:
+    aggregated:
+      max-model-len: 2048
+{BENCHMARK}"#,
+        model = tools_dir().join("models/tiny").display()
+    )
+}
+
+fn v1_sglang_disagg() -> String {
+    format!(
+        r#"name: "v1-e2e-sglang"
+model:
+  path: "{model}"
+  container: "lmsysorg/sglang:v0.5.23"
+  precision: "bf16"
+resources:
+  gpu_type: "gb200"
+  gpus_per_node: 2
+  prefill_nodes: 1
+  decode_nodes: 1
+  prefill_workers: 1
+  decode_workers: 2
+frontend:
+  type: sglang
+  enable_multiple_frontends: false
+  args:
+    policy: "round_robin"
+backend:
+  type: sglang
+  prefill_environment:
+    SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT: "100"
+  sglang_config:
+    prefill:
+      tensor-parallel-size: 2
+      context-length: 2048
+    decode:
+      context-length: 2048
+{BENCHMARK}"#,
+        model = repo().join("tests/fixtures/tiny-model").display()
+    )
+}
+
+/// Apply `text` as a v1 file: the translation is noted, the gates and the benchmark
+/// pass, and completions come back.
+fn applies_serves_and_benchmarks(env: &Env, deployment: &str, text: &str) {
+    let path = env.recipe("v1.yaml", text);
+    let out = env.apply(&path);
+    assert!(
+        out.contains("srt::recipe::srtctl_v1"),
+        "the translation is noted:\n{out}"
+    );
+    assert!(
+        out.contains("smoke: passed") && out.contains("benchmark: passed"),
+        "{out}"
+    );
+    for _ in 0..3 {
+        let v = env.completion(PUBLIC);
+        assert!(v["choices"][0]["text"].is_string(), "{v}");
+    }
+    let again = env.apply(&path);
+    assert!(
+        again.contains("No changes."),
+        "an unchanged v1 file changes nothing:\n{again}"
+    );
+    env.destroy(deployment);
+}
+
+#[test]
+fn a_v1_vllm_recipe_behind_dynamo_serves_and_runs_its_benchmark() {
+    let _g = serial();
+    let env = Env::dynamo().unwrap_or_else(|| {
+        panic!(
+            "ai-dynamo is not installed in {}: run scripts/install-dynamo.sh (the test command does)",
+            tools_dir().display()
+        )
+    });
+    applies_serves_and_benchmarks(&env, "v1-e2e-vllm", &v1_vllm_dynamo());
+}
+
+#[test]
+fn a_v1_sglang_prefill_decode_recipe_behind_sglang_router_serves_and_runs_its_benchmark() {
+    let _g = serial();
+    let env = Env::new();
+    applies_serves_and_benchmarks(&env, "v1-e2e-sglang", &v1_sglang_disagg());
+}
