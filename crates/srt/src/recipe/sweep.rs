@@ -86,6 +86,24 @@ impl Point {
     }
 }
 
+/// What a sweep's file read as one recipe is: its first point, said where the problems
+/// of that point are reported, so a value that came from a placeholder is understood.
+pub fn read_as(point: &super::SweepPoint) -> Problem {
+    Problem::warning(
+        "srt::recipe::sweep_point",
+        point.key,
+        format!(
+            "this recipe is a sweep of {} points; this is point {} of {} ({})",
+            point.of,
+            point.index + 1,
+            point.of,
+            point.params
+        ),
+    )
+    .label("a sweep")
+    .help("`srt sweep -f RECIPE` plans and runs every point in one deployment; see docs/sweeps.md")
+}
+
 /// The `sweep` key of a recipe, when it has one.
 pub fn sweep_key(root: &Node) -> Option<(&Key, &Node)> {
     let Value::Map(entries) = &root.value else {
