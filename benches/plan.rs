@@ -761,6 +761,7 @@ fn count_one(shape: &str, nodes: usize, what: &str) {
                     .map(|i| format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255))
                     .collect(),
                 run_dir: "/run/bench".into(),
+                node_hosts: Vec::new(),
             };
             let bytes = measured(|| {
                 let mut bytes = 0;

@@ -198,6 +198,12 @@ pub(crate) fn plan(args: PlanArgs) -> CmdResult {
             missing.0
         );
     }
+    if let Some(unusable) = workflow::unusable_chat_template(&p, &plan) {
+        shout!(
+            "warning: the benchmark's chat template is unusable here, so apply would refuse to start: {}",
+            unusable.0.with_help()
+        );
+    }
     if let Some(out) = &args.out {
         let file = PlanFile {
             file_format_version: plan::file::FILE_FORMAT_VERSION,
@@ -296,12 +302,16 @@ pub(crate) fn refuse_missing_programs(p: &Prepared, plan: &plan::Plan) -> Result
     }
 }
 
-/// Apply starts nothing when the benchmark it would run cannot count tokens: a
-/// benchmark failing once every worker is up helps nobody.
+/// Apply starts nothing when the benchmark it would run cannot count tokens, or cannot
+/// wrap its prompts in the chat template it asks for: a benchmark failing once every
+/// worker is up helps nobody.
 pub(crate) fn refuse_missing_tokenizer(p: &Prepared, plan: &plan::Plan) -> Result<(), OpError> {
-    match workflow::missing_tokenizer(p, plan) {
+    if let Some(missing) = workflow::missing_tokenizer(p, plan) {
+        return Err(OpError::MissingTokenizer(missing));
+    }
+    match workflow::unusable_chat_template(p, plan) {
         None => Ok(()),
-        Some(missing) => Err(OpError::MissingTokenizer(missing)),
+        Some(unusable) => Err(OpError::ChatTemplate(unusable)),
     }
 }
 
@@ -447,6 +457,11 @@ pub(crate) fn apply(args: ApplyArgs) -> CmdResult {
         let mut s = shared.lock().expect("state mutex");
         if outcome.failed.is_empty() && !outcome.interrupted {
             s.recipe_hash = Some(p.recipe_hash.clone());
+            s.identity = p
+                .launch
+                .identity
+                .as_ref()
+                .map(|i| serde_json::to_value(i).expect("identity is JSON"));
         }
         p.store.save(&lock, &mut s)?;
     }
@@ -656,6 +671,7 @@ fn show(plan: &plan::Plan, exec: &dyn Executor) {
     let ips = Bindings {
         node_ips: exec.bindings().node_ips,
         run_dir: RUN_DIR.to_string(),
+        node_hosts: Vec::new(),
     };
     let mut lines = ResolvedLines::new(&ips, std::io::BufWriter::new(std::io::stdout().lock()));
     // A closed stdout ends the output, as with `say_raw!`.
@@ -719,6 +735,7 @@ mod tests {
         let ips = Bindings {
             node_ips: vec!["10.0.0.1".into(), "10.0.0.2".into()],
             run_dir: "/run/x".into(),
+            node_hosts: Vec::new(),
         };
         let text = "a <node0-ip>:6100 <node1-ip>\n\nb <node2-ip> <run-dir>/log \u{1b}[31m\n<node01-ip> end";
         let whole = srt::term::escape(&ips.resolve(text)).into_owned();

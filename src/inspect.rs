@@ -127,7 +127,7 @@ pub(crate) fn status(args: StatusArgs) -> CmdResult {
         say_exact!(
             "{}",
             serde_json::to_string_pretty(
-                &serde_json::json!({"deployment": name, "serial": state.serial, "resources": rows})
+                &serde_json::json!({"deployment": name, "serial": state.serial, "identity": state.identity, "resources": rows})
             )
             .expect("json")
         );
@@ -158,6 +158,9 @@ pub(crate) fn status(args: StatusArgs) -> CmdResult {
         ]);
     }
     say!("deployment {name} (state serial {})", state.serial);
+    if let Some(identity) = identity_line(&state) {
+        say!("identity: {identity}");
+    }
     say_raw!("{}", table(&t));
     for r in rows.iter().filter(|r| r.error.is_some()) {
         say!(
@@ -343,4 +346,16 @@ pub(crate) fn logs(args: LogsArgs) -> CmdResult {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// The identity the last apply recorded, on one line (`model=org/name@rev image=...`);
+/// a recorded value srt cannot read is shown as the JSON it is.
+fn identity_line(state: &srt::state::State) -> Option<String> {
+    let value = state.identity.as_ref()?;
+    Some(
+        match serde_json::from_value::<srt::recipe::runtime::Identity>(value.clone()) {
+            Ok(identity) => srt::term::escape_line(&identity.describe()).into_owned(),
+            Err(_) => value.to_string(),
+        },
+    )
 }

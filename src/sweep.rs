@@ -168,15 +168,16 @@ fn load(
     let mut points = Vec::new();
     for i in 0..sweep.len() {
         let point = sweep.point(i);
-        let mut recipe = srt::recipe::load::load_tree(&point.recipe, &stem).map_err(|p| {
-            shout!(
-                "error: point {} of {} ({}):",
-                i + 1,
-                sweep.len(),
-                point.describe()
-            );
-            source.error(p)
-        })?;
+        let mut recipe =
+            srt::recipe::load::load_tree(&point.recipe, &source, &stem).map_err(|p| {
+                shout!(
+                    "error: point {} of {} ({}):",
+                    i + 1,
+                    sweep.len(),
+                    point.describe()
+                );
+                source.error(p)
+            })?;
         workflow::resolve_aliases(&mut recipe, options)?;
         let rolls = has_key(&point.recipe, "rollout");
         points.push(Loaded {

@@ -365,3 +365,101 @@ fn a_benchmark_without_its_tokenizer_is_refused_before_anything_starts() {
     assert!(env.processes("e2e-bench").is_empty());
     assert!(runs(&env).is_empty());
 }
+
+/// The levels of the deployment's only benchmark run.
+fn only_run_levels(env: &Env) -> Vec<serde_json::Value> {
+    let runs = runs(env);
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    std::fs::read_to_string(&runs[0])
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// `use_chat_template: true` (srtctl's default): every prompt goes out in the tiny
+/// model's chat template (`user: ...\nassistant: `), and the input tokens recorded
+/// are the templated prompts' as the simulated server counts them. The template's
+/// length is sa-bench's (its one-message chat `a` less one token), which undercounts
+/// this template by one for most contents (` a` is one token), so the prompts come
+/// out a token longer than `isl` where the plain ones are exactly `isl`.
+#[test]
+fn a_chat_template_benchmark_records_the_templated_prompts() {
+    let _g = serial();
+    let env = Env::new();
+    let text = recipe().replace(
+        "  type: sa-bench\n",
+        "  type: sa-bench\n  use_chat_template: true\n",
+    );
+    let recipe = env.recipe("chat.yaml", &text);
+    let out = env.apply(&recipe);
+    assert!(out.contains("benchmark: passed"), "{out}");
+    let levels = only_run_levels(&env);
+    assert_eq!(levels.len(), 2);
+    for l in &levels {
+        let n = l["num_prompts"].as_u64().unwrap();
+        let input = l["total_input_tokens"].as_u64().unwrap();
+        assert_eq!(l["use_chat_template"], true, "{l}");
+        assert_eq!(l["completed"].as_u64(), Some(n), "{l}");
+        assert_eq!(l["srt_server_input_tokens"].as_u64(), Some(input), "{l}");
+        assert!(
+            input > n * ISL && input <= n * (ISL + 2),
+            "{input} input tokens for {n} prompts of {ISL}: {l}"
+        );
+    }
+    // Recorded in state: `srt bench` runs it again, the same prompts by the same seed.
+    let again = env.ok(&["bench", "e2e-bench"]);
+    assert!(again.contains("in the model's chat template"), "{again}");
+    let runs = runs(&env);
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    let second: Vec<serde_json::Value> = std::fs::read_to_string(&runs[1])
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for (a, b) in levels.iter().zip(&second) {
+        assert_eq!(a["total_input_tokens"], b["total_input_tokens"], "{a}\n{b}");
+    }
+    env.destroy("e2e-bench");
+}
+
+/// A chat-template benchmark whose tokenizer has no chat template is a warning at plan
+/// time and refused by apply before any process starts, as a missing tokenizer is.
+#[test]
+fn a_chat_template_benchmark_without_a_template_is_refused_before_anything_starts() {
+    let _g = serial();
+    let env = Env::new();
+    let bare = tempfile::tempdir().unwrap();
+    let tiny = repo().join("tests/fixtures/tiny-model");
+    for f in ["tokenizer.json", "tokenizer_config.json"] {
+        std::fs::copy(tiny.join(f), bare.path().join(f)).unwrap();
+    }
+    let text = recipe().replace(
+        "  type: sa-bench\n",
+        &format!(
+            "  type: sa-bench\n  use_chat_template: true\n  tokenizer: {}\n",
+            bare.path().display()
+        ),
+    );
+    let recipe = env.recipe("no-template.yaml", &text);
+    let plan = env.srt(&["plan", "-f", &recipe, "--simulate"]);
+    let shown = e2e_support::text(&plan);
+    assert!(plan.status.success(), "{shown}");
+    assert!(
+        shown.contains(
+            "warning: the benchmark's chat template is unusable here, so apply would refuse"
+        ) && shown.contains("has no chat template"),
+        "{shown}"
+    );
+    let out = env.srt(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
+    let shown = e2e_support::text(&out);
+    assert_eq!(out.status.code(), Some(srt::exit::ERROR), "{shown}");
+    assert!(
+        shown.contains("srt::bench::chat_template")
+            && shown.contains("nothing was started")
+            && shown.contains("use_chat_template: false"),
+        "{shown}"
+    );
+    assert!(env.processes("e2e-bench").is_empty());
+    assert!(runs(&env).is_empty());
+}

@@ -1124,3 +1124,75 @@ fn sglang_worker_spanning_two_nodes_serves_from_its_leader_and_rolls() {
     served("after the roll");
     destroy(&env, d);
 }
+
+/// srtctl's runtime keys on the cluster (no container runtime): `host_setup` then
+/// `setup_script` run in each worker's step on its node before the simulator, with
+/// `environment`'s `{node}` the node's host name; `sbatch_directives` reach the job
+/// (its comment), `srun_options` every step; a changed script replaces the workers in
+/// the same allocation.
+#[test]
+fn runtime_keys_run_their_scripts_on_the_nodes_before_the_workers() {
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(c) = cluster() else { return };
+    let env = Env::new(c);
+    let d = "slurm-runtime-keys";
+    std::fs::create_dir(env.dir.path().join("scripts")).unwrap();
+    let script = |name: &str, body: &str| {
+        std::fs::write(env.dir.path().join("scripts").join(name), body).unwrap();
+    };
+    script("host-setup.sh", "echo \"srt-host-setup on $(hostname)\"\n");
+    script(
+        "worker-setup.sh",
+        "set -eu\necho \"srt-setup on $(hostname) for $SRT_RESOURCE node=$SRT_EXAMPLE_NODE\"\n",
+    );
+    let text = example("slurm-runtime-keys.yaml")
+        .replace("  cpus-per-task: 16", "  cpus-per-task: 1")
+        .replace(
+            "  mem: \"0\"\n  exclusive: \"\"",
+            "  comment: srt-runtime-keys",
+        );
+    assert!(text.contains("comment: srt-runtime-keys"), "{text}");
+    let recipe = env.file("rt.yaml", &text);
+    apply_and_serve(&env, &recipe, d);
+    let job = env.state(d)["resources"]["allocation"]["runtime"]["job_id"]
+        .as_u64()
+        .unwrap();
+    let comment = slurm("squeue", &["-h", "-j", &job.to_string(), "-o", "%k"]);
+    assert_eq!(comment.trim(), "srt-runtime-keys");
+    for (worker, node) in [
+        ("worker.prefill[0].node[0]", "n1"),
+        ("worker.decode[0].node[0]", "n2"),
+    ] {
+        let text = log(&env, d, worker);
+        let started = text.rfind("--- srt: starting").unwrap_or(0);
+        let mut lines = text[started..]
+            .lines()
+            .filter(|l| !l.starts_with("--- srt:") && !l.starts_with("srun:"));
+        assert_eq!(
+            lines.next(),
+            Some(format!("srt-host-setup on {node}").as_str()),
+            "{worker}:\n{text}"
+        );
+        assert_eq!(
+            lines.next(),
+            Some(format!("srt-setup on {node} for {worker} node={node}").as_str()),
+            "{worker}:\n{text}"
+        );
+    }
+    let steps = env.step(d, "router[0]");
+    script("worker-setup.sh", "echo srt-setup-second\n");
+    let plan = env.ok(&["plan", "-f", &recipe, "--simulate"]);
+    assert!(
+        plan.contains("# worker.prefill[0].node[0] will be replaced")
+            && plan.contains("# worker.decode[0].node[0] will be replaced")
+            && !plan.contains("# allocation will be replaced"),
+        "{plan}"
+    );
+    env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
+    assert_eq!(env.step(d, "worker.decode[0].node[0]").0, steps.0);
+    assert!(log(&env, d, "worker.decode[0].node[0]").contains("srt-setup-second"));
+    completion(&env.router());
+    destroy(&env, d);
+}

@@ -2,7 +2,8 @@
 //! behind the frontend srtctl's users put it behind (vLLM under the Dynamo frontend,
 //! v1's default when `frontend.type` is absent; SGLang prefill/decode behind v1's
 //! `sglang`, the SGLang Model Gateway). srt reads them in the 2.0 layout (a located
-//! note says so), serves completions and runs their sa-bench benchmark.
+//! note says so), serves completions and runs their sa-bench benchmark with v1's
+//! default of prompts in the model's chat template.
 
 mod e2e_support;
 
@@ -20,7 +21,6 @@ const BENCHMARK: &str = r#"benchmark:
   num_prompts_mult: 2
   num_warmup_mult: 1
   random_range_ratio: 0.5
-  use_chat_template: false
 health_check:
   max_attempts: 45
   interval_seconds: 2
@@ -101,6 +101,15 @@ fn applies_serves_and_benchmarks(env: &Env, deployment: &str, text: &str) {
         out.contains("smoke: passed") && out.contains("benchmark: passed"),
         "{out}"
     );
+    // sa-bench's v1 default, written out by the translation: prompts in the chat template.
+    let bench = env.deployment_dir(deployment).join("bench");
+    let results: String = std::fs::read_dir(&bench)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    assert!(results.contains("\"use_chat_template\":true"), "{results}");
     for _ in 0..3 {
         let v = env.completion(PUBLIC);
         assert!(v["choices"][0]["text"].is_string(), "{v}");

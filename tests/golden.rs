@@ -150,7 +150,12 @@ fn json_format_3_fields() {
         assert_eq!(v["format_version"], 3);
         // Optional, additive fields (present only when the recipe sets them).
         let mut top: Vec<&str> = keys(&v);
-        top.retain(|k| !matches!(*k, "precision" | "gpu_type" | "memberships" | "warnings"));
+        top.retain(|k| {
+            !matches!(
+                *k,
+                "precision" | "gpu_type" | "identity" | "memberships" | "warnings"
+            )
+        });
         assert_eq!(
             top,
             [
@@ -188,8 +193,19 @@ fn json_format_3_fields() {
             assert_eq!(keys(n), ["index", "name", "ip", "gpus"]);
         }
         for p in v["processes"].as_array().unwrap() {
+            // What runs around the program: only when the recipe's runtime keys ask.
+            let mut k = keys(p);
+            if let Some(wrap) = p.get("wrap") {
+                k.retain(|k| *k != "wrap");
+                for key in keys(wrap) {
+                    assert!(
+                        ["setup", "prefix", "dirs", "mounts"].contains(&key),
+                        "{key}"
+                    );
+                }
+            }
             assert_eq!(
-                keys(p),
+                k,
                 [
                     "address",
                     "kind",

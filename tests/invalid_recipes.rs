@@ -56,12 +56,6 @@ const CASES: &[Case] = &[
         "not supported by srt",
     ),
     case(
-        "benchmark-chat-template.yaml",
-        "srt::recipe::value",
-        "true",
-        "endpoint: /v1/chat/completions",
-    ),
-    case(
         "benchmark-req-rate.yaml",
         "srt::recipe::value",
         "0",
@@ -627,6 +621,73 @@ const CASES: &[Case] = &[
         "srt::recipe::unknown_key",
         "conector",
         "did you mean `connector`?",
+    ),
+    // srtctl's runtime keys (`recipe::runtime`).
+    case(
+        "runtime-setup-script-missing.yaml",
+        "srt::recipe::setup_script",
+        "/nonexistent/srt-setup.sh",
+        "relative to the recipe's directory",
+    ),
+    case(
+        "runtime-extra-mount.yaml",
+        "srt::recipe::mount",
+        "/data",
+        "host:container[:flags]",
+    ),
+    case(
+        "runtime-container-mount-relative.yaml",
+        "srt::recipe::mount",
+        "/lustre/models",
+        "not absolute",
+    ),
+    case(
+        "runtime-sbatch-managed.yaml",
+        "srt::recipe::managed_option",
+        "nodes",
+        "from the recipe's node count",
+    ),
+    case(
+        "runtime-srun-unknown.yaml",
+        "srt::recipe::unknown_option",
+        "cpus-per-taks",
+        "did you mean `--cpus-per-task`?",
+    ),
+    case(
+        "runtime-config-dump.yaml",
+        "srt::recipe::value",
+        "true",
+        "Dynamo's worker wrappers only",
+    ),
+    case(
+        "runtime-environment-managed.yaml",
+        "srt::recipe::managed_env",
+        "SRT_DEPLOYMENT",
+        "`environment.SRT_DEPLOYMENT`",
+    ),
+    case(
+        "runtime-profiling-role.yaml",
+        "srt::recipe::profiling",
+        "prefill",
+        "no `roles.prefill`",
+    ),
+    case(
+        "runtime-profiling-type.yaml",
+        "srt::recipe::value",
+        "nsys-time",
+        "not supported",
+    ),
+    case(
+        "runtime-profiling-steps.yaml",
+        "srt::recipe::range",
+        "10",
+        "after `start_step`",
+    ),
+    case(
+        "runtime-profiler-config.yaml",
+        "srt::recipe::profiling",
+        "aggregated",
+        "remove `profiler-config`",
     ),
 ];
 

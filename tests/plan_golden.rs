@@ -11,8 +11,15 @@ use std::collections::BTreeMap;
 
 fn plan_text(path: &std::path::Path) -> String {
     let text = std::fs::read_to_string(path).unwrap();
+    // Named relative to the repository (where tests run), as the CLI names a recipe:
+    // its scripts are read relative to its directory.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let source = Source {
-        name: path.file_name().unwrap().to_string_lossy().into(),
+        name: path
+            .strip_prefix(root)
+            .unwrap_or(path)
+            .display()
+            .to_string(),
         text,
     };
     let stem = path.file_stem().unwrap().to_string_lossy().to_string();

@@ -402,6 +402,27 @@ fn slurm_disagg_prefill_and_decode_on_different_nodes() {
     assert_eq!(single_router(&plan).node, 0);
 }
 
+/// The runtime keys change nothing of the topology: the same processes, nodes and
+/// ports as `slurm-disagg.yaml`, with what runs around each worker's program.
+#[test]
+fn slurm_runtime_keys_wrap_the_same_topology() {
+    let bare = plan("examples/slurm-disagg.yaml");
+    let plan = plan("examples/slurm-runtime-keys.yaml");
+    assert_eq!(plan.processes.len(), bare.processes.len());
+    for (p, b) in plan.processes.iter().zip(&bare.processes) {
+        assert_eq!(
+            (&p.address, p.node, &p.ports),
+            (&b.address, b.node, &b.ports)
+        );
+        assert_eq!(p.wrap.setup.is_empty(), p.worker.is_none(), "{}", p.address);
+        assert_eq!(
+            p.wrap.mounts,
+            ["/lustre/models:/models", "/lustre/datasets:/datasets:ro"]
+        );
+    }
+    assert_nixl_pd(&plan, 4);
+}
+
 /// Every MoRI-IO fact of the contract table, for every worker of a plan.
 fn assert_moriio(plan: &LaunchPlan) {
     let r = single_router(plan);
@@ -1310,6 +1331,7 @@ fn every_example_has_a_topology_test() {
         "examples/local-agg-smg.yaml",
         "examples/local-disagg.yaml",
         "examples/local-dp.yaml",
+        "examples/slurm-runtime-keys.yaml",
         "examples/slurm-disagg.yaml",
         "examples/srtctl-shape.yaml",
         "examples/local-dynamo-agg.yaml",
@@ -1325,6 +1347,7 @@ fn every_example_has_a_topology_test() {
         "examples/srtctl-v1/disagg-sglang.yaml",
         "examples/srtctl-v1/dep-sglang.yaml",
         "examples/srtctl-v1/override.yaml",
+        "examples/srtctl-v1/sweep.yaml",
     ];
     let found: Vec<String> = examples()
         .iter()
@@ -1354,11 +1377,11 @@ fn placement(plan: &LaunchPlan) -> Vec<Placed> {
 /// srtctl's v1 fixtures place their workers as srtctl v1 derives them: GPUs per worker
 /// from `gpus_per_<role>` or nodes x GPUs per node / workers, decode after prefill on
 /// nodes of its own, a worker over two nodes one process per node; an override file's
-/// first variant (`override_tp4`).
+/// first variant (`override_tp4`); a sweep's first point (TP 2).
 #[test]
 fn srtctl_v1_fixtures_place_workers_as_srtctl_derives_them() {
     use RoleKind::{Agg, Decode, Prefill};
-    let cases: [(&str, Vec<Placed>); 4] = [
+    let cases: [(&str, Vec<Placed>); 5] = [
         ("agg-vllm", vec![(Agg, 0, vec![0, 1]), (Agg, 0, vec![2, 3])]),
         (
             "disagg-sglang",
@@ -1377,6 +1400,7 @@ fn srtctl_v1_fixtures_place_workers_as_srtctl_derives_them() {
             ],
         ),
         ("override", vec![(Agg, 0, vec![0, 1, 2, 3])]),
+        ("sweep", vec![(Agg, 0, vec![0, 1])]),
     ];
     for (name, expected) in cases {
         let plan = plan(format!("examples/srtctl-v1/{name}.yaml"));
@@ -1501,6 +1525,7 @@ fn benchmark_keys_reach_the_run() {
     assert_eq!(spec.tokenizer, "/tok");
     assert_eq!(spec.endpoint, srt::bench::Endpoint::Chat);
     assert!(!spec.ignore_eos);
+    assert!(!spec.use_chat_template);
     assert_eq!(spec.seed, 42);
     assert_eq!(spec.percentiles, [50.0, 99.9]);
     assert_eq!(
@@ -1517,7 +1542,11 @@ fn benchmark_keys_reach_the_run() {
     assert_eq!((spec.num_prompts_mult, spec.num_warmup_mult), (10, 2));
     assert_eq!(spec.request_rate, srt::bench::Rate::Inf);
     assert!(spec.ignore_eos);
+    assert!(!spec.use_chat_template);
     assert_eq!(spec.concurrencies, [1]);
+    // sa-bench's chat template (srtctl's default), as srtctl writes it.
+    let spec = benchmark_spec("  type: sa-bench\n  use_chat_template: true\n");
+    assert!(spec.use_chat_template);
     // srt's earlier name for num_prompts_mult, and a ShareGPT file with a fixed output.
     let spec = benchmark_spec(
         "  type: sa-bench\n  requests_per_concurrency: 4\n  dataset_name: sharegpt\n  dataset_path: /data/sg.json\n  osl: 32\n",

@@ -51,6 +51,7 @@ fn the_simulator_replaces_only_the_program_of_workers() {
                     None => {}
                 }
                 expected.container_image = None;
+                expected.wrap.prefix.clear();
                 assert_eq!(
                     started,
                     &expected,

@@ -73,6 +73,21 @@ fn srun_and_sbatch_lines() {
     snapshot("render@slurm-disagg.yaml", &text);
 }
 
+/// The runtime keys on SLURM with pyxis: the recipe's sbatch and srun options after
+/// the profile's, the mounts (and the run directory, where srt's copy of each script
+/// is) on every containerized step, `host_setup` as a step of its own before the
+/// worker's, outside its container.
+#[test]
+fn srun_and_sbatch_lines_of_the_runtime_keys() {
+    let path = "examples/slurm-runtime-keys.yaml";
+    let (_, recipe) = common::recipe(path);
+    let launch = common::plan_with(path, None, HostLayout::Distinct);
+    let pyxis = ClusterProfile::load(&common::root().join("clusters/example-pyxis.yaml")).unwrap();
+    let profile = srt::workflow::effective_profile(pyxis, &recipe);
+    let text = srt::exec::slurm::render(&launch, profile.slurm().unwrap());
+    snapshot("render@slurm-runtime-keys.yaml", &text);
+}
+
 #[test]
 fn plan_creates_the_allocation_first() {
     let (_, graph) = lowered(profile("test-cluster.yaml"));

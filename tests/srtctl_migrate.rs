@@ -1,5 +1,5 @@
 //! srtctl's v1 files: each fixture of `examples/srtctl-v1/` (agg, P/D, DEP, an override
-//! file) has its `srt migrate` text as a golden (`golden/srtctl/`), and the fixture and
+//! file, a sweep) has its `srt migrate` text as a golden (`golden/srtctl/`), and the fixture and
 //! that text give the same launch plan for every recipe the file holds.
 
 mod common;

@@ -36,10 +36,13 @@ pub(crate) fn examples() -> Vec<PathBuf> {
 /// rendered diagnostic when it does not load.
 pub(crate) fn recipe(path: impl AsRef<Path>) -> (Source, srt::recipe::Recipe) {
     let path = root().join(path);
+    let given = path.strip_prefix(root()).unwrap_or(&path).to_path_buf();
     let text = std::fs::read_to_string(&path).unwrap();
     let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+    // Named as given (relative to the repository, where tests run), as the CLI names a
+    // recipe: a recipe's scripts are read relative to its directory.
     let source = Source {
-        name: path.file_name().unwrap().to_string_lossy().into_owned(),
+        name: given.display().to_string(),
         text,
     };
     match load_str(&source, &stem) {

@@ -20,6 +20,8 @@ use crate::recipe::{Arg, ArgValue, Args, Nodes, Recipe, RoleKind};
 use crate::topology::{self, Topology};
 use std::borrow::Cow;
 
+mod runtime;
+
 /// Options for [`assemble`].
 #[derive(Clone, Debug, Default)]
 pub struct BuildOptions {
@@ -43,6 +45,7 @@ struct Checked {
 /// Build the launch plan of `recipe`. All problems found are returned together.
 pub fn assemble(recipe: &Recipe, options: &BuildOptions) -> Result<LaunchPlan, Vec<Problem>> {
     let (recipe, own) = wrapper_split(recipe);
+    let recipe = runtime::with_environment(recipe);
     let checked = check(&recipe, options, &own)?;
     build(&recipe, options, checked, &own)
 }
@@ -129,6 +132,7 @@ fn wrapper_split(recipe: &Recipe) -> (Cow<'_, Recipe>, WrapperArgs) {
 /// builds none).
 pub fn node_count(recipe: &Recipe, options: &BuildOptions) -> Result<usize, Vec<Problem>> {
     let (recipe, own) = wrapper_split(recipe);
+    let recipe = runtime::with_environment(recipe);
     Ok(check(&recipe, options, &own)?.topo.node_count)
 }
 
@@ -193,6 +197,8 @@ fn check(
             );
         }
     }
+    runtime::check(recipe, &mut problems);
+    runtime::environment_problems(recipe, &mut problems);
     if problems.iter().any(|p| !p.is_warning()) {
         return Err(problems);
     }
@@ -273,6 +279,7 @@ fn build(
     let mut processes = infra.processes;
     processes.extend(workers);
     processes.extend(parts.processes);
+    runtime::apply(recipe, engine, &mut processes)?;
     let too_large = crate::launch::env::check_processes(recipe, &processes);
     if !too_large.is_empty() {
         return Err(too_large);
@@ -286,6 +293,7 @@ fn build(
         served_model_name: recipe.model.served_name.clone(),
         precision: recipe.model.precision.clone(),
         gpu_type: recipe.resources.gpu_type.clone(),
+        identity: recipe.runtime.identity.clone(),
         nodes: (0..topo.node_count)
             .map(|i| NodeSlot {
                 index: i,
@@ -913,6 +921,7 @@ fn benchmark_spec(recipe: &Recipe, b: &crate::recipe::Benchmark, public_url: &st
             bench::Endpoint::Completions
         },
         dataset,
+        use_chat_template: b.use_chat_template,
         concurrencies: b.concurrencies.clone(),
         num_prompts_mult: b.num_prompts_mult,
         num_warmup_mult: b.num_warmup_mult,

@@ -154,6 +154,33 @@ fn ancestor(path: &Path, meta: &Metadata) -> Result<(), Untrusted> {
     Ok(())
 }
 
+/// Checks a file srt reads but did not write, to run what it holds (a recipe's setup
+/// script): `meta` (of the opened file) must be a regular file of the user's or root's
+/// that group and others cannot write, and every directory above `path` and above the
+/// file it resolves to the user's or root's, sticky where others can write (so nobody
+/// else can change what it holds, or put another file in its place).
+pub fn check_foreign_file(path: &Path, meta: &Metadata) -> io::Result<()> {
+    if !meta.is_file() {
+        return Err(Untrusted::new(path, Why::NotFile).into());
+    }
+    owned(path, meta, &[euid(), 0])?;
+    if meta.mode() & WRITABLE_BY_OTHERS != 0 {
+        return Err(Untrusted::new(
+            path,
+            Why::Writable {
+                mode: meta.mode() & 0o7777,
+            },
+        )
+        .into());
+    }
+    let written = std::path::absolute(path)?;
+    let real = std::fs::canonicalize(path)?;
+    for above in written.ancestors().skip(1).chain(real.ancestors().skip(1)) {
+        ancestor(above, &std::fs::metadata(above)?)?;
+    }
+    Ok(())
+}
+
 fn owned(path: &Path, meta: &Metadata, owners: &[u32]) -> Result<(), Untrusted> {
     if owners.contains(&meta.uid()) {
         Ok(())

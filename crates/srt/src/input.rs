@@ -34,11 +34,34 @@ pub const TOKENIZER: Input = Input {
     key: "benchmark.tokenizer",
 };
 
+/// A tokenizer's `tokenizer_config.json`, read for its chat template and special
+/// tokens (real ones are KiB to a few MiB, those listing many added tokens the most).
+pub const TOKENIZER_CONFIG: Input = Input {
+    what: "the tokenizer's config",
+    limit: 64 << 20,
+    key: "benchmark.tokenizer",
+};
+
+/// A tokenizer's `chat_template.jinja` (real ones are a few KiB).
+pub const CHAT_TEMPLATE: Input = Input {
+    what: "the tokenizer's chat template",
+    limit: 16 << 20,
+    key: "benchmark.tokenizer",
+};
+
 /// A ShareGPT-style benchmark dataset (the usual ShareGPT V3 file is about 670 MB).
 pub const DATASET: Input = Input {
     what: "the dataset",
     limit: 1 << 30,
     key: "benchmark.dataset_path",
+};
+
+/// A script a recipe runs before its processes' programs (`setup_script`,
+/// `host_setup`): real ones are a few KiB.
+pub const SETUP_SCRIPT: Input = Input {
+    what: "the setup script",
+    limit: 1 << 20,
+    key: "setup_script",
 };
 
 /// Why a file was not read.
@@ -75,6 +98,23 @@ pub enum InputError {
         key: &'static str,
         /// What it is instead.
         kind: &'static str,
+    },
+    /// Someone else could change what it holds (its owner, its mode, a directory
+    /// above it), and srt would run it.
+    #[error("{what} {}: {source}", path.display())]
+    #[diagnostic(
+        code(srt::input::untrusted),
+        help("srt runs `{key}` in every process that uses it: it must be a file of yours (or root's) that nobody else can write, in directories nobody else can change (`chmod go-w` it and the directories above it)")
+    )]
+    Untrusted {
+        /// What it is.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The recipe key naming it.
+        key: &'static str,
+        /// What is wrong.
+        source: std::io::Error,
     },
     /// It is longer than its kind's limit.
     #[error("{what} {} is larger than {} MiB, the most srt reads of it", path.display(), limit >> 20)]
@@ -142,6 +182,23 @@ pub fn read(path: &Path, input: Input) -> Result<Vec<u8>, InputError> {
         });
     }
     Ok(bytes)
+}
+
+/// [`read_text`] of a file srt will run: refused, before anything is read, unless only
+/// the user (or root) can change it ([`crate::files::check_foreign_file`]).
+pub fn read_trusted(path: &Path, input: Input) -> Result<String, InputError> {
+    let untrusted = |source| InputError::Untrusted {
+        what: input.what,
+        path: path.to_path_buf(),
+        key: input.key,
+        source,
+    };
+    if let Ok(meta) = std::fs::metadata(path) {
+        if meta.is_file() {
+            crate::files::check_foreign_file(path, &meta).map_err(untrusted)?;
+        }
+    }
+    read_text(path, input)
 }
 
 /// [`read`], as UTF-8 text.

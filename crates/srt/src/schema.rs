@@ -76,6 +76,8 @@ pub fn json_schema() -> Value {
             "slurm": object(keys::SLURM, &[]),
             "infra": object(keys::INFRA, &[]),
             "benchmark": object(keys::BENCHMARK, &["type"]),
+            "identity": object(keys::IDENTITY, &[]),
+            "profiling": object(keys::PROFILING, &["type"]),
         }),
     );
     // `engine:` as a mapping: one schema per engine, its type and its own keys.

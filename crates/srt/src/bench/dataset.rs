@@ -1,9 +1,11 @@
 //! Prompts: random token ids of an exact token length (vLLM's `random` dataset), or the
 //! conversations of a ShareGPT-style JSON file.
 
+use super::chat::{ChatTemplate, ChatTemplateError};
 use super::rng::Rng;
 use super::spec::Dataset;
 use super::tokenizer::Tokenizer;
+use std::sync::Arc;
 
 /// One request to send.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,16 +44,42 @@ pub(super) struct Random {
     range_ratio: f64,
     prefix: Vec<u32>,
     rng: Rng,
+    /// Prompts wrapped in the model's chat template (`use_chat_template`).
+    chat: Option<Arc<Chat>>,
+}
+
+/// The chat template random prompts are wrapped in, as sa-bench's `use_chat_template`
+/// wraps them.
+#[derive(Debug)]
+pub(super) struct Chat {
+    template: ChatTemplate,
+    /// Tokens the template adds to a prompt, as sa-bench counts them: the tokens of the
+    /// one-message chat `a` with the generation prompt, less one (the `a`).
+    pub len: u32,
+}
+
+impl Chat {
+    /// The chat template of `tok`'s model (its files beside `tokenizer.json`), checked
+    /// to render, and the length it adds.
+    pub(super) fn load(tok: &Tokenizer) -> Result<Chat, ChatTemplateError> {
+        let dir = tok.path.parent().unwrap_or(std::path::Path::new("."));
+        let template = ChatTemplate::load(dir)?;
+        let one = template.render_user("a")?;
+        let len = tok.encode(&one).len().saturating_sub(1) as u32;
+        Ok(Chat { template, len })
+    }
 }
 
 impl Source {
     /// Prepare `dataset` (reads the ShareGPT file, draws the shared prefix) with the
-    /// sequence `stream` of `seed`.
+    /// sequence `stream` of `seed`; random prompts are wrapped in `chat` when given
+    /// (ShareGPT prompts are sent as they are, as sa-bench sends them).
     pub(super) fn new(
         dataset: &Dataset,
         tok: &Tokenizer,
         seed: u64,
         stream: u64,
+        chat: Option<&Arc<Chat>>,
     ) -> Result<Source, String> {
         match dataset {
             Dataset::Random {
@@ -65,14 +93,22 @@ impl Source {
                         "random_range_ratio must be in [0, 1), got {range_ratio}"
                     ));
                 }
-                let real = isl.saturating_sub(tok.special_to_add);
+                let real = isl
+                    .saturating_sub(tok.special_to_add)
+                    .saturating_sub(chat.map_or(0, |c| c.len));
                 let min_total =
                     u64::from(*prefix_len) + (f64::from(real) * (1.0 - range_ratio)).floor() as u64;
                 if min_total < 1 {
-                    return Err(format!(
-                        "isl {isl} is too small: the server adds {} special token(s), leaving no prompt",
-                        tok.special_to_add
-                    ));
+                    return Err(match chat {
+                        None => format!(
+                            "isl {isl} is too small: the server adds {} special token(s), leaving no prompt",
+                            tok.special_to_add
+                        ),
+                        Some(c) => format!(
+                            "isl {isl} is too small: the server adds {} special token(s) and the chat template {}, leaving no prompt",
+                            tok.special_to_add, c.len
+                        ),
+                    });
                 }
                 // The prefix is the same for every stream of a seed: it is shared.
                 let mut prefix_rng = Rng::new(seed, STREAM_PREFIX);
@@ -88,6 +124,7 @@ impl Source {
                     range_ratio: *range_ratio,
                     prefix,
                     rng: Rng::new(seed, stream),
+                    chat: chat.cloned(),
                 }))
             }
             Dataset::Sharegpt { path, osl } => {
@@ -107,18 +144,18 @@ impl Source {
         }
     }
 
-    /// The next `n` requests.
-    pub(super) fn take(&mut self, tok: &Tokenizer, n: usize) -> Vec<Request> {
+    /// The next `n` requests; an error when the chat template refuses a prompt.
+    pub(super) fn take(&mut self, tok: &Tokenizer, n: usize) -> Result<Vec<Request>, String> {
         (0..n).map(|_| self.next(tok)).collect()
     }
 
-    fn next(&mut self, tok: &Tokenizer) -> Request {
+    fn next(&mut self, tok: &Tokenizer) -> Result<Request, String> {
         match self {
             Source::Random(r) => r.next(tok),
             Source::Sharegpt { entries, next } => {
                 let e = entries[*next % entries.len()].clone();
                 *next += 1;
-                e
+                Ok(e)
             }
         }
     }
@@ -128,9 +165,15 @@ impl Random {
     /// vLLM's sampling: input length uniform in `[floor(real x (1-r)), ceil(real x (1+r))]`
     /// where `real` is `isl` less the special tokens the server adds, output length
     /// likewise around `osl` (at least 1); the prompt is the shared prefix then random
-    /// token ids, decoded, re-encoded and adjusted to the exact length.
-    fn next(&mut self, tok: &Tokenizer) -> Request {
-        let real = f64::from(self.isl.saturating_sub(tok.special_to_add));
+    /// token ids, decoded, re-encoded and adjusted to the exact length. With a chat
+    /// template, `real` is also less the template's tokens and the prompt is built as
+    /// sa-bench builds it ([`Random::chat_prompt`]).
+    fn next(&mut self, tok: &Tokenizer) -> Result<Request, String> {
+        let real = f64::from(
+            self.isl
+                .saturating_sub(tok.special_to_add)
+                .saturating_sub(self.chat.as_ref().map_or(0, |c| c.len)),
+        );
         let r = self.range_ratio;
         let in_len = self.rng.between(
             (real * (1.0 - r)).floor() as u64,
@@ -140,15 +183,47 @@ impl Random {
         let out_lo = ((osl * (1.0 - r)).floor() as u64).max(1);
         let out_hi = ((osl * (1.0 + r)).ceil() as u64).max(1);
         let output_len = self.rng.between(out_lo, out_hi) as u32;
+        if let Some(chat) = self.chat.clone() {
+            return self.chat_prompt(tok, &chat, in_len, output_len);
+        }
         let mut ids = self.prefix.clone();
         ids.extend(random_ids(tok, &mut self.rng, in_len));
         let target = self.prefix.len() + in_len;
         let (prompt, ids) = exact_len(tok, ids, target, &mut self.rng);
-        Request {
+        Ok(Request {
             prompt,
             prompt_len: ids.len() as u32 + tok.special_to_add,
             output_len,
-        }
+        })
+    }
+
+    /// sa-bench's chat prompt (`_process_random_chat`): the text of one and a half times
+    /// `in_len` random tokens (after the shared prefix) is encoded again and cut to
+    /// `in_len` tokens, decoded, and wrapped in the chat template as one user message
+    /// with the generation prompt. Its length is the whole text's as the server counts
+    /// it (the template's tokens and the special tokens the server adds included).
+    fn chat_prompt(
+        &mut self,
+        tok: &Tokenizer,
+        chat: &Chat,
+        in_len: usize,
+        output_len: u32,
+    ) -> Result<Request, String> {
+        let target = self.prefix.len() + in_len;
+        let mut ids = self.prefix.clone();
+        ids.extend(random_ids(tok, &mut self.rng, in_len * 3 / 2));
+        let mut ids = tok.encode(&tok.decode(&ids));
+        ids.truncate(target);
+        let content = tok.decode(&ids);
+        let prompt = chat
+            .template
+            .render_user(&content)
+            .map_err(|e| e.with_help())?;
+        Ok(Request {
+            prompt_len: tok.count_prompt(&prompt),
+            prompt,
+            output_len,
+        })
     }
 }
 
@@ -254,8 +329,8 @@ mod tests {
     #[test]
     fn random_prompts_have_their_exact_token_length() {
         let tok = tiny();
-        let mut src = Source::new(&random(64, 16, 0.0, 0), &tok, 0, 10).unwrap();
-        let reqs = src.take(&tok, 20);
+        let mut src = Source::new(&random(64, 16, 0.0, 0), &tok, 0, 10, None).unwrap();
+        let reqs = src.take(&tok, 20).unwrap();
         for r in &reqs {
             assert_eq!(r.prompt_len, 64, "{r:?}");
             assert_eq!(tok.count_prompt(&r.prompt), 64, "{r:?}");
@@ -270,8 +345,8 @@ mod tests {
     fn range_ratio_spreads_lengths_and_the_seed_fixes_them() {
         let tok = tiny();
         let take = |seed| {
-            let mut src = Source::new(&random(100, 40, 0.5, 0), &tok, seed, 10).unwrap();
-            src.take(&tok, 200)
+            let mut src = Source::new(&random(100, 40, 0.5, 0), &tok, seed, 10, None).unwrap();
+            src.take(&tok, 200).unwrap()
         };
         let a = take(1);
         assert_eq!(a, take(1));
@@ -290,12 +365,13 @@ mod tests {
     #[test]
     fn a_shared_prefix_starts_every_prompt() {
         let tok = tiny();
-        let mut src = Source::new(&random(40, 8, 0.0, 24), &tok, 3, 10).unwrap();
-        let mut warm = Source::new(&random(40, 8, 0.0, 24), &tok, 3, 11).unwrap();
+        let mut src = Source::new(&random(40, 8, 0.0, 24), &tok, 3, 10, None).unwrap();
+        let mut warm = Source::new(&random(40, 8, 0.0, 24), &tok, 3, 11, None).unwrap();
         let reqs: Vec<Request> = src
             .take(&tok, 5)
+            .unwrap()
             .into_iter()
-            .chain(warm.take(&tok, 2))
+            .chain(warm.take(&tok, 2).unwrap())
             .collect();
         let first = tok.encode(&reqs[0].prompt);
         for r in &reqs {
@@ -312,14 +388,14 @@ mod tests {
             path: "/dev/zero".into(),
             osl: None,
         };
-        let e = Source::new(&dataset, &tok, 0, 10).err().unwrap();
+        let e = Source::new(&dataset, &tok, 0, 10, None).err().unwrap();
         assert!(e.contains("/dev/zero is a character device"), "{e}");
     }
 
     #[test]
     fn too_short_inputs_are_refused() {
         let tok = tiny();
-        let e = Source::new(&random(1, 8, 0.0, 0), &tok, 0, 10)
+        let e = Source::new(&random(1, 8, 0.0, 0), &tok, 0, 10, None)
             .err()
             .unwrap();
         assert!(e.contains("too small"), "{e}");
@@ -346,5 +422,84 @@ mod tests {
         );
         assert_eq!(sharegpt(&text, &tok, Some(7)).unwrap()[0].output_len, 7);
         assert!(sharegpt("{}", &tok, None).is_err());
+    }
+
+    /// The random prompts without a chat template are those srt sent before it had
+    /// one: a digest of 100 requests of two datasets, computed with the code before
+    /// `use_chat_template` (any change to their prompts, lengths or draws shows here).
+    #[test]
+    fn random_prompts_without_a_chat_template_are_unchanged() {
+        let tok = tiny();
+        let mut h = blake3::Hasher::new();
+        for (d, stream) in [(random(64, 16, 0.0, 0), 10), (random(100, 40, 0.5, 24), 11)] {
+            let mut src = Source::new(&d, &tok, 7, stream, None).unwrap();
+            for r in src.take(&tok, 50).unwrap() {
+                h.update(format!("{}\0{}\0{}\0", r.prompt, r.prompt_len, r.output_len).as_bytes());
+            }
+        }
+        assert_eq!(
+            h.finalize().to_hex().as_str(),
+            "07f1f8323405766ff043ebebe7bc3b88fea0d24156653b51584ac050465f916d"
+        );
+    }
+
+    /// sa-bench's template length: transformers 5.24.0 (the dynamo venv under `.tools`)
+    /// gives `len(tok.encode(tok.apply_chat_template([{"role": "user", "content": "a"}],
+    /// add_generation_prompt=True, tokenize=False), add_special_tokens=False)) - 1` = 14
+    /// for the tiny model ("user: a\nassistant: ") and 119 for `chat::tests::RICH`.
+    #[test]
+    fn the_chat_template_length_is_sa_benchs() {
+        let tok = tiny();
+        assert_eq!(Chat::load(&tok).unwrap().len, 14);
+        let dir = super::super::chat::tests::model_dir(
+            serde_json::json!({
+                "chat_template": super::super::chat::tests::RICH,
+                "bos_token": "<s>",
+            }),
+            None,
+        );
+        let rich = Tokenizer::load(dir.path().to_str().unwrap()).unwrap();
+        assert_eq!(Chat::load(&rich).unwrap().len, 119);
+        let bare = super::super::chat::tests::model_dir(serde_json::json!({}), None);
+        let bare = Tokenizer::load(bare.path().to_str().unwrap()).unwrap();
+        let e = Chat::load(&bare).unwrap_err();
+        assert!(e.to_string().contains("has no chat template"), "{e}");
+    }
+
+    /// With the chat template, each prompt is one user message of random text in the
+    /// template with the generation prompt, its length the whole text's as the server
+    /// counts it: at isl 64, 64 - 1 (BOS) - 14 (template) = 49 tokens of content, cut
+    /// after re-encoding as sa-bench cuts it. sa-bench's template length undercounts
+    /// this template by one when the content does not merge with the space after
+    /// `user:` (as `a` does: " a" is one token), so most prompts come out at 65.
+    #[test]
+    fn chat_prompts_are_random_text_in_the_template() {
+        let tok = tiny();
+        let chat = Arc::new(Chat::load(&tok).unwrap());
+        let mut src = Source::new(&random(64, 16, 0.0, 0), &tok, 0, 10, Some(&chat)).unwrap();
+        let reqs = src.take(&tok, 20).unwrap();
+        for r in &reqs {
+            let content = r
+                .prompt
+                .strip_prefix("user: ")
+                .and_then(|p| p.strip_suffix("\nassistant: "))
+                .unwrap_or_else(|| panic!("not in the template: {r:?}"));
+            assert_eq!(r.prompt_len, tok.count_prompt(&r.prompt), "{r:?}");
+            let n = tok.encode(content).len();
+            assert!((46..=49).contains(&n), "{n} content tokens: {r:?}");
+            assert!((63..=66).contains(&r.prompt_len), "{r:?}");
+            assert_eq!(r.output_len, 16);
+        }
+        let distinct: std::collections::BTreeSet<&str> =
+            reqs.iter().map(|r| r.prompt.as_str()).collect();
+        assert_eq!(distinct.len(), reqs.len(), "every prompt differs");
+        // The seed fixes them; the chat path draws as the plain one does.
+        let mut again = Source::new(&random(64, 16, 0.0, 0), &tok, 0, 10, Some(&chat)).unwrap();
+        assert_eq!(again.take(&tok, 20).unwrap(), reqs);
+        // The template's tokens leave too little of a short isl.
+        let e = Source::new(&random(15, 8, 0.0, 0), &tok, 0, 10, Some(&chat))
+            .err()
+            .unwrap();
+        assert!(e.contains("the chat template 14"), "{e}");
     }
 }

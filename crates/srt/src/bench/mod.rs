@@ -10,6 +10,7 @@
 //! Apply runs it as the `benchmark` resource; `srt bench NAME` runs it again on a
 //! deployed deployment. See `docs/benchmark.md`.
 
+mod chat;
 mod client;
 mod dataset;
 mod metrics;
@@ -19,13 +20,14 @@ mod rng;
 mod spec;
 mod tokenizer;
 
+pub use chat::ChatTemplateError;
 pub use metrics::Invalid;
 pub use spec::{
     least_seconds, Dataset, Endpoint, Rate, Slo, Spec, DEFAULT_MAX_DURATION_SECONDS,
     DEFAULT_MAX_FAILED_FRACTION,
 };
 
-use dataset::{Request, Source};
+use dataset::{Chat, Request, Source};
 use metrics::Output;
 use rng::Rng;
 use std::path::{Path, PathBuf};
@@ -115,6 +117,14 @@ pub fn find_tokenizer(spec: &str) -> Result<PathBuf, String> {
     tokenizer::locate(spec)
 }
 
+/// Why the tokenizer at `tokenizer` (a `tokenizer.json` [`find_tokenizer`] found) has
+/// no chat template that renders a prompt: what a run with `use_chat_template` needs
+/// before it sends anything, so plan warns and apply refuses early.
+pub fn check_chat_template(tokenizer: &Path) -> Result<(), ChatTemplateError> {
+    let dir = tokenizer.parent().unwrap_or(Path::new("."));
+    chat::ChatTemplate::load(dir)?.render_user("a").map(drop)
+}
+
 /// Where a run writes and what it calls the deployment.
 pub struct Place<'a> {
     /// The deployment's state directory (`.srt/<name>`); results go to its `bench/`.
@@ -136,8 +146,18 @@ pub async fn run(
         return Err("no concurrency levels".into());
     }
     let tok = Arc::new(tokenizer::Tokenizer::load(&spec.tokenizer)?);
-    let mut prompts = Source::new(&spec.dataset, &tok, spec.seed, STREAM_PROMPTS)?;
-    let mut warmups = Source::new(&spec.dataset, &tok, spec.seed, STREAM_WARMUP)?;
+    let chat = match spec.use_chat_template {
+        true => Some(Arc::new(Chat::load(&tok).map_err(|e| e.with_help())?)),
+        false => None,
+    };
+    let mut prompts = Source::new(
+        &spec.dataset,
+        &tok,
+        spec.seed,
+        STREAM_PROMPTS,
+        chat.as_ref(),
+    )?;
+    let mut warmups = Source::new(&spec.dataset, &tok, spec.seed, STREAM_WARMUP, chat.as_ref())?;
     let mut arrivals = Rng::new(spec.seed, STREAM_ARRIVALS);
     let started = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -187,7 +207,7 @@ pub async fn run(
         let n_warm = spec.warmups_at(level);
         if n_warm > 0 {
             progress(format!("concurrency {level}: {n_warm} warm-up request(s)"));
-            let reqs = warmups.take(&tok, n_warm);
+            let reqs = warmups.take(&tok, n_warm)?;
             let zeros = vec![0.0; reqs.len()];
             drive(
                 &client,
@@ -206,7 +226,7 @@ pub async fn run(
             "concurrency {level}: {n} request(s), request rate {}",
             spec.request_rate
         ));
-        let reqs = prompts.take(&tok, n);
+        let reqs = prompts.take(&tok, n)?;
         let times = schedule(n, spec.request_rate, &mut arrivals);
         let t0 = Instant::now();
         let outputs = drive(
@@ -441,5 +461,123 @@ mod tests {
             schedule(10, Rate::PerSecond(2.0), &mut a),
             schedule(10, Rate::PerSecond(2.0), &mut b)
         );
+    }
+
+    /// A completions server that records every prompt it gets and answers one token
+    /// with the usage its tokenizer counts (the tiny model's, as the simulator's).
+    async fn recording_server(
+        tok: Arc<tokenizer::Tokenizer>,
+    ) -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let prompts = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = prompts.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut sock, _)) = listener.accept().await else {
+                    return;
+                };
+                let (tok, seen) = (tok.clone(), seen.clone());
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 8192];
+                    let body = loop {
+                        let n = sock.read(&mut chunk).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        let text = String::from_utf8_lossy(&buf).into_owned();
+                        let Some(end) = text.find("\r\n\r\n") else {
+                            continue;
+                        };
+                        let len: usize = text[..end]
+                            .lines()
+                            .find_map(|l| {
+                                let (k, v) = l.split_once(':')?;
+                                k.eq_ignore_ascii_case("content-length")
+                                    .then(|| v.trim().parse().ok())?
+                            })
+                            .unwrap_or(0);
+                        if buf.len() >= end + 4 + len {
+                            break buf[end + 4..end + 4 + len].to_vec();
+                        }
+                    };
+                    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                    let prompt = v["prompt"].as_str().unwrap().to_string();
+                    let usage = serde_json::json!({"usage": {
+                        "prompt_tokens": tok.count_prompt(&prompt),
+                        "completion_tokens": 1,
+                    }});
+                    seen.lock().unwrap().push(prompt);
+                    let events = format!(
+                        "data: {{\"choices\": [{{\"text\": \" x\"}}]}}\n\ndata: {usage}\n\ndata: [DONE]\n\n"
+                    );
+                    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+                    let _ = sock.write_all(head.as_bytes()).await;
+                    let _ = sock.write_all(events.as_bytes()).await;
+                    let _ = sock.shutdown().await;
+                });
+            }
+        });
+        (url, prompts)
+    }
+
+    /// A run with `use_chat_template` sends every prompt (warm-ups too) in the tiny
+    /// model's chat template, and its result counts the template's tokens as the
+    /// server counts them.
+    #[tokio::test]
+    async fn a_chat_template_run_sends_templated_prompts() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tiny-model");
+        let tok = Arc::new(tokenizer::Tokenizer::load(dir.to_str().unwrap()).unwrap());
+        let (url, prompts) = recording_server(tok.clone()).await;
+        let state = tempfile::tempdir().unwrap();
+        let spec = Spec {
+            url: url.clone(),
+            model: "tiny".into(),
+            tokenizer: dir.display().to_string(),
+            endpoint: Endpoint::Completions,
+            dataset: Dataset::Random {
+                isl: 64,
+                osl: 4,
+                range_ratio: 0.0,
+                prefix_len: 0,
+            },
+            use_chat_template: true,
+            concurrencies: vec![2],
+            num_prompts_mult: 3,
+            num_warmup_mult: 1,
+            request_rate: Rate::Inf,
+            max_duration_seconds: 60,
+            max_failed_fraction: 0.0,
+            ignore_eos: true,
+            seed: 0,
+            percentiles: vec![50.0],
+            goodput: Slo::default(),
+        };
+        let place = Place {
+            deployment_dir: state.path(),
+            deployment: "chat",
+        };
+        let report = run(&spec, &url, &place, &|_| {}).await.unwrap();
+        report.check().unwrap();
+        let prompts = prompts.lock().unwrap().clone();
+        assert_eq!(prompts.len(), 2 + 6, "{prompts:?}");
+        for p in &prompts {
+            assert!(
+                p.starts_with("user: ") && p.ends_with("\nassistant: ") && p.len() > 40,
+                "{p:?}"
+            );
+        }
+        let level = &report.levels[0];
+        assert_eq!(level["use_chat_template"], true);
+        // The measured requests are the last six; their counted input is the server's.
+        let counted: u64 = prompts[2..]
+            .iter()
+            .map(|p| u64::from(tok.count_prompt(p)))
+            .sum();
+        assert_eq!(level["total_input_tokens"], counted, "{level}");
+        assert_eq!(level["srt_server_input_tokens"], counted, "{level}");
     }
 }

@@ -88,6 +88,7 @@ pub fn level_json(spec: &Spec, run: &RunInfo, l: &Level) -> Value {
             o.insert("random_output_len".into(), json!(osl));
             o.insert("random_range_ratio".into(), json!(range_ratio));
             o.insert("random_prefix_len".into(), json!(prefix_len));
+            o.insert("use_chat_template".into(), json!(spec.use_chat_template));
         }
         Dataset::Sharegpt { path, osl } => {
             o.insert("dataset_name".into(), json!("sharegpt"));

@@ -18,6 +18,11 @@ pub struct Spec {
     pub endpoint: Endpoint,
     /// Where prompts come from.
     pub dataset: Dataset,
+    /// Wrap random prompts in the model's chat template (srtctl's `use_chat_template`,
+    /// as sa-bench does it). Absent from specs written before it, and not written when
+    /// false, so their hashes stay.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub use_chat_template: bool,
     /// Levels run one after the other: each is the most requests in flight at once
     /// (`max_concurrency`).
     pub concurrencies: Vec<u32>,
@@ -247,8 +252,13 @@ impl Spec {
                 } else {
                     String::new()
                 };
+                let chat = if self.use_chat_template {
+                    " in the model's chat template"
+                } else {
+                    ""
+                };
                 format!(
-                    "random {isl}-token prompts{prefix} (range ratio {range_ratio}), {osl} output tokens"
+                    "random {isl}-token prompts{prefix}{chat} (range ratio {range_ratio}), {osl} output tokens"
                 )
             }
             Dataset::Sharegpt { path, osl } => match osl {

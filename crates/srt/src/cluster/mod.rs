@@ -549,6 +549,49 @@ fn alias_note(alias: &str, to: &str, table: &str, span: SourceSpan) -> Problem {
     .label("an alias")
 }
 
+/// A recipe's scheduler options (`sbatch_directives` for `sbatch`, else `srun_options`
+/// for every step's `srun`; each entry an option as srt renders it, at its key), read
+/// exactly as a profile's `sbatch_options` and `srun_options` are: the problems,
+/// located in the recipe, with the recipe's codes (`srt::recipe::managed_option`...).
+pub fn recipe_options(
+    entries: &[crate::recipe::Sp<String>],
+    key: &str,
+    sbatch: bool,
+) -> Vec<Problem> {
+    let mut checker = Checker::default();
+    let to = if sbatch {
+        OptionsFor::Sbatch
+    } else {
+        OptionsFor::Srun
+    };
+    let entries = entries.iter().map(|e| (e.span, e.value.clone())).collect();
+    checker.read_options(entries, key, to);
+    for p in &mut checker.problems {
+        p.code = match p.code {
+            "srt::cluster::managed_option" => "srt::recipe::managed_option",
+            "srt::cluster::unknown_option" => "srt::recipe::unknown_option",
+            "srt::cluster::ambiguous_option" => "srt::recipe::ambiguous_option",
+            "srt::cluster::option_value" => "srt::recipe::option_value",
+            _ => "srt::recipe::option",
+        };
+    }
+    checker.problems
+}
+
+impl ClusterProfile {
+    /// The profile with a recipe's scheduler options (`sbatch_directives`,
+    /// `srun_options`, checked by [`recipe_options`]) after its own: `sbatch` and
+    /// `srun` take the last value of an option, so the recipe's wins, as its `slurm:`
+    /// settings do. No change for executors without a scheduler.
+    pub fn with_recipe_options(mut self, sbatch: &[String], srun: &[String]) -> ClusterProfile {
+        if let ClusterProfile::Slurm(s) = &mut self {
+            s.sbatch_options.extend(sbatch.iter().cloned());
+            s.srun_options.extend(srun.iter().cloned());
+        }
+        self
+    }
+}
+
 /// Walks the spanned tree, collecting every problem.
 #[derive(Default)]
 struct Checker {
@@ -843,7 +886,22 @@ impl Checker {
             self.type_error(node, key, "a list of options");
             return Vec::new();
         };
-        let entries = self.option_strings(items, key);
+        let entries: Vec<(SourceSpan, String)> = self
+            .option_strings(items, key)
+            .into_iter()
+            .map(|(n, o)| (n.span, o))
+            .collect();
+        self.read_options(entries, key, to)
+    }
+
+    /// Options already split into entries (each at its span), read as
+    /// [`options`](Self::options) reads a profile's list; the entries kept.
+    fn read_options(
+        &mut self,
+        entries: Vec<(SourceSpan, String)>,
+        key: &str,
+        to: OptionsFor,
+    ) -> Vec<String> {
         let words: Vec<&str> = entries.iter().map(|(_, o)| o.as_str()).collect();
         let mut refused = vec![false; entries.len()];
         for reading in getopt::read(to.catalog(), &words) {
@@ -872,7 +930,7 @@ impl Checker {
         for item in items {
             match &item.value {
                 Value::Str(o) if o.is_empty() || o.contains(['\n', '\0']) => {
-                    self.not_an_option(item, key, o);
+                    self.not_an_option(item.span, key, o);
                 }
                 Value::Str(o) => entries.push((item, o.clone())),
                 _ => self.type_error(item, key, "a list of options (strings)"),
@@ -884,35 +942,35 @@ impl Checker {
     /// Reports what the reading of entry `word` shows wrong; true when it did.
     fn refuses(
         &mut self,
-        item: &Node,
+        span: SourceSpan,
         key: &str,
         word: &str,
         reading: Result<Item, ReadError>,
         to: OptionsFor,
     ) -> bool {
         match reading {
-            Ok(Item::Option { name, written }) => self.managed(item, word, &name, &written, to),
+            Ok(Item::Option { name, written }) => self.managed(span, word, &name, &written, to),
             Ok(Item::Value { .. }) => false,
             Ok(Item::End | Item::Operand) => {
-                self.options_end(item, key, word, to);
+                self.options_end(span, key, word, to);
                 true
             }
             Err(ReadError::Unknown { written, .. }) if to == OptionsFor::Container => {
                 // An option of the container plugin: only its own name is known.
-                self.managed(item, word, &written, &written, to)
+                self.managed(span, word, &written, &written, to)
             }
             Err(e) => {
-                self.refused_option(item, key, e, to);
+                self.refused_option(span, key, e, to);
                 true
             }
         }
     }
 
-    fn not_an_option(&mut self, item: &Node, key: &str, o: &str) {
+    fn not_an_option(&mut self, span: SourceSpan, key: &str, o: &str) {
         self.push(
             Problem::new(
                 "srt::cluster::option",
-                item.span,
+                span,
                 format!(
                     "`{key}` entries are options starting with `-`, like `--qos=high`; got {o:?}"
                 ),
@@ -924,15 +982,15 @@ impl Checker {
 
     /// An operand, or `--`: the program's options end there, and what follows would be
     /// its command (or script) before srt's own.
-    fn options_end(&mut self, item: &Node, key: &str, word: &str, to: OptionsFor) {
+    fn options_end(&mut self, span: SourceSpan, key: &str, word: &str, to: OptionsFor) {
         if word != "--" {
-            return self.not_an_option(item, key, word);
+            return self.not_an_option(span, key, word);
         }
         let program = &to.catalog().program;
         self.push(
             Problem::new(
                 "srt::cluster::option",
-                item.span,
+                span,
                 format!("`--` in `{key}` ends {program}'s options; srt ends them itself"),
             )
             .label("ends the options")
@@ -944,7 +1002,7 @@ impl Checker {
     /// when it did.
     fn managed(
         &mut self,
-        item: &Node,
+        span: SourceSpan,
         word: &str,
         name: &str,
         written: &str,
@@ -960,7 +1018,7 @@ impl Checker {
             format!("`{word}` is `{name}` to {program}, which is set by srt from the recipe and the allocation; remove it")
         };
         self.push(
-            Problem::new("srt::cluster::managed_option", item.span, message)
+            Problem::new("srt::cluster::managed_option", span, message)
                 .label(format!("srt sets `{name}`"))
                 .help(format!("srt sets `{name}` {from}")),
         );
@@ -968,7 +1026,7 @@ impl Checker {
     }
 
     /// An entry the program would refuse.
-    fn refused_option(&mut self, item: &Node, key: &str, error: ReadError, to: OptionsFor) {
+    fn refused_option(&mut self, span: SourceSpan, key: &str, error: ReadError, to: OptionsFor) {
         let c = to.catalog();
         let what = format!("{} {}", c.program, c.package_version);
         let problem = match &error {
@@ -987,7 +1045,7 @@ impl Checker {
                 };
                 Problem::new(
                     "srt::cluster::unknown_option",
-                    item.span,
+                    span,
                     format!("`{key}`: {error}, which would refuse it"),
                 )
                 .label(format!("not an option of {what}"))
@@ -995,7 +1053,7 @@ impl Checker {
             }
             ReadError::Ambiguous { candidates, .. } => Problem::new(
                 "srt::cluster::ambiguous_option",
-                item.span,
+                span,
                 format!("`{key}`: {error}; {} would refuse it", c.program),
             )
             .label("ambiguous")
@@ -1005,7 +1063,7 @@ impl Checker {
             )),
             ReadError::MissingValue { name, .. } => Problem::new(
                 "srt::cluster::option_value",
-                item.span,
+                span,
                 format!(
                     "`{key}`: {error}, and nothing follows it: {} would take srt's next argument",
                     c.program
@@ -1017,7 +1075,7 @@ impl Checker {
             )),
             ReadError::UnexpectedValue { name, .. } => Problem::new(
                 "srt::cluster::option_value",
-                item.span,
+                span,
                 format!("`{key}`: {error}; {} would refuse it", c.program),
             )
             .label("a value for a switch")

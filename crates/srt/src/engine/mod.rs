@@ -95,6 +95,15 @@ pub trait Engine: Sync {
     /// to the processes handed to the executor, never to the launch plan the graph is
     /// lowered from.
     fn simulate(&self, process: &mut LaunchProcess, simulator: &std::path::Path);
+    /// What one of its worker processes needs to run under the recipe's profiler
+    /// (`profile`, its role's steps and output directory): the engine's own flags and
+    /// variables for it, added to `process` (vLLM's `--profiler-config`, SGLang's
+    /// `SGLANG_TORCH_PROFILER_DIR`). Why not, when the role's args already set them.
+    fn profile(
+        &self,
+        process: &mut LaunchProcess,
+        profile: &crate::launch::wrap::ProfileRun,
+    ) -> Result<(), String>;
     /// How to get the engine's program when it is not on this machine's `PATH`: named
     /// when a plan would start it and cannot find it.
     fn install_hint(&self) -> &'static str;

@@ -194,6 +194,7 @@ impl Executor for FakeExecutor {
         Bindings {
             node_ips: vec!["127.0.0.1".into()],
             run_dir: "/fake/run".into(),
+            node_hosts: vec!["fake".into()],
         }
     }
 

@@ -87,6 +87,7 @@ impl LocalExecutor {
             bindings: Bindings {
                 node_ips: vec!["127.0.0.1".to_string(); nodes.max(1)],
                 run_dir: run_dir.display().to_string(),
+                node_hosts: vec![process::this_host(); nodes.max(1)],
             },
             simulate,
             grace: Duration::from_secs(10),
@@ -264,6 +265,23 @@ pub(super) fn write_files(bindings: &Bindings, p: &LaunchProcess) -> Result<(), 
             create(&PathBuf::from(&bindings.run_dir).join(dir))?;
         }
     }
+    for dir in &p.wrap.dirs {
+        create(&PathBuf::from(bindings.resolve(dir)))?;
+    }
+    // srt's copy of each script, what the process runs: what was read and hashed.
+    for setup in &p.wrap.setup {
+        let path = PathBuf::from(bindings.resolve(&setup.path));
+        if let Some(parent) = path.parent() {
+            create(parent)?;
+        }
+        crate::files::write_atomic(&path, setup.text.as_bytes()).map_err(|error| {
+            ExecError::File {
+                action: "write",
+                path: path.clone(),
+                error,
+            }
+        })?;
+    }
     Ok(())
 }
 
@@ -335,7 +353,10 @@ impl Executor for LocalExecutor {
 
     fn start(&self, p: &LaunchProcess) -> Result<Started, ExecError> {
         write_files(&self.bindings, p)?;
-        let argv: Vec<String> = p.argv.iter().map(|a| self.bindings.resolve(a)).collect();
+        let resolve = |w: &str| self.bindings.resolve(w);
+        let scripts: Vec<String> = p.wrap.setup.iter().map(|s| resolve(&s.path)).collect();
+        let program = p.argv.iter().map(resolve).collect();
+        let argv = p.wrap.command(&scripts, program, resolve);
         let log_path = self.log_path(&p.address);
         // A marker per launch, so a log that spans several incarnations shows where the
         // current one starts.

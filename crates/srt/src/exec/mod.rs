@@ -237,6 +237,12 @@ pub trait Executor: Send + Sync {
     fn runs_programs_here(&self) -> bool {
         false
     }
+    /// Whether the processes it is handed with an image run in a container (the
+    /// SLURM executor with pyxis, outside `--simulate`): else a process's mounts mean
+    /// nothing to it.
+    fn runs_containers(&self) -> bool {
+        false
+    }
     /// Start one process of the launch plan, detached.
     fn start(&self, process: &LaunchProcess) -> Result<Started, ExecError>;
     /// Is a recorded process still the one we started? (SLURM asks the scheduler, at

@@ -1146,6 +1146,13 @@ fn valid_ids(id: &ProcessIdentity) -> bool {
     id.pid > 1 && id.pid <= i32::MAX as u32 && id.pgid > 1 && id.pgid <= i32::MAX as u32
 }
 
+/// This machine's host name, read once (`localhost` when it cannot be read).
+pub fn this_host() -> String {
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| hostname().unwrap_or_else(|_| "localhost".into()))
+        .clone()
+}
+
 /// Whether `id` was recorded on this host. The host name is read once per run: refresh
 /// asks this of every recorded process.
 fn same_host(id: &ProcessIdentity) -> bool {

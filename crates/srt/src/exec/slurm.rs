@@ -1009,6 +1009,90 @@ pub fn srun_args(
     a
 }
 
+/// The `srun` arguments of process `p`'s step (`run_dir` its resolved run directory,
+/// `resolve` its placeholders): [`srun_args`] with what runs around its program. In a
+/// container (pyxis and an image) the step mounts the recipe's mounts, and the run
+/// directory where srt's copies of its scripts and its profiler's output are, and runs
+/// the scripts that are not `host_setup`; else every script runs in the step.
+pub fn step_args(
+    profile: &SlurmProfile,
+    (job, node, name): (&str, &str, &str),
+    p: &LaunchProcess,
+    run_dir: &str,
+    resolve: &dyn Fn(&str) -> String,
+) -> Vec<String> {
+    let image = p.container_image.as_deref();
+    let contained = in_container(profile, image);
+    let inner: Vec<String> = p
+        .wrap
+        .setup
+        .iter()
+        .filter(|s| !(contained && s.on_host))
+        .map(|s| resolve(&s.path))
+        .collect();
+    let program = p.argv.iter().map(resolve).collect();
+    let command = p.wrap.command(&inner, program, resolve);
+    let mut a = srun_args(profile, job, node, name, image, command);
+    let mut mounts = p.wrap.mounts.clone();
+    if contained && (!inner.is_empty() || !p.wrap.dirs.is_empty()) {
+        mounts.push(format!("{run_dir}:{run_dir}"));
+    }
+    if contained && !mounts.is_empty() {
+        let end = a.iter().position(|w| w == "--").unwrap_or(a.len());
+        a.insert(end, format!("--container-mounts={}", mounts.join(",")));
+    }
+    a
+}
+
+/// The `host_setup` scripts of `p` that must run outside its container (resolved),
+/// when its step runs in one: they run as a step of their own first.
+pub fn host_scripts(
+    profile: &SlurmProfile,
+    p: &LaunchProcess,
+    resolve: &dyn Fn(&str) -> String,
+) -> Vec<String> {
+    if !in_container(profile, p.container_image.as_deref()) {
+        return Vec::new();
+    }
+    p.wrap
+        .setup
+        .iter()
+        .filter(|s| s.on_host)
+        .map(|s| resolve(&s.path))
+        .collect()
+}
+
+fn in_container(profile: &SlurmProfile, image: Option<&str>) -> bool {
+    profile.container.runtime == ContainerRuntime::Pyxis && image.is_some()
+}
+
+/// What the step's client runs when `host` scripts must run outside the container
+/// first: a shell that runs them as a step `<name>.host_setup` on the same node, then
+/// becomes the step's `srun` (`srun_step`, its arguments).
+fn host_setup_client(
+    (job, node, name): (&str, &str, &str),
+    host: &[String],
+    srun_step: Vec<String>,
+) -> Vec<String> {
+    let mut setup = step_placement(job, node, &format!("{name}.host_setup"));
+    setup.extend(["--export".to_string(), "ALL".into(), "--".into()]);
+    setup.extend(crate::launch::wrap::Wrap::default().command(
+        host,
+        vec!["true".into()],
+        |w: &str| w.to_string(),
+    ));
+    let mut out = vec![
+        "-c".to_string(),
+        format!(
+            "srun {} && exec srun \"$@\"",
+            crate::launch::render::command_line(&setup)
+        ),
+        crate::launch::wrap::SETUP_SHELL_NAME.to_string(),
+    ];
+    out.extend(srun_step);
+    out
+}
+
 /// The SLURM commands a launch plan runs as (`srt render --cluster FILE`): the
 /// allocation's `sbatch` and each process's `srun`, with `<job-id>`, `<nodeN-host>`
 /// and `<state-dir>` placeholders.
@@ -1034,15 +1118,20 @@ pub fn render(plan: &LaunchPlan, profile: &SlurmProfile) -> String {
     for p in &plan.processes {
         let _ = writeln!(out);
         let _ = writeln!(out, "## {}", p.address);
-        let mut srun = vec!["srun".to_string()];
-        srun.extend(srun_args(
-            profile,
-            "<job-id>",
-            &format!("<node{}-host>", p.node),
-            &step_name(&plan.deployment, &p.address),
-            p.container_image.as_deref(),
-            &p.argv,
-        ));
+        let host = format!("<node{}-host>", p.node);
+        let name = step_name(&plan.deployment, &p.address);
+        let at = ("<job-id>", host.as_str(), name.as_str());
+        let keep = |w: &str| w.to_string();
+        let scripts = host_scripts(profile, p, &keep);
+        let step = step_args(profile, at, p, crate::launch::RUN_DIR, &keep);
+        let srun = match scripts.is_empty() {
+            true => [vec!["srun".to_string()], step].concat(),
+            false => [
+                vec!["bash".to_string()],
+                host_setup_client(at, &scripts, step),
+            ]
+            .concat(),
+        };
         write_lines(&mut out, &srun);
     }
     out
@@ -1069,11 +1158,22 @@ impl Executor for SlurmExecutor {
                 .map(|f| f.ips.clone())
                 .unwrap_or_default(),
             run_dir: self.dir.join("run").display().to_string(),
+            node_hosts: self
+                .facts
+                .read()
+                .expect("facts lock")
+                .as_ref()
+                .map(|f| f.nodes.clone())
+                .unwrap_or_default(),
         }
     }
 
     fn host_layout(&self) -> HostLayout {
         HostLayout::Distinct
+    }
+
+    fn runs_containers(&self) -> bool {
+        self.profile.container.runtime == ContainerRuntime::Pyxis && !self.simulate
     }
 
     fn execution(&self) -> Value {
@@ -1199,19 +1299,21 @@ impl Executor for SlurmExecutor {
             })?;
         let bindings = self.bindings();
         write_files(&bindings, p)?;
-        let argv: Vec<String> = p.argv.iter().map(|a| bindings.resolve(a)).collect();
         let name = self.step_name(&p.address);
-        let image = p.container_image.as_deref();
         let log_path = self.log_path(&p.address);
-        let mut spec = ProcessSpec::new("srun", &log_path);
-        spec.args = srun_args(
-            &self.profile,
-            &facts.job_id.to_string(),
-            node,
-            &name,
-            image,
-            &argv,
-        );
+        let resolve = |w: &str| bindings.resolve(w);
+        let job = facts.job_id.to_string();
+        let at = (job.as_str(), node.as_str(), name.as_str());
+        let step = step_args(&self.profile, at, p, &bindings.run_dir, &resolve);
+        let host = host_scripts(&self.profile, p, &resolve);
+        let mut spec;
+        if host.is_empty() {
+            spec = ProcessSpec::new("srun", &log_path);
+            spec.args = step;
+        } else {
+            spec = ProcessSpec::new("bash", &log_path);
+            spec.args = host_setup_client(at, &host, step);
+        }
         spec.env = p
             .env
             .iter()
@@ -1563,6 +1665,96 @@ mod tests {
     fn the_managed_options_are_what_srt_renders() {
         let managed: BTreeSet<String> = managed_options().map(String::from).collect();
         assert_eq!(rendered_options(), managed);
+    }
+
+    /// A containerized worker with both scripts, run through a stand-in `srun` that
+    /// logs its arguments and runs what follows its `--`: the client runs the host
+    /// setup as its own step first (no container), then becomes the worker's step,
+    /// which mounts the run directory and runs `setup_script` before the program; a
+    /// failed host setup starts no step.
+    #[test]
+    fn a_containerized_step_runs_its_host_setup_as_a_step_before_it() {
+        use crate::launch::wrap::Setup;
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let fake = format!(
+            "#!/bin/sh\necho \"srun $*\" >> {}\nwhile [ \"$1\" != -- ]; do shift; done\nshift\nexec \"$@\"\n",
+            log.display()
+        );
+        std::fs::write(bin.join("srun"), fake).unwrap();
+        std::fs::set_permissions(
+            bin.join("srun"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let script = |name: &str, body: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, body).unwrap();
+            path.display().to_string()
+        };
+        let setup = |key: &'static str, on_host: bool, path: String| Setup {
+            key,
+            on_host,
+            source: String::new(),
+            path,
+            digest: String::new(),
+            text: std::sync::Arc::from(""),
+        };
+        let mut profile = SlurmProfile::default();
+        profile.container.runtime = ContainerRuntime::Pyxis;
+        let run = |host_body: &str| {
+            let _ = std::fs::remove_file(&log);
+            let mut p = LaunchProcess::bare(
+                "worker.agg[0].node[0]",
+                crate::launch::ProcessKind::Worker,
+                crate::launch::Argv::from([
+                    "sh",
+                    "-c",
+                    &format!("echo program >> {}", log.display()),
+                ]),
+            );
+            p.container_image = Some("img".into());
+            p.wrap.setup = vec![
+                setup("host_setup", true, script("host.sh", host_body)),
+                setup(
+                    "setup_script",
+                    false,
+                    script("inner.sh", &format!("echo inner >> {}\n", log.display())),
+                ),
+            ];
+            let at = ("7", "n1", "d.worker.agg[0].node[0]");
+            let id = |w: &str| w.to_string();
+            let host = host_scripts(&profile, &p, &id);
+            let step = step_args(&profile, at, &p, "/run/d", &id);
+            let status = std::process::Command::new("bash")
+                .args(host_setup_client(at, &host, step))
+                .env(
+                    "PATH",
+                    format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+                )
+                .status()
+                .unwrap();
+            (status, std::fs::read_to_string(&log).unwrap_or_default())
+        };
+        let (status, text) = run(&format!("echo host >> {}\n", log.display()));
+        assert!(status.success(), "{text}");
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].contains("--job-name d.worker.agg[0].node[0].host_setup --export ALL -- bash"),
+            "{text}"
+        );
+        assert!(!lines[0].contains("--container"), "{text}");
+        assert_eq!(lines[1], "host");
+        assert!(
+            lines[2].contains("--container-image img --container-mounts=/run/d:/run/d -- bash"),
+            "{text}"
+        );
+        assert_eq!(lines[3..], ["inner", "program"]);
+        let (status, text) = run("exit 4\n");
+        assert_eq!(status.code(), Some(4));
+        assert_eq!(text.lines().count(), 1, "{text}");
     }
 
     #[test]

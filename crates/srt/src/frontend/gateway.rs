@@ -139,6 +139,7 @@ pub(super) fn build(
             depends_on: Vec::new(),
             watches: Default::default(),
             worker: None,
+            wrap: Default::default(),
             container_image: fe
                 .container_image
                 .clone()

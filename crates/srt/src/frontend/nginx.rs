@@ -141,6 +141,7 @@ pub(crate) fn process(
         depends_on: Vec::new(),
         watches: Default::default(),
         worker: None,
+        wrap: Default::default(),
         container_image: limits.image.clone(),
     }
 }

@@ -263,6 +263,11 @@ fn process_spec(
     o.uint("node", p.node as u64);
     o.key("ports");
     o.out.extend_from_slice(ports);
+    // Only when there is one: a process without a wrap keeps the hash it had.
+    if !p.wrap.is_empty() {
+        o.key("wrap");
+        spec::write_canonical(o.out, &p.wrap.spec());
+    }
     o.end();
     Spec::copy_of(scratch)
 }
@@ -938,6 +943,7 @@ mod tests {
             watches: Default::default(),
             worker: None,
             container_image: Some("img".into()),
+            wrap: Default::default(),
         };
         let execution = json!({"executor": "local", "simulate": true});
         for image in [Some("img".to_string()), None] {

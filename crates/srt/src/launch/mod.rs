@@ -10,6 +10,7 @@ pub mod argv;
 mod context;
 pub mod env;
 pub mod render;
+pub mod wrap;
 
 pub use argv::Argv;
 pub use context::BuildContext;
@@ -29,6 +30,11 @@ pub const RUN_DIR: &str = "<run-dir>";
 /// Placeholder for the IP of node `i`.
 pub fn node_ip(i: usize) -> String {
     format!("<node{i}-ip>")
+}
+
+/// Placeholder for the host name of node `i` (a recipe's `{node}`).
+pub fn node_host(i: usize) -> String {
+    format!("<node{i}-host>")
 }
 
 /// Symbolic name of node `i`.
@@ -128,6 +134,8 @@ pub struct Bindings {
     pub node_ips: Vec<String>,
     /// The run directory.
     pub run_dir: String,
+    /// Host name of each node, by index (what `<nodeN-host>` resolves to).
+    pub node_hosts: Vec<String>,
 }
 
 impl Bindings {
@@ -143,6 +151,7 @@ impl Bindings {
         let text = text.replace(RUN_DIR, &self.run_dir);
         const OPEN: &str = "<node";
         const CLOSE: &str = "-ip>";
+        const HOST: &str = "-host>";
         let mut out = String::with_capacity(text.len());
         let mut rest = text.as_str();
         while let Some(at) = rest.find(OPEN) {
@@ -150,14 +159,21 @@ impl Bindings {
             let after = &rest[at + OPEN.len()..];
             let digits = after.bytes().take_while(u8::is_ascii_digit).count();
             let canonical = digits == 1 || (digits > 1 && !after.starts_with('0'));
-            let ip = (canonical && after[digits..].starts_with(CLOSE))
-                .then(|| after[..digits].parse::<usize>().ok())
-                .flatten()
-                .and_then(|i| self.node_ips.get(i));
-            match ip {
-                Some(ip) => {
+            let index = || after[..digits].parse::<usize>().ok();
+            let tail = &after[digits..];
+            let bound = match canonical {
+                true if tail.starts_with(CLOSE) => index()
+                    .and_then(|i| self.node_ips.get(i))
+                    .map(|v| (v, CLOSE)),
+                true if tail.starts_with(HOST) => index()
+                    .and_then(|i| self.node_hosts.get(i))
+                    .map(|v| (v, HOST)),
+                _ => None,
+            };
+            match bound {
+                Some((ip, close)) => {
                     out.push_str(ip);
-                    rest = &after[digits + CLOSE.len()..];
+                    rest = &after[digits + close.len()..];
                 }
                 None => {
                     out.push_str(OPEN);
@@ -189,6 +205,10 @@ pub struct LaunchPlan {
     /// GPU model the nodes need, when the recipe names one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_type: Option<String>,
+    /// What the deployment declares it runs (the recipe's `identity`): recorded in
+    /// state by apply and shown by `srt status`; in no resource's hash.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub identity: Option<crate::recipe::runtime::Identity>,
     /// Nodes, symbolic.
     pub nodes: Vec<NodeSlot>,
     /// Every process, in launch order (workers, then frontends).
@@ -248,6 +268,7 @@ impl LaunchPlan {
             served_model_name: String::new(),
             precision: None,
             gpu_type: None,
+            identity: None,
             nodes: Vec::new(),
             processes: Vec::new(),
             gates: Vec::new(),
@@ -611,6 +632,10 @@ pub struct LaunchProcess {
     pub worker: Option<WorkerInfo>,
     /// Container image, when the executor runs containers.
     pub container_image: Option<String>,
+    /// What runs around its program (setup scripts, a profiler, its container's
+    /// mounts): the recipe's runtime keys. Absent from the JSON when empty.
+    #[serde(skip_serializing_if = "wrap::Wrap::is_empty")]
+    pub wrap: wrap::Wrap,
 }
 
 /// Port kinds a process that serves HTTP itself answers `GET /health` on, in the order
@@ -664,6 +689,7 @@ impl LaunchProcess {
             watches: Default::default(),
             worker: None,
             container_image: None,
+            wrap: Default::default(),
         }
     }
 }
@@ -910,6 +936,7 @@ mod tests {
         let b = Bindings {
             node_ips: (0..12).map(|i| format!("10.0.0.{i}")).collect(),
             run_dir: "/run/x".into(),
+            node_hosts: Vec::new(),
         };
         for text in [
             "",
@@ -926,6 +953,14 @@ mod tests {
         assert_eq!(
             b.resolve("--prefill http://<node11-ip>:6100 5400"),
             "--prefill http://10.0.0.11:6100 5400"
+        );
+        let hosts = Bindings {
+            node_hosts: vec!["n1".into(), "n2".into()],
+            ..b
+        };
+        assert_eq!(
+            hosts.resolve("<node1-host>/<node0-ip>/<node2-host>/<node1-hos"),
+            "n2/10.0.0.0/<node2-host>/<node1-hos"
         );
     }
 

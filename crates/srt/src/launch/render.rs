@@ -157,8 +157,32 @@ fn write_process(out: &mut String, plan: &LaunchPlan, p: &LaunchProcess) {
     if !p.watches.is_empty() {
         let _ = writeln!(out, "watches: {}", p.watches.join(" "));
     }
+    for setup in &p.wrap.setup {
+        let on = if setup.on_host { " (on the host)" } else { "" };
+        let _ = writeln!(
+            out,
+            "{}: {} -> {} ({}){on}",
+            setup.key,
+            quote(&setup.source),
+            setup.path,
+            setup.digest
+        );
+    }
+    for dir in &p.wrap.dirs {
+        let _ = writeln!(out, "writes: {dir}");
+    }
+    if !p.wrap.mounts.is_empty() {
+        let _ = writeln!(out, "mounts: {}", p.wrap.mounts.join(","));
+    }
     let _ = writeln!(out, "command:");
-    write_command(out, &p.argv);
+    if p.wrap.setup.is_empty() && p.wrap.prefix.is_empty() {
+        write_command(out, &p.argv);
+    } else {
+        let scripts: Vec<String> = p.wrap.setup.iter().map(|s| s.path.clone()).collect();
+        let program = p.argv.iter().map(str::to_string).collect();
+        let wrapped = p.wrap.command(&scripts, program, str::to_string);
+        write_command(out, &super::Argv::from(wrapped));
+    }
     for (path, content) in &p.files {
         let _ = writeln!(out, "file {path}:");
         for line in content.lines() {
@@ -225,6 +249,13 @@ pub fn render(plan: &LaunchPlan) -> String {
     }
     if let Some(t) = &plan.gpu_type {
         let _ = writeln!(out, "gpu_type: {t}");
+    }
+    if let Some(identity) = &plan.identity {
+        let _ = writeln!(
+            out,
+            "identity: {} (recorded, not launched)",
+            identity.describe()
+        );
     }
     let _ = writeln!(out, "public_url: {}", plan.public_url);
     let _ = writeln!(out, "nodes:");

@@ -99,6 +99,118 @@ pub(crate) const TOP: &[Key] = &[
         r#"{"type": "object", "minProperties": 1, "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}, "properties": {"zip": {"type": "object", "minProperties": 1, "additionalProperties": {"type": "array", "minItems": 1}}}, "additionalProperties": {"type": "array", "minItems": 1}}"#,
         "Parameters and their values: `{param}` in any value takes each in turn (the product of the lists; `zip:` lists go together). `srt sweep` runs the points.",
     ),
+    // srtctl's runtime keys (`recipe::runtime`).
+    k(
+        "setup_script",
+        r#"{"type": "string", "minLength": 1}"#,
+        "A bash script (relative to the recipe's directory, or absolute) run where each worker's program runs (in its container), before it; its contents are part of the workers' hashes.",
+    ),
+    k(
+        "host_setup",
+        r#"{"type": "string", "minLength": 1}"#,
+        "A bash script (relative to the recipe's directory, or absolute) run on each worker's node, outside any container, before its program and `setup_script`.",
+    ),
+    k(
+        "container_mounts",
+        r#"{"type": "object", "additionalProperties": {"type": "string", "minLength": 1}}"#,
+        "Bind mounts of containerized processes: host path -> container path (pyxis `--container-mounts`).",
+    ),
+    k(
+        "extra_mount",
+        r#"{"type": "array", "items": {"type": "string", "pattern": "^[^:,]+:[^:,]+(:[^:,]+)?$"}}"#,
+        "Bind mounts of containerized processes as `host:container[:flags]`, after `container_mounts`.",
+    ),
+    k(
+        "sbatch_directives",
+        r#"{"type": "object", "additionalProperties": {"type": ["string", "number", "null"]}}"#,
+        "Extra `sbatch` options of the allocation: option name (no dashes) -> value (`\"\"` or null for a switch).",
+    ),
+    k(
+        "srun_options",
+        r#"{"anyOf": [{"type": "object", "additionalProperties": {"type": ["string", "number", "null"]}}, {"type": "array", "items": {"type": "string"}}]}"#,
+        "Extra `srun` options of every step: a mapping like `sbatch_directives`, or a list of options (`--cpus-per-task=16`).",
+    ),
+    k(
+        "environment",
+        ENV,
+        "Environment of every worker process, after the role's `env`; `{node}` and `{node_id}` are the process's node host name and index.",
+    ),
+    k(
+        "identity",
+        r##"{"$ref": "#/$defs/identity"}"##,
+        "What the deployment declares it runs (model repo and revision, image, framework versions): recorded in state and shown by `srt status`, in no process's hash.",
+    ),
+    k(
+        "profiling",
+        r##"{"$ref": "#/$defs/profiling"}"##,
+        "Run the workers of the profiled roles under a profiler (`nsys` or the engine's `torch` profiler), output under the run directory.",
+    ),
+    k(
+        "enable_config_dump",
+        r#"{"const": false}"#,
+        "srtctl's config dump (`--dump-config-to`, a flag of Dynamo's wrappers only): `false` is accepted; srt's resolved commands are `srt render --json`.",
+    ),
+];
+
+/// `identity:`.
+pub(crate) const IDENTITY: &[Key] = &[
+    k(
+        "model",
+        r#"{"type": "object", "properties": {"repo": {"type": "string"}, "revision": {"type": "string"}}, "additionalProperties": false}"#,
+        "The model's Hugging Face repository and revision.",
+    ),
+    k(
+        "container",
+        r#"{"type": "object", "properties": {"image": {"type": "string"}}, "additionalProperties": false}"#,
+        "The container image to pull to reproduce the run.",
+    ),
+    k(
+        "frameworks",
+        r#"{"type": "object", "additionalProperties": {"type": "string"}}"#,
+        "Framework name -> version expected in the image.",
+    ),
+];
+
+/// `identity.model:`.
+pub(crate) const IDENTITY_MODEL: &[Key] = &[
+    k("repo", r#"{"type": "string"}"#, "Hugging Face repository."),
+    k("revision", r#"{"type": "string"}"#, "Its git revision."),
+];
+
+/// `identity.container:`.
+pub(crate) const IDENTITY_CONTAINER: &[Key] = &[k("image", r#"{"type": "string"}"#, "Image URI.")];
+
+const PHASE: &str = r#"{"type": "object", "properties": {"start_step": {"type": "integer", "minimum": 0}, "stop_step": {"type": "integer", "minimum": 1}}, "required": ["start_step", "stop_step"], "additionalProperties": false}"#;
+
+/// `profiling:`.
+pub(crate) const PROFILING: &[Key] = &[
+    k(
+        "type",
+        r#"{"enum": ["nsys", "torch", "none"]}"#,
+        "The profiler: `nsys` (the program under `nsys profile`), `torch` (the engine's PyTorch profiler), `none`.",
+    ),
+    k(
+        "extra_nsys_args",
+        r#"{"type": "array", "items": {"type": "string"}}"#,
+        "Words added to `nsys profile` before its output (`nsys` only).",
+    ),
+    k("prefill", PHASE, "Steps profiled on prefill workers."),
+    k("decode", PHASE, "Steps profiled on decode workers."),
+    k("aggregated", PHASE, "Steps profiled on agg workers."),
+];
+
+/// `profiling.<phase>:`.
+pub(crate) const PROFILING_PHASE: &[Key] = &[
+    k(
+        "start_step",
+        r#"{"type": "integer", "minimum": 0}"#,
+        "Engine step capture starts at.",
+    ),
+    k(
+        "stop_step",
+        r#"{"type": "integer", "minimum": 1}"#,
+        "Engine step capture stops at.",
+    ),
 ];
 
 /// `slurm:`.
@@ -204,7 +316,7 @@ pub(crate) const BENCHMARK: &[Key] = &[
     k(
         "use_chat_template",
         r#"{"type": "boolean", "default": false}"#,
-        "srtctl's key; srt sends prompts as they are (`true` is refused: use `endpoint: /v1/chat/completions`).",
+        "Wrap each random prompt in the model's chat template (its tokenizer's, with the generation prompt) as srtctl's sa-bench does, the template's tokens taken off `isl`; srtctl's default is `true`.",
     ),
     k(
         "seed",
@@ -501,6 +613,11 @@ mod tests {
             ROLLOUT,
             SLURM,
             BENCHMARK,
+            IDENTITY,
+            IDENTITY_MODEL,
+            IDENTITY_CONTAINER,
+            PROFILING,
+            PROFILING_PHASE,
         ] {
             for key in table {
                 let v: serde_json::Value = serde_json::from_str(key.schema).unwrap();

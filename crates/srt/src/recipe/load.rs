@@ -8,24 +8,16 @@ use super::yaml::{self, Key, Node, Value};
 use miette::{NamedSource, SourceSpan};
 use std::collections::BTreeMap;
 
+mod runtime;
+
 /// Keys srtctl understands that srt deliberately does not: named in a clear error
 /// instead of being silently ignored.
 const SRTCTL_ONLY_TOP: &[&str] = &[
-    "profiling",
     "output",
     "observability",
     "telemetry",
-    "environment",
-    "container_mounts",
-    "extra_mount",
-    "srun_options",
-    "sbatch_directives",
-    "enable_config_dump",
-    "setup_script",
-    "host_setup",
     "services",
     "post_eval",
-    "identity",
     "reporting",
     "base",
 ];
@@ -318,7 +310,7 @@ fn problems_of(
         of: sweep.len(),
         params: first.describe(),
     });
-    let mut recipe = load_point(&first.recipe, default_name, notes).map_err(|mut p| {
+    let mut recipe = load_point(&first.recipe, source, default_name, notes).map_err(|mut p| {
         p.extend(point.as_ref().map(super::sweep::read_as));
         p
     })?;
@@ -329,13 +321,16 @@ fn problems_of(
 /// The typed recipe of a parsed document without `sweep:` (a point of a sweep,
 /// [`super::sweep::Point::recipe`], whose spans are in the file's text); srtctl's v1
 /// layout is re-spelled as 2.0 first ([`srtctl::migrate_tree`]).
-pub fn load_tree(root: &Node, default_name: &str) -> Result<Recipe, Vec<Problem>> {
-    load_point(root, default_name, Vec::new())
+/// `source` is the file the tree was read from: paths in it are relative to its
+/// directory.
+pub fn load_tree(root: &Node, source: &Source, default_name: &str) -> Result<Recipe, Vec<Problem>> {
+    load_point(root, source, default_name, Vec::new())
 }
 
 /// [`load_tree`], after `notes` (what was done to the file before).
 fn load_point(
     root: &Node,
+    source: &Source,
     default_name: &str,
     mut notes: Vec<Problem>,
 ) -> Result<Recipe, Vec<Problem>> {
@@ -345,6 +340,10 @@ fn load_point(
     let mut problems = Problems::default();
     let recipe = Loader {
         problems: &mut problems,
+        dir: std::path::Path::new(&source.name)
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default(),
     }
     .recipe(root, default_name);
     match recipe {
@@ -485,6 +484,8 @@ fn syntax_problem(err: &serde_saphyr::Error, text: &str) -> Problem {
 
 struct Loader<'p> {
     problems: &'p mut Problems,
+    /// The recipe's directory: what relative script paths are read from.
+    dir: std::path::PathBuf,
 }
 
 /// The entries of one mapping, checked against the keys it may hold.
@@ -946,6 +947,7 @@ impl Loader<'_> {
         let services_node = self.infra(f.get("infra"));
         let benchmark = self.benchmark(f.get("benchmark"), f.key_span("benchmark"));
         let sensitive_env = self.sensitive_env(f.get("sensitive_env"));
+        let runtime = self.runtime(&f);
         let sections = keys::OWNED_SECTIONS
             .iter()
             .filter_map(|name| {
@@ -976,6 +978,7 @@ impl Loader<'_> {
             services_node,
             notes: Vec::new(),
             sweep: None,
+            runtime,
         })
     }
 
@@ -1274,19 +1277,13 @@ impl Loader<'_> {
         let ignore_eos = self
             .bool_field(&f, "ignore_eos", keys::default(table, "ignore_eos"))
             .value;
-        let chat_template = self.bool_field(&f, "use_chat_template", false);
-        if chat_template.value {
-            self.problem(
-                Problem::new(
-                    "srt::recipe::value",
-                    chat_template.span,
-                    "srt sends benchmark prompts as they are: `use_chat_template: true` is not supported",
-                )
-                .label("not supported")
-                .help("remove it (vLLM's `bench serve` default), or set `endpoint: /v1/chat/completions` to have the server apply the chat template"),
-            );
-            return None;
-        }
+        let use_chat_template = self
+            .bool_field(
+                &f,
+                "use_chat_template",
+                keys::default(table, "use_chat_template"),
+            )
+            .value;
         let seed = match f.get("seed") {
             Some(n) => self.uint(n, "benchmark.seed", 0, i64::MAX)? as u64,
             None => keys::default(table, "seed"),
@@ -1398,6 +1395,7 @@ impl Loader<'_> {
             tokenizer_span,
             endpoint,
             ignore_eos,
+            use_chat_template,
             seed,
             percentiles,
             goodput,

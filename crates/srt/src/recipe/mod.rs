@@ -13,6 +13,7 @@ pub mod keys;
 pub mod limits;
 pub mod load;
 mod model;
+pub mod runtime;
 pub mod srtctl;
 pub mod sweep;
 pub mod yaml;

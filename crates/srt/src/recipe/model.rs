@@ -52,6 +52,8 @@ pub struct Recipe {
     /// `sensitive_env`: variables to treat as secrets besides the default list of
     /// [`crate::secrets`], sorted and deduplicated.
     pub sensitive_env: Vec<String>,
+    /// srtctl's runtime keys (`setup_script`, `container_mounts`, `environment`, ...).
+    pub runtime: super::runtime::RuntimeKeys,
     /// Top-level sections a component owns ([`super::keys::OWNED_SECTIONS`]), by name,
     /// as written: their owner checks and reads them.
     pub sections: BTreeMap<String, Section>,
@@ -158,6 +160,9 @@ pub struct Benchmark {
     pub endpoint: String,
     /// `ignore_eos` on every request.
     pub ignore_eos: bool,
+    /// Wrap random prompts in the model's chat template, as sa-bench does
+    /// (`use_chat_template`).
+    pub use_chat_template: bool,
     /// Seed of prompts, lengths and arrivals.
     pub seed: u64,
     /// Percentiles reported besides mean and median.

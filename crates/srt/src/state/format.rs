@@ -56,6 +56,11 @@ pub struct State {
     pub deployment: String,
     /// Hex blake3 of the canonical recipe last applied, if any apply happened.
     pub recipe_hash: Option<String>,
+    /// What the last successful apply declared it runs (the launch plan's `identity`:
+    /// the recipe's model repository and revision, image, framework versions), as it
+    /// was written; in no resource's hash. Absent when the recipe declares none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<serde_json::Value>,
     /// Every resource known to the deployment, keyed by address
     /// (e.g. `worker.prefill[0].node[0]`).
     pub resources: BTreeMap<String, ResourceState>,
@@ -116,6 +121,7 @@ impl State {
             serial: 0,
             deployment: deployment.into(),
             recipe_hash: None,
+            identity: None,
             resources: BTreeMap::new(),
             sweep: None,
         }

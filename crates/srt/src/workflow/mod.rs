@@ -13,7 +13,7 @@ use crate::exec::Executor;
 use crate::graph::{self, ResourceGraph};
 use crate::launch::{self, LaunchPlan};
 use crate::plan::{self, Observation, Plan, PlanOptions};
-use crate::recipe::{self, Recipe, RecipeError, Source};
+use crate::recipe::{self, Problem, Recipe, RecipeError, Source};
 use crate::state::{State, StateError, StateLock, StateStore};
 use crate::term::plural;
 use futures::StreamExt;
@@ -57,6 +57,11 @@ pub enum OpError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     MissingTokenizer(#[from] MissingTokenizer),
+    /// The benchmark the plan would run wraps its prompts in a chat template its
+    /// tokenizer lacks (or that does not render): nothing was started.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    ChatTemplate(#[from] UnusableChatTemplate),
     /// Ports a first apply would bind are in use here: nothing was started.
     #[error(transparent)]
     #[diagnostic(transparent)]
@@ -127,17 +132,47 @@ impl miette::Diagnostic for MissingTokenizer {
 
 /// Why the benchmark `plan` would run (created or checked again) has no tokenizer here.
 pub fn missing_tokenizer(p: &Prepared, plan: &Plan) -> Option<MissingTokenizer> {
+    let spec = benchmark_to_run(p, plan)?;
+    crate::bench::find_tokenizer(&spec.tokenizer)
+        .err()
+        .map(MissingTokenizer)
+}
+
+/// The benchmark a plan would run wraps its prompts in the model's chat template
+/// (`use_chat_template`), and its tokenizer has none, or one that does not render a
+/// prompt: refused before anything starts, as a missing tokenizer is.
+#[derive(Debug, thiserror::Error)]
+#[error("the benchmark this apply would run cannot wrap its prompts in the model's chat template (`benchmark.use_chat_template: true`); nothing was started")]
+pub struct UnusableChatTemplate(pub crate::bench::ChatTemplateError);
+
+impl miette::Diagnostic for UnusableChatTemplate {
+    fn code<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        Some(Box::new("srt::bench::chat_template"))
+    }
+    fn help<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        Some(Box::new(self.0.with_help()))
+    }
+}
+
+/// Why the chat template of the benchmark `plan` would run cannot be used here (a
+/// benchmark without its tokenizer is [`missing_tokenizer`]'s).
+pub fn unusable_chat_template(p: &Prepared, plan: &Plan) -> Option<UnusableChatTemplate> {
+    let spec = benchmark_to_run(p, plan).filter(|s| s.use_chat_template)?;
+    let tokenizer = crate::bench::find_tokenizer(&spec.tokenizer).ok()?;
+    crate::bench::check_chat_template(&tokenizer)
+        .err()
+        .map(UnusableChatTemplate)
+}
+
+/// The benchmark `plan` would run (created or checked again).
+fn benchmark_to_run<'a>(p: &'a Prepared, plan: &Plan) -> Option<&'a crate::bench::Spec> {
     let runs = |address: &str| {
         plan.changes.iter().any(|c| {
             c.address == address && !matches!(c.action, plan::Action::NoOp | plan::Action::Destroy)
         })
     };
     p.runnable().gates.iter().find_map(|g| match &g.probe {
-        launch::Probe::Benchmark(spec) if runs(&g.address) => {
-            crate::bench::find_tokenizer(&spec.tokenizer)
-                .err()
-                .map(MissingTokenizer)
-        }
+        launch::Probe::Benchmark(spec) if runs(&g.address) => Some(spec),
         _ => None,
     })
 }
@@ -210,7 +245,9 @@ pub fn missing_programs(p: &Prepared, plan: &Plan) -> Vec<MissingProgram> {
     // Looked up once per program and search path (a process may set its own PATH).
     let mut found: BTreeMap<(String, std::ffi::OsString), bool> = BTreeMap::new();
     for process in &p.runnable().processes {
-        let Some(program) = process.argv.program() else {
+        // What starts first: the profiler when there is one, else the program.
+        let first = process.wrap.prefix.first().map(String::as_str);
+        let Some(program) = first.or_else(|| process.argv.program()) else {
             continue;
         };
         if !starting.contains(process.address.as_str()) {
@@ -360,7 +397,8 @@ impl Prepared {
 /// The launch plan as run under `--simulate`: every worker process runs `simulator`
 /// in place of its engine's program ([`Engine::simulate`]), or what its runtime
 /// simulates it with ([`WorkerInfo::simulated`]), and no process runs in a
-/// container (the simulator and the Router run on the node directly).
+/// container (the simulator and the Router run on the node directly) or under a
+/// profiler (`profiling`'s `nsys` prefix; its setup scripts still run).
 ///
 /// Only the processes handed to the executor are transformed: the graph is lowered
 /// from the plan itself, so hashes, state and golden files are the same as without
@@ -384,6 +422,8 @@ pub fn simulated(
             None => {}
         }
         p.container_image = None;
+        // A profiler of the engine's GPU work has nothing to capture in the simulator.
+        p.wrap.prefix.clear();
     }
     run
 }
@@ -436,11 +476,58 @@ pub fn cluster_profile(explicit: Option<&Path>) -> Result<ClusterProfile, OpErro
 /// `time_limit`, `partition`, `account`) in place of the profile's.
 pub fn effective_profile(profile: ClusterProfile, recipe: &Recipe) -> ClusterProfile {
     let s = &recipe.slurm;
-    profile.with_scheduler_settings(
-        s.time_limit.as_deref(),
-        s.partition.as_deref(),
-        s.account.as_deref(),
-    )
+    let words = |v: &[crate::recipe::Sp<String>]| -> Vec<String> {
+        v.iter().map(|w| w.value.clone()).collect()
+    };
+    let rt = &recipe.runtime;
+    profile
+        .with_scheduler_settings(
+            s.time_limit.as_deref(),
+            s.partition.as_deref(),
+            s.account.as_deref(),
+        )
+        .with_recipe_options(&words(&rt.sbatch_directives), &words(&rt.srun_options))
+}
+
+/// What the recipe asks of an executor that does not do it, as warnings at the keys:
+/// scheduler options without a scheduler (the local executor), mounts where no process
+/// runs in a container (the local executor, no container runtime, `--simulate`). The
+/// same recipe runs locally and on a cluster, so these are not errors.
+pub fn ignored_runtime_keys(recipe: &Recipe, exec: &dyn Executor) -> Vec<Problem> {
+    let rt = &recipe.runtime;
+    let mut out = Vec::new();
+    if exec.allocation().is_none() {
+        for (entries, key) in [
+            (&rt.sbatch_directives, "sbatch_directives"),
+            (&rt.srun_options, "srun_options"),
+        ] {
+            if let Some(first) = entries.first() {
+                out.push(
+                    Problem::warning(
+                        "srt::recipe::runtime_key_unused",
+                        first.span,
+                        format!("`{key}` is for a scheduler, and this executor has none: not applied"),
+                    )
+                    .label("not applied here")
+                    .help("the local executor runs every process on this machine; the SLURM executor (a cluster profile with `executor: slurm`) passes these options"),
+                );
+            }
+        }
+    }
+    if !exec.runs_containers() {
+        if let Some(first) = rt.mounts.first() {
+            out.push(
+                Problem::warning(
+                    "srt::recipe::runtime_key_unused",
+                    first.span,
+                    "this executor runs no container: the mounts are not applied, processes see this machine's paths",
+                )
+                .label("not applied here")
+                .help("mounts are applied by the SLURM executor with `container.runtime: pyxis`, to processes with an image (not under --simulate)"),
+            );
+        }
+    }
+    out
 }
 
 /// The job id of the allocation `srt` runs in, if any (`SLURM_JOB_ID`).
@@ -645,6 +732,10 @@ impl Setup {
             },
         )
         .map_err(|p| source.error(p))?;
+        let mut launch = launch;
+        launch
+            .warnings
+            .extend(ignored_runtime_keys(recipe, &**exec));
         let graph = graph::lower_with(&launch, &exec.execution(), exec.allocation().as_ref())?;
         let recipe_hash = desired_hash(&graph);
         let simulated = match self.simulate {

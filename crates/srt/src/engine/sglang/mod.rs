@@ -122,6 +122,26 @@ impl Engine for Sglang {
         crate::catalog::managed_by(MANAGED, flag)
     }
 
+    /// SGLang's torch profiler writes to `SGLANG_TORCH_PROFILER_DIR`; under nsys it
+    /// needs nothing of its own (its profiler start opens nsys' `cudaProfilerApi`
+    /// range).
+    fn profile(
+        &self,
+        process: &mut LaunchProcess,
+        profile: &crate::launch::wrap::ProfileRun,
+    ) -> Result<(), String> {
+        if profile.kind == crate::recipe::runtime::ProfilerKind::Torch {
+            const DIR: &str = "SGLANG_TORCH_PROFILER_DIR";
+            if process.env.contains_key(DIR) {
+                return Err(format!(
+                    "`profiling` sets `{DIR}` on these workers; remove it from the role's env"
+                ));
+            }
+            process.env.insert(DIR.to_string(), profile.dir.clone());
+        }
+        Ok(())
+    }
+
     fn managed_env(&self) -> &'static [&'static str] {
         &[]
     }

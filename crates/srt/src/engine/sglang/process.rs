@@ -154,6 +154,7 @@ fn node_process(
             }),
             simulated: None,
         }),
+        wrap: Default::default(),
         container_image: ctx.model().container.clone(),
     })
 }

@@ -120,6 +120,40 @@ impl Engine for Vllm {
         process.argv.set_program(&sim);
     }
 
+    /// vLLM's profiler is configured by `--profiler-config` (0.32's `ProfilerConfig`):
+    /// CUDA for nsys (captured between the profiler's start and stop, which nsys'
+    /// `cudaProfilerApi` range follows), torch with its trace directory; both delayed
+    /// to the phase's start step and as long as its steps.
+    fn profile(
+        &self,
+        process: &mut LaunchProcess,
+        profile: &crate::launch::wrap::ProfileRun,
+    ) -> Result<(), String> {
+        const FLAG: &str = "--profiler-config";
+        if process
+            .argv
+            .iter()
+            .any(|t| t == FLAG || t.starts_with("--profiler-config="))
+        {
+            return Err(format!(
+                "`profiling` sets `{FLAG}` on these workers; remove `profiler-config` from the role's args"
+            ));
+        }
+        let mut config = serde_json::json!({
+            "delay_iterations": profile.start_step,
+            "max_iterations": profile.stop_step - profile.start_step,
+        });
+        match profile.kind {
+            crate::recipe::runtime::ProfilerKind::Nsys => config["profiler"] = "cuda".into(),
+            crate::recipe::runtime::ProfilerKind::Torch => {
+                config["profiler"] = "torch".into();
+                config["torch_profiler_dir"] = profile.dir.clone().into();
+            }
+        }
+        process.argv.extend([FLAG.to_string(), config.to_string()]);
+        Ok(())
+    }
+
     fn managed_flags(&self) -> &'static [&'static str] {
         static NAMES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
         NAMES.get_or_init(|| MANAGED.iter().map(|(f, _)| *f).collect())

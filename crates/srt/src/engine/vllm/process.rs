@@ -302,6 +302,7 @@ fn node_process(
             health: None,
             simulated: None,
         }),
+        wrap: Default::default(),
         container_image: ctx.model().container.clone(),
     })
 }

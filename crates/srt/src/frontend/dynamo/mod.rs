@@ -413,6 +413,7 @@ impl Frontend for Dynamo {
                 depends_on: services.providers.clone(),
                 watches: Default::default(),
                 worker: None,
+                wrap: Default::default(),
                 container_image: fe
                     .container_image
                     .clone()
@@ -522,6 +523,7 @@ fn infrastructure_process(
         files: BTreeMap::new(),
         depends_on: Vec::new(),
         watches: Default::default(),
+        wrap: Default::default(),
         worker: None,
         container_image: None,
     }

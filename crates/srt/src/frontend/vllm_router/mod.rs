@@ -625,6 +625,7 @@ fn router_process(
         depends_on: Vec::new(),
         watches: worker_deps.clone(),
         worker: None,
+        wrap: Default::default(),
         container_image: fe
             .container_image
             .clone()
