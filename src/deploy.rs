@@ -41,12 +41,12 @@ pub(crate) struct Common {
 }
 
 impl Common {
-    fn selection(&self) -> srt::recipe::Selection {
+    pub(crate) fn selection(&self) -> srt::recipe::Selection {
         srt::recipe::Selection {
             variant: self.variant.clone(),
         }
     }
-    fn prepare_options(&self) -> PrepareOptions {
+    pub(crate) fn prepare_options(&self) -> PrepareOptions {
         PrepareOptions {
             state_dir: self.state_dir.clone(),
             nodes: self.nodes,
@@ -56,7 +56,7 @@ impl Common {
             selection: self.selection(),
         }
     }
-    fn lock_wait(&self) -> Option<Duration> {
+    pub(crate) fn lock_wait(&self) -> Option<Duration> {
         (self.lock_timeout > 0).then(|| Duration::from_secs(self.lock_timeout))
     }
 }
@@ -262,13 +262,7 @@ fn confirm(question: &'static str, auto_approve: bool) -> Result<(), ExpectedErr
 
 /// Install SIGINT/SIGTERM handling: the first signal cancels (start nothing new, stop
 /// waiting in gates); the second saves state and exits with 130.
-fn install_signals(
-    rt: &tokio::runtime::Runtime,
-    cancel: Cancel,
-    p: &Prepared,
-    state: apply::Shared,
-) {
-    let store = p.store.clone();
+pub(crate) fn install_signals(rt: &tokio::runtime::Runtime, cancel: Cancel, state: apply::Shared) {
     rt.spawn(async move {
         use tokio::signal::unix::{signal, SignalKind};
         let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
@@ -290,7 +284,6 @@ fn install_signals(
                 // port-check and gate results are not: they are re-checked by the next
                 // apply), and the lock is an flock the kernel releases on exit.
                 let _guard = state.lock();
-                let _ = &store;
                 shout!("Second interrupt: state is saved; exiting.");
                 std::process::exit(exit::INTERRUPTED);
             }
@@ -300,7 +293,7 @@ fn install_signals(
 
 /// Apply starts nothing when a program it would start is missing here: a deployment
 /// half started (its Router failing to exec after the workers came up) helps nobody.
-fn refuse_missing_programs(p: &Prepared, plan: &plan::Plan) -> Result<(), OpError> {
+pub(crate) fn refuse_missing_programs(p: &Prepared, plan: &plan::Plan) -> Result<(), OpError> {
     let missing = workflow::missing_programs(p, plan);
     if missing.is_empty() {
         Ok(())
@@ -312,7 +305,7 @@ fn refuse_missing_programs(p: &Prepared, plan: &plan::Plan) -> Result<(), OpErro
 /// Apply starts nothing when the benchmark it would run cannot count tokens, or cannot
 /// wrap its prompts in the chat template it asks for: a benchmark failing once every
 /// worker is up helps nobody.
-fn refuse_missing_tokenizer(p: &Prepared, plan: &plan::Plan) -> Result<(), OpError> {
+pub(crate) fn refuse_missing_tokenizer(p: &Prepared, plan: &plan::Plan) -> Result<(), OpError> {
     if let Some(missing) = workflow::missing_tokenizer(p, plan) {
         return Err(OpError::MissingTokenizer(missing));
     }
@@ -324,7 +317,7 @@ fn refuse_missing_tokenizer(p: &Prepared, plan: &plan::Plan) -> Result<(), OpErr
 
 /// Refuse a plan whose launches would find their ports taken by another program: checked
 /// for every port block the plan creates, before anything starts.
-fn refuse_taken_ports(
+pub(crate) fn refuse_taken_ports(
     p: &Prepared,
     plan: &plan::Plan,
     state: &srt::state::State,
@@ -337,7 +330,7 @@ fn refuse_taken_ports(
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -442,7 +435,7 @@ pub(crate) fn apply(args: ApplyArgs) -> CmdResult {
     let rt = runtime();
     let cancel = Cancel::default();
     let shared = apply::shared(state);
-    install_signals(&rt, cancel.clone(), &p, shared.clone());
+    install_signals(&rt, cancel.clone(), shared.clone());
     let mode = Mode::choose(args.quiet, args.json);
     let events = progress::printer(mode);
     let run = Apply {
@@ -453,6 +446,7 @@ pub(crate) fn apply(args: ApplyArgs) -> CmdResult {
         store: &p.store,
         lock: &lock,
         parallelism: args.parallelism,
+        at_once: false,
         health: p.recipe.health_check.clone(),
         cancel,
         events: &events,
@@ -630,6 +624,7 @@ pub(crate) fn destroy(args: DestroyArgs) -> CmdResult {
         store: &store,
         lock: &lock,
         parallelism: 10,
+        at_once: false,
         health: srt::recipe::HealthCheck {
             timeout_secs: 1,
             interval_secs: 1,
@@ -651,6 +646,13 @@ pub(crate) fn destroy(args: DestroyArgs) -> CmdResult {
         });
     }
     workflow::clean_leases(&dir);
+    {
+        // A sweep run again on what replaces this deployment starts from its first point.
+        let mut s = shared.lock().expect("state mutex");
+        if s.sweep.take().is_some() {
+            store.save(&lock, &mut s)?;
+        }
+    }
     say!(
         "\nDestroy complete: {} destroyed{}.",
         outcome.destroyed,

@@ -65,6 +65,8 @@ pub enum ExpectedError {
     Failed(String),
     /// Interrupted by a signal, with what was kept.
     Cancelled(String),
+    /// Points of a sweep failed (each recorded in the state with its reason).
+    PointsFailed(String),
 }
 
 /// Why a confirmation was not given.
@@ -122,6 +124,7 @@ impl ExpectedError {
             ExpectedError::Usage(_) => exit::USAGE,
             ExpectedError::NotFound(_) | ExpectedError::Failed(_) => exit::ERROR,
             ExpectedError::Cancelled(_) => exit::INTERRUPTED,
+            ExpectedError::PointsFailed(_) => exit::APPLY_FAILED,
         }
     }
 
@@ -174,7 +177,10 @@ impl ExpectedError {
             } => shout!(
                 "Apply interrupted: {created} created, {replaced} replaced, {destroyed} destroyed before stopping. State is saved; run `srt plan` to see what remains."
             ),
-            ExpectedError::Usage(m) | ExpectedError::NotFound(m) | ExpectedError::Failed(m) => {
+            ExpectedError::Usage(m)
+            | ExpectedError::NotFound(m)
+            | ExpectedError::Failed(m)
+            | ExpectedError::PointsFailed(m) => {
                 shout!("error: {m}");
             }
             ExpectedError::Cancelled(m) => shout!("{m}"),

@@ -60,6 +60,7 @@ mod meta;
 mod migrate;
 mod progress;
 mod render;
+mod sweep;
 mod validate;
 
 use clap::{Parser, Subcommand};
@@ -117,6 +118,13 @@ pub enum Command {
         after_help = "Examples:\n  srt bench local-agg\n  srt bench local-agg --concurrencies 1x4x16 --request-rate 8"
     )]
     Bench(bench::Args),
+    /// Run a recipe's `sweep:` points one after another in one deployment, each replacing
+    /// only what its values change, then its benchmark; results per point, a summary
+    /// table and a plot.
+    #[command(
+        after_help = "Examples:\n  srt sweep -f sweep.yaml --simulate --plan\n  srt sweep -f sweep.yaml --simulate --auto-approve --keep-going\n  srt sweep --results .srt/my-sweep/sweep"
+    )]
+    Sweep(sweep::Args),
     /// The captured stdout/stderr of a process.
     #[command(
         after_help = "Examples:\n  srt logs local-agg 'router[0]' --tail 50\n  srt logs local-agg 'worker.agg[0].node[0]' -f"
@@ -168,6 +176,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::List(a) => inspect::list(a),
         Command::Logs(a) => inspect::logs(a),
         Command::Bench(a) => bench::run(a),
+        Command::Sweep(a) => sweep::sweep(a),
         Command::Graph(a) => graph::run(a),
         Command::Completions(a) => meta::completions(a),
         Command::Man => meta::man(),

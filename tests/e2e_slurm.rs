@@ -422,6 +422,56 @@ fn disaggregated_across_nodes_heals_a_cancelled_step_and_replaces_one_role() {
     assert!(log(&env, d, "worker.prefill[0].node[0]").contains("received SIGTERM; shutting down"));
 }
 
+/// A sweep of two points runs in one allocation: the second point replaces its decode
+/// step (and the Router routing to it) inside the same job, and the prefill step started
+/// for the first point serves the second too.
+#[test]
+fn a_two_point_sweep_runs_in_one_allocation() {
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(c) = cluster() else { return };
+    let env = Env::new(c);
+    let d = "slurm-sweep";
+    let tokenizer = repo().join("tests/fixtures/tiny-model");
+    let text = example("slurm-disagg.yaml")
+        .replace("name: slurm-disagg", &format!("name: {d}"))
+        .replace(
+            "      data-parallel-size: 4\nhealth_check",
+            "      data-parallel-size: 4\n      max-model-len: \"{mml}\"\nhealth_check",
+        )
+        + &format!(
+            "benchmark:\n  type: sa-bench\n  isl: 32\n  osl: 4\n  concurrencies: [2]\n  num_prompts_mult: 2\n  num_warmup_mult: 0\n  tokenizer: {}\nsweep:\n  mml: [1024, 2048]\n",
+            tokenizer.display()
+        );
+    let recipe = env.file("sweep.yaml", &text);
+    let out = env.ok(&["sweep", "-f", &recipe, "--simulate", "--auto-approve"]);
+    assert!(out.contains("Sweep: 2 of 2 points done, 0 failed"), "{out}");
+    assert!(!out.contains("allocation will be replaced"), "{out}");
+    let job = env.state(d)["resources"]["allocation"]["runtime"]["job_id"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(jobs_named(&format!("srt-{d}")), [job.to_string()]);
+    let (prefill_job, prefill_step) = env.step(d, "worker.prefill[0].node[0]");
+    let (decode_job, decode_step) = env.step(d, "worker.decode[0].node[0]");
+    assert_eq!((prefill_job, decode_job), (job, job));
+    // The decode of the second point started after the prefill, in the same job; the
+    // prefill started once for both points, the decode once per point.
+    assert!(decode_step > prefill_step, "{prefill_step} {decode_step}");
+    // Every start of the simulator logs once that it is ready.
+    let starts = |a: &str| log(&env, d, a).matches("; ready in ").count();
+    assert_eq!(starts("worker.prefill[0].node[0]"), 1);
+    assert_eq!(starts("worker.decode[0].node[0]"), 2);
+    let state = env.state(d);
+    for point in [format!("{d}_mml1024"), format!("{d}_mml2048")] {
+        assert_eq!(
+            state["sweep"]["points"][&point]["outcome"], "done",
+            "{state}"
+        );
+    }
+    destroy(&env, d);
+}
+
 #[test]
 fn dep8_over_two_nodes_serves_from_two_hybrid_lb_pools() {
     let _g = SERIAL

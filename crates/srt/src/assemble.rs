@@ -162,7 +162,7 @@ fn check(
         return Err(problems);
     }
     check_roles(recipe, &mut problems);
-    problems.extend(recipe.sweep.as_ref().map(sweep_point));
+    problems.extend(recipe.sweep.as_ref().map(crate::recipe::sweep::read_as));
     crate::launch::env::check(recipe, &mut problems);
     problems.extend(recipe.benchmark.as_ref().and_then(benchmark_too_slow));
     let (Some(engine), Some(frontend)) = (engine, frontend) else {
@@ -212,23 +212,6 @@ fn check(
         warnings: problems,
         topo,
     })
-}
-
-/// A sweep's file read as one recipe is its first point: said, with what runs them all.
-fn sweep_point(point: &crate::recipe::SweepPoint) -> Problem {
-    Problem::warning(
-        "srt::recipe::sweep_point",
-        point.key,
-        format!(
-            "this recipe is a sweep of {} points; this is point {} of {} ({})",
-            point.of,
-            point.index + 1,
-            point.of,
-            point.params
-        ),
-    )
-    .label("a sweep")
-    .help("`srt sweep -f RECIPE` plans and runs every point in one deployment; see docs/sweeps.md")
 }
 
 /// The launch plan of a checked recipe.

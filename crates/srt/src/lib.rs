@@ -27,6 +27,7 @@ pub mod recipe;
 pub mod schema;
 pub mod secrets;
 pub mod state;
+pub mod sweep;
 pub mod term;
 pub mod topology;
 pub mod workflow;

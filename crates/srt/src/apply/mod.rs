@@ -249,6 +249,10 @@ pub struct Apply<'a> {
     pub lock: &'a StateLock,
     /// Max resources worked on at once.
     pub parallelism: usize,
+    /// Replace every changed process at once (stopped first, then started together, as
+    /// when their allocation is replaced) instead of rolling them while the deployment
+    /// serves: a sweep's points, between which it serves no traffic.
+    pub at_once: bool,
     /// Readiness budget.
     pub health: HealthCheck,
     /// Cancellation.

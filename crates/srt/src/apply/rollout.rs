@@ -138,13 +138,15 @@ impl Roll {
 
 impl Apply<'_> {
     /// Whether replaced processes roll: always, unless the allocation they run on is
-    /// replaced (then everything stops first, as nothing survives it).
+    /// replaced (then everything stops first, as nothing survives it) or apply was asked
+    /// to replace everything at once ([`Apply::at_once`]).
     pub(super) fn rolling(&self) -> bool {
-        !self
-            .plan
-            .changes
-            .iter()
-            .any(|c| c.kind == Kind::Allocation && c.action == Action::Replace)
+        !self.at_once
+            && !self
+                .plan
+                .changes
+                .iter()
+                .any(|c| c.kind == Kind::Allocation && c.action == Action::Replace)
     }
 
     /// Group the processes `actions` replaces into units, and size each group's turns.

@@ -111,6 +111,7 @@ async fn run_plan(
         store: &d.store,
         lock: &d.lock,
         parallelism,
+        at_once: false,
         health: HealthCheck {
             timeout_secs: 1,
             interval_secs: 1,
@@ -852,4 +853,69 @@ async fn rolled_units_are_checked_again_before_the_next_is_taken_out() {
     );
     assert_eq!(ran.state.resources["w0"].status, Status::Failed);
     assert_eq!(ran.state.resources["w3"].status, Status::Running);
+}
+
+/// A sweep's point (`Apply::at_once`): every replaced endpoint is stopped before any
+/// starts again, where a roll (the same plan without it, `max_unavailable: 1`) takes
+/// them out one after the other, each started again before the next stops.
+#[tokio::test]
+async fn at_once_stops_every_replaced_endpoint_before_starting_any() {
+    for at_once in [true, false] {
+        let d = deployment();
+        let exec = FakeExecutor::new().confirm_delay(&["w0", "w1", "w2"], SLOW);
+        let before = agg_workers(3);
+        recorded(&d, &before, &exec);
+        let mut after = before.clone();
+        for p in &mut after {
+            p.argv.push("--v2");
+        }
+        let mut launch = launch(after);
+        launch.rollout = rollout(1, 0);
+        let graph = graph::lower(&launch, &exec.execution()).unwrap();
+        let state = d.store.load().unwrap().unwrap();
+        let plan = plan::diff(
+            &graph,
+            &state,
+            &BTreeMap::new(),
+            "h",
+            &PlanOptions::default(),
+        );
+        let sink = |_: Event| {};
+        let apply = Apply {
+            launch: &launch,
+            graph: &graph,
+            plan: &plan,
+            exec: &exec,
+            store: &d.store,
+            lock: &d.lock,
+            parallelism: 8,
+            at_once,
+            health: HealthCheck {
+                timeout_secs: 1,
+                interval_secs: 1,
+                unhealthy_grace_secs: 1,
+            },
+            cancel: Cancel::default(),
+            events: &sink,
+        };
+        let outcome = apply.run(&super::shared(state)).await;
+        assert!(outcome.failed.is_empty(), "{:?}", outcome.failed);
+        assert_eq!(outcome.replaced, 3);
+        let calls = exec.calls();
+        let last_stop = ["w0", "w1", "w2"]
+            .iter()
+            .map(|a| stop_ended(&exec, &calls, a))
+            .max()
+            .unwrap();
+        let first_start = ["w0", "w1", "w2"]
+            .iter()
+            .map(|a| started(&calls, a))
+            .min()
+            .unwrap();
+        assert_eq!(
+            last_stop < first_start,
+            at_once,
+            "at_once {at_once}: {calls:#?}"
+        );
+    }
 }

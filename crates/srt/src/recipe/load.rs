@@ -304,13 +304,17 @@ fn problems_of(
     let (root, notes) = srtctl::variant(root, selection)?;
     let sweep = super::sweep::Sweep::new(&root)?;
     let first = sweep.point(0);
-    let mut recipe = load_point(&first.recipe, source, default_name, notes)?;
-    recipe.sweep = sweep.key().map(|key| SweepPoint {
+    let point = sweep.key().map(|key| SweepPoint {
         key,
         index: 0,
         of: sweep.len(),
         params: first.describe(),
     });
+    let mut recipe = load_point(&first.recipe, source, default_name, notes).map_err(|mut p| {
+        p.extend(point.as_ref().map(super::sweep::read_as));
+        p
+    })?;
+    recipe.sweep = point;
     Ok(recipe)
 }
 

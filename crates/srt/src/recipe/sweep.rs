@@ -86,6 +86,24 @@ impl Point {
     }
 }
 
+/// What a sweep's file read as one recipe is: its first point, said where the problems
+/// of that point are reported, so a value that came from a placeholder is understood.
+pub fn read_as(point: &super::SweepPoint) -> Problem {
+    Problem::warning(
+        "srt::recipe::sweep_point",
+        point.key,
+        format!(
+            "this recipe is a sweep of {} points; this is point {} of {} ({})",
+            point.of,
+            point.index + 1,
+            point.of,
+            point.params
+        ),
+    )
+    .label("a sweep")
+    .help("`srt sweep -f RECIPE` plans and runs every point in one deployment; see docs/sweeps.md")
+}
+
 /// The `sweep` key of a recipe, when it has one.
 pub fn sweep_key(root: &Node) -> Option<(&Key, &Node)> {
     let Value::Map(entries) = &root.value else {
@@ -137,6 +155,9 @@ impl Sweep {
         let params: Vec<&Param> = axes.iter().flat_map(Axis::params).collect();
         check_template(&template, &params, &declared(block), &mut problems);
         let len = point_count(key, &axes, &template, &mut problems);
+        if problems.is_empty() {
+            problems.extend(repeated(key, &axes, len));
+        }
         if !problems.is_empty() {
             return Err(problems);
         }
@@ -444,6 +465,28 @@ fn point_count(key: &Key, axes: &[Axis], template: &Node, problems: &mut Vec<Pro
             0
         }
     }
+}
+
+/// Two points with the same values: the second would only run the first again (and
+/// the points are told apart by their names, which are their values).
+fn repeated(key: &Key, axes: &[Axis], len: usize) -> Option<Problem> {
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for i in 0..len {
+        let values = pick(axes, i);
+        let suffix = values
+            .iter()
+            .map(|(p, v)| format!("{}{}", p.name, py_str(&v.value)))
+            .collect::<Vec<_>>()
+            .join("_");
+        if let Some(first) = seen.insert(suffix.clone(), i) {
+            return Some(
+                problem("srt::recipe::sweep_repeated", key.span, format!("points {} and {} of the sweep are the same (`{suffix}`)", first + 1, i + 1))
+                    .label("a point repeated")
+                    .help("a value given twice in a list (or a zipped tuple twice) runs the same point twice: remove the repetition"),
+            );
+        }
+    }
+    None
 }
 
 fn node_count(node: &Node) -> usize {

@@ -64,6 +64,50 @@ pub struct State {
     /// Every resource known to the deployment, keyed by address
     /// (e.g. `worker.prefill[0].node[0]`).
     pub resources: BTreeMap<String, ResourceState>,
+    /// A sweep's progress (`srt sweep`): the points that ran in this deployment. Absent
+    /// when no sweep ran (an older srt ignores it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepProgress>,
+}
+
+/// What a sweep's points came to, by point name: a sweep run again skips the points
+/// done with the same desired graph.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SweepProgress {
+    /// Each point that ran, by its name.
+    pub points: BTreeMap<String, SweepPoint>,
+}
+
+/// One point's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepPoint {
+    /// The desired graph's hash when it ran (the recipe's hash a plan records): the
+    /// same point, changed, is not done.
+    pub hash: String,
+    /// Whether its apply and benchmark passed.
+    pub outcome: SweepOutcome,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// A point's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SweepOutcome {
+    /// Applied, and its benchmark passed.
+    Done,
+    /// Its apply or its benchmark failed.
+    Failed,
+}
+
+impl SweepProgress {
+    /// Whether point `name` is done with desired graph `hash`.
+    pub fn done(&self, name: &str, hash: &str) -> bool {
+        self.points
+            .get(name)
+            .is_some_and(|p| p.hash == hash && p.outcome == SweepOutcome::Done)
+    }
 }
 
 impl State {
@@ -79,6 +123,7 @@ impl State {
             recipe_hash: None,
             identity: None,
             resources: BTreeMap::new(),
+            sweep: None,
         }
     }
 }

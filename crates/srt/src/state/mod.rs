@@ -38,7 +38,10 @@ mod lock;
 mod store;
 
 pub use error::StateError;
-pub use format::{Client, ResourceState, Runtime, State, Status, FORMAT_VERSION};
+pub use format::{
+    Client, ResourceState, Runtime, State, Status, SweepOutcome, SweepPoint, SweepProgress,
+    FORMAT_VERSION,
+};
 pub use lock::{LockInfo, StateLock};
 pub use store::{
     lease_file, log_file, StateStore, BACKUP_FILE, JOURNAL_FILE, LEASES_DIR, LOCK_FILE, LOGS_DIR,

@@ -578,19 +578,46 @@ pub fn setup(
     options: &PrepareOptions,
 ) -> Result<Setup, OpError> {
     let mut recipe = recipe::load_selected(&source, default_name, &options.selection)?;
-    let profile = effective_profile(cluster_profile(options.cluster.as_deref())?, &recipe);
-    profile.resolve_aliases(&mut recipe);
-    let dir = deployment_dir(&options.state_dir, &recipe.name.value);
+    resolve_aliases(&mut recipe, options)?;
     // Node count first (the executor's bindings need it), then the plan for its host layout.
-    let nodes = crate::assemble::node_count(
-        &recipe,
+    let nodes = node_count(&source, &recipe, options.nodes)?;
+    let exec = executor(&recipe, nodes, options)?;
+    Ok(Setup::of(source, recipe, exec, options))
+}
+
+/// The cluster profile's aliases in `recipe` resolved (what `setup` does to a recipe it
+/// reads; a sweep's points are read by their command and resolved so too).
+pub fn resolve_aliases(recipe: &mut Recipe, options: &PrepareOptions) -> Result<(), OpError> {
+    let profile = effective_profile(cluster_profile(options.cluster.as_deref())?, recipe);
+    profile.resolve_aliases(recipe);
+    Ok(())
+}
+
+/// The nodes `recipe`'s launch plan has, with `nodes` available (`--nodes`).
+pub fn node_count(
+    source: &Source,
+    recipe: &Recipe,
+    nodes: Option<usize>,
+) -> Result<usize, OpError> {
+    Ok(crate::assemble::node_count(
+        recipe,
         &BuildOptions {
-            nodes: options.nodes,
+            nodes,
             ..Default::default()
         },
     )
-    .map_err(|p| source.error(p))?;
-    let exec = crate::exec::for_profile(
+    .map_err(|p| source.error(p))?)
+}
+
+/// The executor of `recipe`'s deployment, for `nodes` nodes.
+pub fn executor(
+    recipe: &Recipe,
+    nodes: usize,
+    options: &PrepareOptions,
+) -> Result<Box<dyn Executor>, OpError> {
+    let profile = effective_profile(cluster_profile(options.cluster.as_deref())?, recipe);
+    let dir = deployment_dir(&options.state_dir, &recipe.name.value);
+    Ok(crate::exec::for_profile(
         &profile,
         &crate::exec::Deployment {
             name: &recipe.name.value,
@@ -602,15 +629,28 @@ pub fn setup(
             grace: options.grace,
             adopt: enclosing_job(),
         },
-    )?;
-    Ok(Setup {
-        store: StateStore::new(dir),
-        source,
-        recipe,
-        exec,
-        simulate: options.simulate,
-        nodes: options.nodes,
-    })
+    )?)
+}
+
+impl Setup {
+    /// A recipe read already, with the executor of its deployment: a sweep's points
+    /// share one ([`executor`], made once for the largest point), each planned and
+    /// applied in turn.
+    pub fn of(
+        source: Source,
+        recipe: Recipe,
+        exec: Box<dyn Executor>,
+        options: &PrepareOptions,
+    ) -> Setup {
+        Setup {
+            store: StateStore::new(deployment_dir(&options.state_dir, &recipe.name.value)),
+            source,
+            recipe,
+            exec,
+            simulate: options.simulate,
+            nodes: options.nodes,
+        }
+    }
 }
 
 /// Read a recipe file and make its executor.

@@ -340,3 +340,33 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[test]
+fn a_repeated_point_is_refused() {
+    let errs = errors("a: \"{n}\"\nsweep:\n  n: [1, 2, 1]\n");
+    assert_eq!(errs, [("srt::recipe::sweep_repeated", "sweep".to_string())]);
+    // Zipped lists may repeat a value as long as the tuples differ.
+    let root = parse("a: \"{n}{m}\"\nsweep:\n  zip:\n    n: [1, 1]\n    m: [2, 3]\n").unwrap();
+    assert_eq!(points(&root).unwrap().len(), 2);
+}
+
+/// A sweep read as one recipe is its first point: a problem of that point comes with
+/// the note saying which point it is.
+#[test]
+fn problems_of_the_first_point_say_which_point_it_is() {
+    let source = crate::recipe::Source {
+        name: "s.yaml".into(),
+        text:
+            "schema: 2\nroles:\n  agg:\n    nodes: \"{n}\"\n    workers: 1\nsweep:\n  n: [0, 1]\n"
+                .into(),
+    };
+    let problems = crate::recipe::load_problems(&source, "s").unwrap_err();
+    let codes: Vec<&str> = problems.iter().map(|p| p.code).collect();
+    assert_eq!(codes, ["srt::recipe::range", "srt::recipe::sweep_point"]);
+    assert!(problems[1].is_warning());
+    assert!(
+        problems[1].message.contains("point 1 of 2 (n=0)"),
+        "{}",
+        problems[1].message
+    );
+}
