@@ -393,3 +393,31 @@ fn the_example_reads_its_scripts_next_to_it() {
     );
     assert!(w.wrap.setup[1].text.contains("worker setup on"));
 }
+
+/// srtctl recipes pass pyxis' own options in `srun_options` (`container-remap-root`):
+/// srun's catalog does not have them, so they are read as the container plugin's and
+/// join the profile's `container.flags` (containerized steps only); srt's own
+/// `--container-image` is still refused.
+#[test]
+fn container_plugin_options_in_srun_options_join_the_container_flags() {
+    let case = Case::new();
+    let path = case.recipe("srun_options:\n  container-remap-root: \"\"\n  cpus-per-task: 2\n");
+    let (_, recipe) = srt::recipe::load_file(&path);
+    let recipe = recipe.unwrap();
+    srt::assemble::assemble(&recipe, &Default::default()).unwrap();
+    let pyxis =
+        srt::cluster::ClusterProfile::load(&common::root().join("clusters/example-pyxis.yaml"))
+            .unwrap();
+    let profile = srt::workflow::effective_profile(pyxis, &recipe);
+    let s = profile.slurm().unwrap();
+    assert_eq!(s.container.flags.last().unwrap(), "--container-remap-root");
+    assert_eq!(s.srun_options.last().unwrap(), "--cpus-per-task=2");
+    assert!(!s.srun_options.iter().any(|o| o.starts_with("--container")));
+    let path = case.recipe("srun_options:\n  container-image: other\n");
+    let (_, recipe) = srt::recipe::load_file(&path);
+    let problems = srt::assemble::assemble(&recipe.unwrap(), &Default::default()).unwrap_err();
+    assert_eq!(
+        problems[0].code, "srt::recipe::managed_option",
+        "{problems:?}"
+    );
+}
