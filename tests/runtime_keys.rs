@@ -421,3 +421,22 @@ fn container_plugin_options_in_srun_options_join_the_container_flags() {
         "{problems:?}"
     );
 }
+
+/// srtctl's mounts as its recipes write them: a source the container runtime names
+/// (`tmpfs`) with its options, and a host path relative to the recipe (its directory).
+#[test]
+fn mounts_keep_srtctls_forms() {
+    let case = Case::new();
+    let p = case.prepared(
+        "extra_mount:\n  - \"tmpfs:/dev/shm:size=100%\"\n  - \"configs/eplb:/eplb-configs\"\n",
+        None,
+    );
+    let dir = case.dir.path().display();
+    assert_eq!(
+        p.launch.processes[0].wrap.mounts,
+        [
+            "tmpfs:/dev/shm:size=100%".to_string(),
+            format!("{dir}/configs/eplb:/eplb-configs")
+        ]
+    );
+}
