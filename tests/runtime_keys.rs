@@ -440,3 +440,36 @@ fn mounts_keep_srtctls_forms() {
         ]
     );
 }
+
+/// Locally, `srt plan` names the profiler a worker would run under when this machine
+/// lacks it, with how to get it, besides the engine's own program.
+#[test]
+fn a_missing_profiler_is_named_before_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = dir.path().join("r.yaml");
+    std::fs::write(
+        &recipe,
+        "name: rt-nsys\nresources:\n  gpus_per_node: 1\nroles:\n  agg:\n    nodes: 1\n    workers: 1\n\
+         profiling:\n  type: nsys\n  aggregated:\n    start_step: 1\n    stop_step: 5\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_srt"))
+        .args(["plan", "-f"])
+        .arg(&recipe)
+        .arg("--state-dir")
+        .arg(dir.path().join(".srt"))
+        .env("PATH", dir.path())
+        .env_remove("SRT_CLUSTER")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`nsys` (run by worker.agg[0].node[0]): install NVIDIA Nsight Systems"),
+        "{err}"
+    );
+    assert!(
+        err.contains("`vllm` (run by worker.agg[0].node[0])"),
+        "{err}"
+    );
+}
