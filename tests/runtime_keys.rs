@@ -169,6 +169,16 @@ fn a_changed_setup_script_replaces_the_workers_that_run_it_and_nothing_else() {
         case.script("s.sh", "echo two\n");
         let after = case.prepared(&setup_keys(key), None);
         assert_eq!(replaced(&before, &after), workers(&before), "{key}");
+        // The plan says what changed: the wrap, its digest with --explain.
+        let p = plan::diff(
+            &after.graph,
+            &applied(&before),
+            &BTreeMap::new(),
+            "h",
+            &PlanOptions::default(),
+        );
+        let text = plan::render::render(&p);
+        assert!(text.contains("because its spec changed: wrap"), "{text}");
         // Same contents under another name: nothing to replace.
         case.script("t.sh", "echo two\n");
         let renamed = case.prepared(&format!("{key}: scripts/t.sh\n"), None);
