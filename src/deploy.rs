@@ -177,7 +177,12 @@ pub(crate) fn plan(args: PlanArgs) -> CmdResult {
         &options,
     )?;
     crate::report_warnings(&p.source, &p.launch.warnings);
-    let ((), state, plan) = read?;
+    let ((), state, mut plan) = read?;
+    plan.identity = p
+        .launch
+        .identity
+        .as_ref()
+        .map(|i| serde_json::to_value(i).expect("identity is JSON"));
     if args.json {
         say_exact!("{}", plan::render::json(&plan));
     } else {

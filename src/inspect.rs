@@ -124,13 +124,12 @@ pub(crate) fn status(args: StatusArgs) -> CmdResult {
         .expect("tokio runtime");
     let rows: Vec<ResourceStatus> = rt.block_on(status::status(&state, &*exec));
     if args.json {
-        say_exact!(
-            "{}",
-            serde_json::to_string_pretty(
-                &serde_json::json!({"deployment": name, "serial": state.serial, "identity": state.identity, "resources": rows})
-            )
-            .expect("json")
-        );
+        let mut doc =
+            serde_json::json!({"deployment": name, "serial": state.serial, "resources": rows});
+        if let Some(identity) = &state.identity {
+            doc["identity"] = identity.clone();
+        }
+        say_exact!("{}", serde_json::to_string_pretty(&doc).expect("json"));
         return Ok(Done::Ok);
     }
     let mut t = vec![[

@@ -15,7 +15,7 @@ fn recipe(env: &Env) -> String {
         .replace("name: local-agg", &format!("name: {NAME}"));
     env.recipe(
         "rt.yaml",
-        &format!("{text}setup_script: scripts/setup.sh\nhost_setup: scripts/host.sh\nenvironment:\n  RT_NODE: \"n{{node_id}}\"\n"),
+        &format!("{text}setup_script: scripts/setup.sh\nhost_setup: scripts/host.sh\nenvironment:\n  RT_NODE: \"n{{node_id}}\"\nidentity:\n  model:\n    repo: Qwen/Qwen3-0.6B\n    revision: abc123\n"),
     )
 }
 
@@ -80,6 +80,25 @@ fn a_setup_script_runs_before_each_simulated_worker() {
             "{worker}: pid {pid} is not the simulator"
         );
     }
+    // The identity is recorded with the apply and shown, in no hash.
+    let status = env.ok(&["status", NAME]);
+    assert!(
+        status.contains("identity: model=Qwen/Qwen3-0.6B@abc123"),
+        "{status}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&env.stdout(&["status", NAME, "--json"])).unwrap();
+    assert_eq!(json["identity"]["model"]["revision"], "abc123");
+    assert_eq!(
+        env.state(NAME)["identity"]["model"]["repo"],
+        "Qwen/Qwen3-0.6B"
+    );
+    let plan: serde_json::Value =
+        serde_json::from_str(&env.stdout(&["plan", "-f", &recipe, "--simulate", "--json"]))
+            .unwrap();
+    assert_eq!(plan["identity"]["model"]["revision"], "abc123");
+    assert_eq!(plan["has_changes"], false);
+
     // What runs is srt's copy, in the run directory.
     let copy = env.deployment_dir(NAME).join("run/setup/setup_script.sh");
     assert!(std::fs::read_to_string(&copy)

@@ -170,6 +170,16 @@ fn a_changed_setup_script_replaces_the_workers_that_run_it_and_nothing_else() {
         case.script("s.sh", "echo two\n");
         let after = case.prepared(&setup_keys(key), None);
         assert_eq!(replaced(&before, &after), workers(&before), "{key}");
+        // The plan says what changed: the wrap, its digest with --explain.
+        let p = plan::diff(
+            &after.graph,
+            &applied(&before),
+            &BTreeMap::new(),
+            "h",
+            &PlanOptions::default(),
+        );
+        let text = plan::render::render(&p);
+        assert!(text.contains("because its spec changed: wrap"), "{text}");
         // Same contents under another name: nothing to replace.
         case.script("t.sh", "echo two\n");
         let renamed = case.prepared(&format!("{key}: scripts/t.sh\n"), None);
@@ -393,4 +403,84 @@ fn the_example_reads_its_scripts_next_to_it() {
         ["host_setup", "setup_script"]
     );
     assert!(w.wrap.setup[1].text.contains("worker setup on"));
+}
+
+/// srtctl recipes pass pyxis' own options in `srun_options` (`container-remap-root`):
+/// srun's catalog does not have them, so they are read as the container plugin's and
+/// join the profile's `container.flags` (containerized steps only); srt's own
+/// `--container-image` is still refused.
+#[test]
+fn container_plugin_options_in_srun_options_join_the_container_flags() {
+    let case = Case::new();
+    let path = case.recipe("srun_options:\n  container-remap-root: \"\"\n  cpus-per-task: 2\n");
+    let (_, recipe) = srt::recipe::load_file(&path);
+    let recipe = recipe.unwrap();
+    srt::assemble::assemble(&recipe, &Default::default()).unwrap();
+    let pyxis =
+        srt::cluster::ClusterProfile::load(&common::root().join("clusters/example-pyxis.yaml"))
+            .unwrap();
+    let profile = srt::workflow::effective_profile(pyxis, &recipe);
+    let s = profile.slurm().unwrap();
+    assert_eq!(s.container.flags.last().unwrap(), "--container-remap-root");
+    assert_eq!(s.srun_options.last().unwrap(), "--cpus-per-task=2");
+    assert!(!s.srun_options.iter().any(|o| o.starts_with("--container")));
+    let path = case.recipe("srun_options:\n  container-image: other\n");
+    let (_, recipe) = srt::recipe::load_file(&path);
+    let problems = srt::assemble::assemble(&recipe.unwrap(), &Default::default()).unwrap_err();
+    assert_eq!(
+        problems[0].code, "srt::recipe::managed_option",
+        "{problems:?}"
+    );
+}
+
+/// srtctl's mounts as its recipes write them: a source the container runtime names
+/// (`tmpfs`) with its options, and a host path relative to the recipe (its directory).
+#[test]
+fn mounts_keep_srtctls_forms() {
+    let case = Case::new();
+    let p = case.prepared(
+        "extra_mount:\n  - \"tmpfs:/dev/shm:size=100%\"\n  - \"configs/eplb:/eplb-configs\"\n",
+        None,
+    );
+    let dir = case.dir.path().display();
+    assert_eq!(
+        p.launch.processes[0].wrap.mounts,
+        [
+            "tmpfs:/dev/shm:size=100%".to_string(),
+            format!("{dir}/configs/eplb:/eplb-configs")
+        ]
+    );
+}
+
+/// Locally, `srt plan` names the profiler a worker would run under when this machine
+/// lacks it, with how to get it, besides the engine's own program.
+#[test]
+fn a_missing_profiler_is_named_before_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = dir.path().join("r.yaml");
+    std::fs::write(
+        &recipe,
+        "name: rt-nsys\nresources:\n  gpus_per_node: 1\nroles:\n  agg:\n    nodes: 1\n    workers: 1\n\
+         profiling:\n  type: nsys\n  aggregated:\n    start_step: 1\n    stop_step: 5\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_srt"))
+        .args(["plan", "-f"])
+        .arg(&recipe)
+        .arg("--state-dir")
+        .arg(dir.path().join(".srt"))
+        .env("PATH", dir.path())
+        .env_remove("SRT_CLUSTER")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`nsys` (run by worker.agg[0].node[0]): install NVIDIA Nsight Systems"),
+        "{err}"
+    );
+    assert!(
+        err.contains("`vllm` (run by worker.agg[0].node[0])"),
+        "{err}"
+    );
 }

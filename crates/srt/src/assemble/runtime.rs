@@ -6,7 +6,7 @@
 use crate::engine::Engine;
 use crate::input::{self, Input};
 use crate::launch::wrap::{ProfileRun, Setup};
-use crate::launch::{node_host, LaunchProcess, ProcessKind, RUN_DIR};
+use crate::launch::{node_host, LaunchProcess, RUN_DIR};
 use crate::recipe::diag::Problem;
 use crate::recipe::runtime::{ProfilerKind, ScriptRef};
 use crate::recipe::{Recipe, RoleKind};
@@ -297,7 +297,6 @@ fn profile(
         p.wrap.prefix = prefix;
     }
     p.wrap.dirs = vec![dir.clone()];
-    debug_assert_eq!(p.kind, ProcessKind::Worker);
     engine.profile(
         p,
         &ProfileRun {

@@ -559,13 +559,20 @@ pub fn recipe_options(
     sbatch: bool,
 ) -> Vec<Problem> {
     let mut checker = Checker::default();
-    let to = if sbatch {
-        OptionsFor::Sbatch
-    } else {
-        OptionsFor::Srun
+    let words = |container: bool| -> Vec<(SourceSpan, String)> {
+        entries
+            .iter()
+            .filter(|e| !sbatch && is_container_option(&e.value) == container)
+            .map(|e| (e.span, e.value.clone()))
+            .collect()
     };
-    let entries = entries.iter().map(|e| (e.span, e.value.clone())).collect();
-    checker.read_options(entries, key, to);
+    if sbatch {
+        let all = entries.iter().map(|e| (e.span, e.value.clone())).collect();
+        checker.read_options(all, key, OptionsFor::Sbatch);
+    } else {
+        checker.read_options(words(false), key, OptionsFor::Srun);
+        checker.read_options(words(true), key, OptionsFor::Container);
+    }
     for p in &mut checker.problems {
         p.code = match p.code {
             "srt::cluster::managed_option" => "srt::recipe::managed_option",
@@ -578,15 +585,26 @@ pub fn recipe_options(
     checker.problems
 }
 
+/// Whether a recipe's `srun_options` entry is an option of the container plugin
+/// (pyxis' `--container-remap-root`, ...), which srun's own catalog does not have: it
+/// joins the profile's `container.flags`, so only containerized steps get it.
+pub fn is_container_option(word: &str) -> bool {
+    word.starts_with("--container-")
+}
+
 impl ClusterProfile {
     /// The profile with a recipe's scheduler options (`sbatch_directives`,
     /// `srun_options`, checked by [`recipe_options`]) after its own: `sbatch` and
     /// `srun` take the last value of an option, so the recipe's wins, as its `slurm:`
-    /// settings do. No change for executors without a scheduler.
+    /// settings do; the container plugin's options join `container.flags`. No change
+    /// for executors without a scheduler.
     pub fn with_recipe_options(mut self, sbatch: &[String], srun: &[String]) -> ClusterProfile {
         if let ClusterProfile::Slurm(s) = &mut self {
             s.sbatch_options.extend(sbatch.iter().cloned());
-            s.srun_options.extend(srun.iter().cloned());
+            let (container, steps): (Vec<&String>, Vec<&String>) =
+                srun.iter().partition(|w| is_container_option(w));
+            s.srun_options.extend(steps.into_iter().cloned());
+            s.container.flags.extend(container.into_iter().cloned());
         }
         self
     }

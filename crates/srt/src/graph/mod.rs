@@ -266,10 +266,46 @@ fn process_spec(
     // Only when there is one: a process without a wrap keeps the hash it had.
     if !p.wrap.is_empty() {
         o.key("wrap");
-        spec::write_canonical(o.out, &p.wrap.spec());
+        wrap_spec(o.out, &p.wrap);
     }
     o.end();
     Spec::copy_of(scratch)
+}
+
+/// What runs around a process's program, as its spec holds it: every field of the
+/// wrap but a script's source and contents (its digest stands for them), each field
+/// only when it is not empty.
+fn wrap_spec(out: &mut Vec<u8>, w: &crate::launch::wrap::Wrap) {
+    let mut o = ObjectWriter::new(out);
+    let nonempty = |v: &[String]| !v.is_empty();
+    if nonempty(&w.dirs) {
+        o.strs("dirs", w.dirs.iter().map(String::as_str));
+    }
+    if nonempty(&w.mounts) {
+        o.strs("mounts", w.mounts.iter().map(String::as_str));
+    }
+    if nonempty(&w.prefix) {
+        o.strs("prefix", w.prefix.iter().map(String::as_str));
+    }
+    if !w.setup.is_empty() {
+        o.key("setup");
+        o.out.push(b'[');
+        for (i, s) in w.setup.iter().enumerate() {
+            if i > 0 {
+                o.out.push(b',');
+            }
+            let mut one = ObjectWriter::new(o.out);
+            one.str("digest", &s.digest);
+            one.str("key", s.key);
+            one.key("on_host");
+            one.out
+                .extend_from_slice(if s.on_host { b"true" } else { b"false" });
+            one.str("path", &s.path);
+            one.end();
+        }
+        o.out.push(b']');
+    }
+    o.end();
 }
 
 /// A process's ports as its specs hold them (`{kind: {"base": .., "count": ..}}`, what
@@ -966,6 +1002,41 @@ mod tests {
             assert_eq!(built.as_str(), canonical(&expected));
             assert_eq!(built.value(), expected);
         }
+    }
+
+    /// A wrap's spec is what `json!` of its hashed fields canonicalizes to: no source,
+    /// no contents, no empty field.
+    #[test]
+    fn a_wrap_spec_holds_digests_not_sources() {
+        use crate::launch::wrap::{Setup, Wrap};
+        let setup = |source: &str, digest: &str| Setup {
+            key: "setup_script",
+            on_host: false,
+            source: source.into(),
+            path: "<run-dir>/setup/setup_script.sh".into(),
+            digest: digest.into(),
+            text: std::sync::Arc::from("echo\n"),
+        };
+        let mut w = Wrap {
+            setup: vec![setup("a.sh", "blake3:1")],
+            mounts: vec!["/a:/b".into()],
+            ..Default::default()
+        };
+        let written = |w: &Wrap| {
+            let mut out = Vec::new();
+            wrap_spec(&mut out, w);
+            String::from_utf8(out).unwrap()
+        };
+        let expected = json!({
+            "mounts": ["/a:/b"],
+            "setup": [{"digest": "blake3:1", "key": "setup_script", "on_host": false, "path": "<run-dir>/setup/setup_script.sh"}],
+        });
+        assert_eq!(written(&w), canonical(&expected));
+        let before = written(&w);
+        w.setup[0].source = "elsewhere.sh".into();
+        assert_eq!(written(&w), before);
+        w.setup[0].digest = "blake3:2".into();
+        assert_ne!(written(&w), before);
     }
 
     /// A plan of `n` processes with argvs of different lengths, the last two watching

@@ -141,7 +141,21 @@ fn too_long(path: &str, len: usize, span: SourceSpan) -> Problem {
 /// NUL and its pointer.
 pub fn exec_bytes(p: &LaunchProcess) -> usize {
     let ptr = std::mem::size_of::<usize>();
-    let argv: usize = p.argv.iter().map(|a| a.len() + 1 + ptr).sum();
+    // What runs around the program is on its command line too (the setup shell's
+    // script and the scripts' paths, a profiler's words).
+    let setup = p.wrap.setup.iter().map(|s| s.path.as_str());
+    let around = p.wrap.prefix.iter().map(String::as_str).chain(setup);
+    let wrapper = match p.wrap.setup.is_empty() {
+        true => 0,
+        false => 128,
+    };
+    let argv: usize = p
+        .argv
+        .iter()
+        .chain(around)
+        .map(|a| a.len() + 1 + ptr)
+        .sum::<usize>()
+        + wrapper;
     let env: usize = p.env.iter().map(|(k, v)| k.len() + v.len() + 2 + ptr).sum();
     argv + env
 }

@@ -103,32 +103,6 @@ impl Wrap {
         out.extend(words);
         out
     }
-
-    /// The spec fragment its hash covers: every field but the scripts' sources and
-    /// contents (their digests stand for them), keys sorted, as compact JSON.
-    pub fn spec(&self) -> serde_json::Value {
-        let setup: Vec<serde_json::Value> = self
-            .setup
-            .iter()
-            .map(|s| {
-                serde_json::json!({
-                    "digest": s.digest, "key": s.key, "on_host": s.on_host, "path": s.path,
-                })
-            })
-            .collect();
-        let mut v = serde_json::Map::new();
-        for (k, value) in [
-            ("dirs", serde_json::json!(self.dirs)),
-            ("mounts", serde_json::json!(self.mounts)),
-            ("prefix", serde_json::json!(self.prefix)),
-            ("setup", serde_json::Value::Array(setup)),
-        ] {
-            if value.as_array().is_some_and(|a| !a.is_empty()) {
-                v.insert(k.to_string(), value);
-            }
-        }
-        serde_json::Value::Object(v)
-    }
 }
 
 #[cfg(test)]
@@ -220,19 +194,5 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&log).unwrap(), "setup\nprogram\n");
         assert_eq!(run(&[bad, ok]).code(), Some(7));
         assert_eq!(std::fs::read_to_string(&log).unwrap(), "setup\nprogram\n");
-    }
-
-    #[test]
-    fn the_hash_covers_digests_not_sources() {
-        let mut a = Wrap {
-            setup: vec![setup("setup_script")],
-            ..Default::default()
-        };
-        let before = a.spec();
-        a.setup[0].source = "elsewhere.sh".into();
-        assert_eq!(a.spec(), before);
-        a.setup[0].digest = "blake3:y".into();
-        assert_ne!(a.spec(), before);
-        assert_eq!(Wrap::default().spec(), serde_json::json!({}));
     }
 }

@@ -217,6 +217,10 @@ pub struct Plan {
     /// (absent from the JSON when true).
     #[serde(default = "refreshed", skip_serializing_if = "was_refreshed")]
     pub refreshed: bool,
+    /// What the deployment declares it runs (the launch plan's `identity`), for the
+    /// plan's readers; in no resource's hash (absent when none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<serde_json::Value>,
 }
 
 /// [`Plan::refreshed`] of a plan file written before the field existed.
@@ -635,6 +639,7 @@ pub fn diff(
         changes,
         orphans: Vec::new(),
         refreshed: !options.skip_refresh,
+        identity: None,
     }
 }
 

@@ -269,6 +269,8 @@ pub fn json(plan: &Plan) -> String {
         untracked_processes: &'a [super::Orphan],
         #[serde(skip_serializing_if = "super::was_refreshed")]
         refreshed: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        identity: &'a Option<serde_json::Value>,
     }
     let doc = JsonPlan {
         format_version: plan.format_version,
@@ -282,6 +284,7 @@ pub fn json(plan: &Plan) -> String {
         resource_drift: &plan.drift,
         untracked_processes: &plan.orphans,
         refreshed: plan.refreshed,
+        identity: &plan.identity,
         resource_changes: plan
             .changes
             .iter()

@@ -245,38 +245,45 @@ pub fn missing_programs(p: &Prepared, plan: &Plan) -> Vec<MissingProgram> {
     // Looked up once per program and search path (a process may set its own PATH).
     let mut found: BTreeMap<(String, std::ffi::OsString), bool> = BTreeMap::new();
     for process in &p.runnable().processes {
-        // What starts first: the profiler when there is one, else the program.
-        let first = process.wrap.prefix.first().map(String::as_str);
-        let Some(program) = first.or_else(|| process.argv.program()) else {
-            continue;
-        };
         if !starting.contains(process.address.as_str()) {
             continue;
         }
-        let path = process
-            .env
-            .get("PATH")
-            .map_or_else(|| search_path.clone(), std::ffi::OsString::from);
-        let present = *found
-            .entry((program.to_owned(), path.clone()))
-            .or_insert_with(|| program_exists(program, &path));
-        if present {
-            continue;
-        }
-        if let Some(m) = missing.iter_mut().find(|m| m.program == program) {
-            m.count += 1;
-            if m.addresses.len() < 3 {
-                m.addresses.push(process.address.clone());
+        // The profiler it runs under, if any, then its program.
+        let profiler = process
+            .wrap
+            .prefix
+            .first()
+            .map(|w| (w.as_str(), PROFILER_HINT));
+        let program = process
+            .argv
+            .program()
+            .map(|w| (w, install_hint(&p.recipe, process.kind)));
+        for (program, hint) in profiler.into_iter().chain(program) {
+            let path = process
+                .env
+                .get("PATH")
+                .map_or_else(|| search_path.clone(), std::ffi::OsString::from);
+            let present = *found
+                .entry((program.to_owned(), path.clone()))
+                .or_insert_with(|| program_exists(program, &path));
+            if present {
+                continue;
             }
-            continue;
+            if let Some(m) = missing.iter_mut().find(|m| m.program == program) {
+                m.count += 1;
+                if m.addresses.len() < 3 {
+                    m.addresses.push(process.address.clone());
+                }
+                continue;
+            }
+            missing.push(MissingProgram {
+                program: program.to_owned(),
+                addresses: vec![process.address.clone()],
+                count: 1,
+                hint,
+                env_path: process.env.get("PATH").cloned(),
+            });
         }
-        missing.push(MissingProgram {
-            program: program.to_owned(),
-            addresses: vec![process.address.clone()],
-            count: 1,
-            hint: install_hint(&p.recipe, process.kind),
-            env_path: process.env.get("PATH").cloned(),
-        });
     }
     missing
 }
@@ -318,6 +325,10 @@ pub fn taken_ports(p: &Prepared, plan: &Plan, state: &State) -> Vec<crate::exec:
 }
 
 /// How to get the program of a process of `kind`, from the component that renders it.
+/// How to get the profiler a recipe's `profiling` runs workers under.
+const PROFILER_HINT: &str =
+    "install NVIDIA Nsight Systems (`nsys` on PATH), or profile with `profiling.type: torch`";
+
 fn install_hint(recipe: &Recipe, kind: launch::ProcessKind) -> &'static str {
     match kind {
         launch::ProcessKind::Worker => crate::engine::lookup(&recipe.engine.kind.value)

@@ -142,10 +142,8 @@ impl Loader<'_> {
             Some("the container path is empty or holds `,` or `:`")
         } else if !container.starts_with('/') {
             Some("the container path is not absolute")
-        } else if flags
-            .is_some_and(|f| f.is_empty() || !f.split('+').all(|x| MOUNT_FLAGS.contains(&x)))
-        {
-            Some("the flags are not pyxis mount flags (`ro`, `rw`, `+`-separated)")
+        } else if flags.is_some_and(|f| !f.split('+').all(mount_flag)) {
+            Some("the flags are not mount options (`ro`, `size=100%`, `+`-separated)")
         } else {
             None
         };
@@ -161,8 +159,17 @@ impl Loader<'_> {
             );
             return None;
         }
+        // A relative host path is the recipe's, as a relative script path is; a bare
+        // word (`tmpfs`) is a source the container runtime names.
+        let host = match host.starts_with('/') || !host.contains('/') {
+            true => host.to_string(),
+            false => std::path::absolute(self.dir.join(host))
+                .unwrap_or_else(|_| self.dir.join(host))
+                .display()
+                .to_string(),
+        };
         Some(Mount {
-            host: host.to_string(),
+            host,
             container: container.to_string(),
             flags: flags.map(str::to_string),
         })
@@ -428,7 +435,11 @@ impl Loader<'_> {
     }
 }
 
-/// The mount flags srt passes to pyxis.
-const MOUNT_FLAGS: &[&str] = &[
-    "ro", "rw", "private", "rprivate", "slave", "rslave", "shared", "rshared",
-];
+/// One mount option as the container runtime reads them (`ro`, `rprivate`,
+/// `size=100%`): letters, digits and `=%._-`; what it means is the runtime's to check.
+fn mount_flag(flag: &str) -> bool {
+    !flag.is_empty()
+        && flag
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "=%._-".contains(c))
+}
