@@ -75,7 +75,8 @@ def main():
         for (level, code), message in found:
             if code == "srt::recipe::invalid":
                 continue
-            key = (code, subject(message))
+            # A note is counted by its code: its message names no key.
+            key = (code, subject(message) if level == "Error" else "")
             if key in seen:
                 continue
             seen.add(key)
@@ -84,9 +85,9 @@ def main():
     print("| files | refused by | at |\n|---:|---|---|")
     for (code, at), n in refusals.most_common():
         print(f"| {n} | `{code}` | `{at}` |")
-    print("\n| files | note | at |\n|---:|---|---|")
-    for (code, at), n in notes.most_common():
-        print(f"| {n} | `{code}` | `{at}` |")
+    print("\n| files | note |\n|---:|---|")
+    for (code, _), n in notes.most_common():
+        print(f"| {n} | `{code}` |")
 
 
 if __name__ == "__main__":
