@@ -1196,3 +1196,80 @@ fn runtime_keys_run_their_scripts_on_the_nodes_before_the_workers() {
     completion(&env.router());
     destroy(&env, d);
 }
+
+/// The pyxis path on the test cluster, which has no pyxis: a stand-in `srun` first on
+/// `PATH` drops the container options, and `vllm` is the simulator (run as the engine
+/// itself, no `--simulate`, so that the steps keep their image). A worker's
+/// `host_setup` runs as its own step before the worker's, on the same node; while it
+/// runs, the worker's step is not late (the profile's start timeout is shorter than
+/// the host setup).
+#[test]
+fn a_containerized_worker_runs_its_host_setup_as_a_step_first() {
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(c) = cluster() else { return };
+    let mut env = Env::new(c);
+    std::fs::write(
+        env.dir.path().join("srt-cluster.yaml"),
+        profile(
+            &env.cluster,
+            "allocation_timeout_seconds: 60\nstep_start_timeout_seconds: 2\ncontainer:\n  runtime: pyxis\n",
+        ),
+    )
+    .unwrap();
+    let bin = env.dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    // `--container-image IMG` takes the next word; the others are written `--x=v`.
+    let shim = "#!/bin/sh\nskip=\nfor a; do shift; if [ -n \"$skip\" ]; then skip=; continue; fi\n\
+        case \"$a\" in --container-image) skip=1 ;; --container-*) ;; *) set -- \"$@\" \"$a\" ;; esac; done\n\
+        exec /usr/bin/srun \"$@\"\n";
+    std::fs::write(bin.join("srun"), shim).unwrap();
+    std::fs::set_permissions(
+        bin.join("srun"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let sim = std::path::Path::new(env!("CARGO_BIN_EXE_srt")).with_file_name("srt-vllm-sim");
+    std::os::unix::fs::symlink(sim, bin.join("vllm")).unwrap();
+    env.path = format!("{}:{}", bin.display(), env.path);
+    std::fs::create_dir(env.dir.path().join("scripts")).unwrap();
+    std::fs::write(
+        env.dir.path().join("scripts/host.sh"),
+        "sleep 4\necho \"srt-host-setup on $(hostname) step $SLURM_STEP_ID\"\n",
+    )
+    .unwrap();
+    let d = "slurm-disagg";
+    let recipe = env.file(
+        "pd.yaml",
+        &format!(
+            "{}host_setup: scripts/host.sh\n",
+            example("slurm-disagg.yaml")
+        ),
+    );
+    let out = env.ok(&["apply", "-f", &recipe, "--auto-approve"]);
+    assert!(out.contains("smoke: passed"), "{out}");
+    completion(&env.router());
+    for (worker, node) in [
+        ("worker.prefill[0].node[0]", "n1"),
+        ("worker.decode[0].node[0]", "n2"),
+    ] {
+        let text = log(&env, d, worker);
+        let (_, step) = env.step(d, worker);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("srt-host-setup on "))
+            .unwrap_or_else(|| panic!("{worker}: no host setup:\n{text}"));
+        let (on, setup_step) = line
+            .trim_start_matches("srt-host-setup on ")
+            .split_once(" step ")
+            .unwrap();
+        assert_eq!(on, node, "{worker}");
+        // Its own step, before the worker's.
+        assert!(
+            setup_step.parse::<u64>().unwrap() < step,
+            "{worker}: {line} vs {step}"
+        );
+    }
+    destroy(&env, d);
+}

@@ -1062,6 +1062,11 @@ pub fn host_scripts(
         .collect()
 }
 
+/// The name of the step that runs step `name`'s `host_setup` before it.
+fn host_setup_step(name: &str) -> String {
+    format!("{name}.host_setup")
+}
+
 fn in_container(profile: &SlurmProfile, image: Option<&str>) -> bool {
     profile.container.runtime == ContainerRuntime::Pyxis && image.is_some()
 }
@@ -1074,7 +1079,7 @@ fn host_setup_client(
     host: &[String],
     srun_step: Vec<String>,
 ) -> Vec<String> {
-    let mut setup = step_placement(job, node, &format!("{name}.host_setup"));
+    let mut setup = step_placement(job, node, &host_setup_step(name));
     setup.extend(["--export".to_string(), "ALL".into(), "--".into()]);
     setup.extend(crate::launch::wrap::Wrap::default().command(
         host,
@@ -1363,7 +1368,10 @@ impl Executor for SlurmExecutor {
                 return Ok(started.runtime.clone());
             };
             let timeout = Duration::from_secs(self.profile.step_start_timeout_seconds);
-            let deadline = Instant::now() + timeout;
+            let mut deadline = Instant::now() + timeout;
+            // While its host setup runs (a step of its own), the step is not late: its
+            // start timeout counts from the end of the host setup.
+            let setup = host_setup_step(name);
             let mut interval = Duration::from_millis(30);
             let tail = || {
                 process::tail_excerpt(&started.log_path, 10)
@@ -1386,6 +1394,9 @@ impl Executor for SlurmExecutor {
                                 *step_id = Some(id);
                             }
                             return Ok(runtime);
+                        }
+                        if snap.step_by_name(&setup).is_some() {
+                            deadline = Instant::now() + timeout;
                         }
                         if snap.state.as_deref() != Some("RUNNING") {
                             return Err(ExecError::JobGone {
