@@ -241,7 +241,7 @@ pub(crate) fn plan(args: PlanArgs) -> CmdResult {
     Ok(done)
 }
 
-fn confirm(question: &'static str, auto_approve: bool) -> Result<(), ExpectedError> {
+pub(crate) fn confirm(question: &'static str, auto_approve: bool) -> Result<(), ExpectedError> {
     if auto_approve {
         return Ok(());
     }

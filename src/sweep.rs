@@ -5,7 +5,6 @@
 //! recorded in the state, so a sweep run again goes on at the first unfinished point.
 
 use crate::deploy::{self, Common};
-use crate::error::Unconfirmed;
 use crate::progress::{self, Mode};
 use crate::{CmdResult, Done, ExpectedError};
 use srt::apply::{self, Apply, Cancel, Outcome};
@@ -137,7 +136,7 @@ pub(crate) fn sweep(args: Args) -> CmdResult {
     if args.plan {
         return Ok(Done::Ok);
     }
-    confirm(args.auto_approve)?;
+    crate::deploy::confirm("run these points", args.auto_approve)?;
     s.run(exec, state)
 }
 
@@ -264,31 +263,6 @@ fn recorded(state: &State) -> Shape {
             .map(|(a, r)| (a.clone(), r.kind, r.hash.clone())),
         0,
     )
-}
-
-fn confirm(auto_approve: bool) -> Result<(), ExpectedError> {
-    use std::io::{BufRead, IsTerminal, Write};
-    if auto_approve {
-        return Ok(());
-    }
-    let question = "run these points";
-    if !std::io::stdin().is_terminal() {
-        return Err(ExpectedError::NotConfirmed {
-            why: Unconfirmed::NoTerminal,
-            question,
-        });
-    }
-    say_raw!("\nDo you want to {question}? Only 'yes' will be accepted: ");
-    let _ = std::io::stdout().flush();
-    let mut line = String::new();
-    let _ = std::io::stdin().lock().read_line(&mut line);
-    match line.trim() {
-        "yes" => Ok(()),
-        _ => Err(ExpectedError::NotConfirmed {
-            why: Unconfirmed::Declined,
-            question,
-        }),
-    }
 }
 
 /// What a step replaces (and stops), in a few words.
