@@ -241,6 +241,8 @@ pub(crate) fn plan(args: PlanArgs) -> CmdResult {
     Ok(done)
 }
 
+/// Ask `Do you want to {question}?` on a terminal (only `yes` goes on), unless
+/// `auto_approve`; without a terminal, refuse.
 pub(crate) fn confirm(question: &'static str, auto_approve: bool) -> Result<(), ExpectedError> {
     if auto_approve {
         return Ok(());
