@@ -14,7 +14,7 @@ mod chat;
 mod client;
 mod dataset;
 mod metrics;
-mod plot;
+pub(crate) mod plot;
 pub mod result;
 mod rng;
 mod spec;

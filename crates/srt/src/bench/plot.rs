@@ -70,7 +70,7 @@ fn draw(path: &Path, title: &str, levels: &[Value]) -> Result<(), Box<dyn std::e
 }
 
 /// An axis end a little past `v` (and not zero).
-fn nice(v: f64) -> f64 {
+pub(crate) fn nice(v: f64) -> f64 {
     if v > 0.0 && v.is_finite() {
         v * 1.15
     } else {

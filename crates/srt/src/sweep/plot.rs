@@ -5,6 +5,7 @@
 //! bitmap font, no image library).
 
 use super::results::Curve;
+use crate::bench::plot::nice;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
@@ -98,13 +99,4 @@ fn draw<DB: DrawingBackend>(
         .draw()?;
     root.present()?;
     Ok(())
-}
-
-/// An axis end a little past `v` (and not zero).
-fn nice(v: f64) -> f64 {
-    if v > 0.0 && v.is_finite() {
-        v * 1.15
-    } else {
-        1.0
-    }
 }

@@ -243,13 +243,13 @@ fn fold_roles(recipe: &mut Node, engine: &str, notes: &mut Vec<String>) {
 /// when srtctl drops them or when they say what the role says; the transfer backend
 /// becomes the role's `connector`.
 fn v1_flags(recipe: &mut Node, engine: &str, role: &str, notes: &mut Vec<String>) {
-    let Some(args) = mapping_mut(recipe, "roles")
-        .and_then(|r| mapping_mut(r, role))
-        .and_then(|r| mapping_mut(r, "args"))
+    let Some(args) = tree::map_mut(recipe, "roles")
+        .and_then(|r| tree::map_mut(r, role))
+        .and_then(|r| tree::map_mut(r, "args"))
     else {
         return;
     };
-    let Value::Map(entries) = &mut args.value else {
+    let Some(entries) = tree::entries_mut(args) else {
         return;
     };
     let mut connector = None;
@@ -317,7 +317,7 @@ fn colocate_decode(recipe: &mut Node, notes: &mut Vec<String>) {
             let per_node = gpus_per_node?;
             (w > 0).then(|| int_node(n * per_node / w, nodes_span))
         });
-    if let (Some(gpus), Some(prefill)) = (&prefill_gpus, mapping_mut(roles, "prefill")) {
+    if let (Some(gpus), Some(prefill)) = (&prefill_gpus, tree::map_mut(roles, "prefill")) {
         if !tree::has(prefill, "gpus") {
             tree::insert_after(
                 prefill,
@@ -331,7 +331,7 @@ fn colocate_decode(recipe: &mut Node, notes: &mut Vec<String>) {
             ));
         }
     }
-    let decode = mapping_mut(roles, "decode").expect("checked above");
+    let decode = tree::map_mut(roles, "decode").expect("checked above");
     tree::set(
         decode,
         tree::named("nodes", nodes_span),
@@ -389,7 +389,7 @@ fn fold_engine(recipe: &mut Node, engine: &str, notes: &mut Vec<String>) {
     match anchor {
         Some(anchor) => tree::insert_after(recipe, &anchor, tree::named("engine", key.span), value),
         None => {
-            if let Value::Map(entries) = &mut recipe.value {
+            if let Some(entries) = tree::entries_mut(recipe) {
                 entries.insert(0, (tree::named("engine", key.span), value));
             }
         }
@@ -419,7 +419,7 @@ fn default_frontend(recipe: &mut Node, notes: &mut Vec<String>) {
 }
 
 fn rename_frontend(recipe: &mut Node, notes: &mut Vec<String>) {
-    let Some(frontend) = mapping_mut(recipe, "frontend") else {
+    let Some(frontend) = tree::map_mut(recipe, "frontend") else {
         return;
     };
     let Some(node) = tree::get(frontend, "type") else {
@@ -435,13 +435,10 @@ fn rename_frontend(recipe: &mut Node, notes: &mut Vec<String>) {
 
 /// v1's `frontend.nginx_container` is 2.0's `nginx_image`.
 fn rename_nginx_image(recipe: &mut Node, notes: &mut Vec<String>) {
-    let Some(frontend) = mapping_mut(recipe, "frontend") else {
+    let Some(frontend) = tree::map_mut(recipe, "frontend") else {
         return;
     };
-    let Some(entries) = (match &mut frontend.value {
-        Value::Map(e) => Some(e),
-        _ => None,
-    }) else {
+    let Some(entries) = tree::entries_mut(frontend) else {
         return;
     };
     if let Some((key, _)) = entries
@@ -456,7 +453,7 @@ fn rename_nginx_image(recipe: &mut Node, notes: &mut Vec<String>) {
 /// `infra.etcd_nats_dedicated_node: false` is v1's default (etcd and NATS share a
 /// node): dropped, and `infra` with it when nothing else is left.
 fn drop_default_infra(recipe: &mut Node, notes: &mut Vec<String>) {
-    let Some(infra) = mapping_mut(recipe, "infra") else {
+    let Some(infra) = tree::map_mut(recipe, "infra") else {
         return;
     };
     let default =
@@ -519,7 +516,7 @@ fn default_dynamo_install(recipe: &mut Node, notes: &mut Vec<String>) {
 /// (`use_chat_template` defaults to true there, to false in srt): written out, so a
 /// v1 recipe means what it meant.
 fn default_chat_template(recipe: &mut Node, notes: &mut Vec<String>) {
-    let Some(benchmark) = mapping_mut(recipe, "benchmark") else {
+    let Some(benchmark) = tree::map_mut(recipe, "benchmark") else {
         return;
     };
     let sa_bench = tree::get(benchmark, "type").and_then(tree::as_str) == Some("sa-bench");
@@ -546,10 +543,7 @@ fn set_schema(recipe: &mut Node, notes: &mut Vec<String>) {
     };
     if tree::has(recipe, "schema") {
         tree::set(recipe, tree::named("schema", span), two);
-    } else if let Some(entries) = match &mut recipe.value {
-        Value::Map(e) => Some(e),
-        _ => None,
-    } {
+    } else if let Some(entries) = tree::entries_mut(recipe) {
         entries.insert(0, (tree::named("schema", span), two));
     }
     notes.push("set schema: 2".into());
@@ -563,7 +557,7 @@ fn take_in(
 ) -> Option<(crate::recipe::yaml::Key, Node)> {
     let mut node = recipe;
     for step in path {
-        node = mapping_mut(node, step)?;
+        node = tree::map_mut(node, step)?;
     }
     tree::take(node, key)
 }
@@ -572,7 +566,7 @@ fn take_in(
 fn drop_empty(recipe: &mut Node, path: &[&str], key: &str) {
     let mut node = &mut *recipe;
     for step in path {
-        let Some(next) = mapping_mut(node, step) else {
+        let Some(next) = tree::map_mut(node, step) else {
             return;
         };
         node = next;
@@ -585,19 +579,8 @@ fn drop_empty(recipe: &mut Node, path: &[&str], key: &str) {
     }
 }
 
-fn mapping_mut<'a>(node: &'a mut Node, key: &str) -> Option<&'a mut Node> {
-    let Value::Map(entries) = &mut node.value else {
-        return None;
-    };
-    entries
-        .iter_mut()
-        .find(|(k, _)| k.name == key)
-        .map(|(_, v)| v)
-        .filter(|v| matches!(v.value, Value::Map(_)))
-}
-
 fn recipe_roles_mut(recipe: &mut Node) -> Option<&mut Node> {
-    mapping_mut(recipe, "roles")
+    tree::map_mut(recipe, "roles")
 }
 
 /// The key held before `key` in a mapping (for putting a renamed key where the old

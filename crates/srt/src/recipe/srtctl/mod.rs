@@ -105,10 +105,7 @@ pub fn migrate_document(root: &mut Node) -> Vec<String> {
     };
     let engine = migrate::engine_of(base);
     let mut notes = Vec::new();
-    let Some(entries) = (match &mut root.value {
-        crate::recipe::yaml::Value::Map(e) => Some(e),
-        _ => None,
-    }) else {
+    let Some(entries) = tree::entries_mut(root) else {
         return notes;
     };
     for (key, value) in entries.iter_mut() {
@@ -186,13 +183,11 @@ fn v1_marker(recipe: &Node) -> SourceSpan {
     key_span(recipe, "backend")
 }
 
+/// Where `key` is written, else the document's first key.
 fn key_span(node: &Node, key: &str) -> SourceSpan {
-    let entries = tree::entries(node).unwrap_or_default();
-    entries
-        .iter()
-        .find(|(k, _)| k.name == key)
-        .or(entries.first())
-        .map_or(SourceSpan::new(0.into(), 0), |(k, _)| k.span)
+    tree::key_span(node, key)
+        .or_else(|| tree::entries(node)?.first().map(|(k, _)| k.span))
+        .unwrap_or(SourceSpan::new(0.into(), 0))
 }
 
 fn v1_note(at: SourceSpan, done: &[String]) -> Problem {

@@ -13,7 +13,8 @@ pub fn entries(node: &Node) -> Option<&[(Key, Node)]> {
     }
 }
 
-fn entries_mut(node: &mut Node) -> Option<&mut Vec<(Key, Node)>> {
+/// The entries of a mapping node, to edit (`None` for any other value).
+pub fn entries_mut(node: &mut Node) -> Option<&mut Vec<(Key, Node)>> {
     match &mut node.value {
         Value::Map(entries) => Some(entries),
         _ => None,
@@ -26,6 +27,24 @@ pub fn get<'a>(node: &'a Node, key: &str) -> Option<&'a Node> {
         .iter()
         .find(|(k, _)| k.name == key)
         .map(|(_, v)| v)
+}
+
+/// The mapping at `key` of a mapping node, to edit (`None` when absent or not a
+/// mapping).
+pub fn map_mut<'a>(node: &'a mut Node, key: &str) -> Option<&'a mut Node> {
+    entries_mut(node)?
+        .iter_mut()
+        .find(|(k, _)| k.name == key)
+        .map(|(_, v)| v)
+        .filter(|v| matches!(v.value, Value::Map(_)))
+}
+
+/// Where `key` of a mapping node is written.
+pub fn key_span(node: &Node, key: &str) -> Option<SourceSpan> {
+    entries(node)?
+        .iter()
+        .find(|(k, _)| k.name == key)
+        .map(|(k, _)| k.span)
 }
 
 /// The key and value at `key`, removed from a mapping node.

@@ -72,7 +72,7 @@ fn resolve(root: &Node, base: &Node) -> Result<Vec<Variant>, Vec<Problem>> {
         problems.push(
             Problem::new(
                 "srt::recipe::no_variants",
-                root_key_span(root, "base"),
+                tree::key_span(root, "base").unwrap_or(root.span),
                 "an override file needs at least one `override_<name>:` or `zip_override_<group>:`",
             )
             .label("a base without variants")
@@ -238,14 +238,6 @@ fn stray_key(key: &Key) -> Problem {
     )
     .label("read by no variant")
     .help("an override file holds only `schema`, `base:`, `override_<name>:` and `zip_override_<group>:`; move it into `base:`")
-}
-
-fn root_key_span(root: &Node, key: &str) -> miette::SourceSpan {
-    tree::entries(root)
-        .unwrap_or_default()
-        .iter()
-        .find(|(k, _)| k.name == key)
-        .map_or(root.span, |(k, _)| k.span)
 }
 
 #[cfg(test)]
