@@ -43,6 +43,11 @@ pub trait Engine: Sync {
     fn port_kinds(&self) -> &'static [crate::ports::PortKind] {
         &[]
     }
+    /// How the engine reads a role's `args`: as flags (the default), or as its own
+    /// config file.
+    fn args_form(&self) -> ArgsForm {
+        ArgsForm::Flags
+    }
     /// The names of the KV connectors a recipe may choose (`engine.connector`).
     fn connector_names(&self) -> &'static [&'static str];
     /// The connector `role` runs (its own override, else the engine-wide one).
@@ -115,6 +120,18 @@ pub trait Engine: Sync {
         http: &'a reqwest::Client,
         url: &'a str,
     ) -> futures::future::BoxFuture<'a, Option<u64>>;
+}
+
+/// How an engine reads `roles.<role>.args`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgsForm {
+    /// Command-line flags: keys normalised to kebab case, checked against the engine's
+    /// flag catalog, rendered on its command line ([`crate::recipe::Role::args`]).
+    Flags,
+    /// The engine's config file: the mapping kept as written (keys, nesting, `null`s),
+    /// checked against the engine's config schema and written as a file the worker
+    /// reads ([`crate::recipe::Role::config`]).
+    Config,
 }
 
 /// A program that runs an engine under a frontend's runtime, in place of the engine's

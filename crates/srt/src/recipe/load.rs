@@ -5,6 +5,7 @@ use super::keys;
 use super::model::*;
 use super::srtctl::{self, Selection};
 use super::yaml::{self, Key, Node, Value};
+use crate::engine::ArgsForm;
 use miette::{NamedSource, SourceSpan};
 use std::collections::BTreeMap;
 
@@ -925,8 +926,12 @@ impl Loader<'_> {
         let model = self.model(f.get("model"), root.span);
         let resources = self.resources(f.get("resources"), root.span);
         let engine = self.engine(f.get("engine"), root.span);
+        let form = engine
+            .as_ref()
+            .and_then(|e| crate::engine::lookup(&e.kind.value))
+            .map_or(crate::engine::ArgsForm::Flags, |e| e.args_form());
         let roles = match f.get("roles") {
-            Some(node) => self.roles(node, f.key_span("roles").unwrap_or(node.span)),
+            Some(node) => self.roles(node, f.key_span("roles").unwrap_or(node.span), form),
             None => {
                 self.problem(
                     Problem::new(
@@ -1686,7 +1691,7 @@ impl Loader<'_> {
         out
     }
 
-    fn roles(&mut self, node: &Node, key_span: SourceSpan) -> Vec<Role> {
+    fn roles(&mut self, node: &Node, key_span: SourceSpan, form: ArgsForm) -> Vec<Role> {
         let Some(f) = self.fields(node, "roles", &keys::names(keys::ROLES), &[]) else {
             return Vec::new();
         };
@@ -1708,14 +1713,20 @@ impl Loader<'_> {
             else {
                 continue;
             };
-            if let Some(role) = self.role(kind, role_node, key_span) {
+            if let Some(role) = self.role(kind, role_node, key_span, form) {
                 roles.push(role);
             }
         }
         roles
     }
 
-    fn role(&mut self, kind: RoleKind, node: &Node, key_span: SourceSpan) -> Option<Role> {
+    fn role(
+        &mut self,
+        kind: RoleKind,
+        node: &Node,
+        key_span: SourceSpan,
+        form: ArgsForm,
+    ) -> Option<Role> {
         let path = format!("roles.{}", kind.name());
         let f = self.fields(node, &path, &keys::names(keys::ROLE), SRTCTL_ONLY_ROLE)?;
         let nodes = match f.get("nodes") {
@@ -1775,7 +1786,10 @@ impl Loader<'_> {
             1,
             (crate::recipe::limits::MAX_NODES * crate::recipe::limits::MAX_GPUS_PER_NODE) as i64,
         );
-        let mut args = self.args(f.get("args"), &f.at("args"));
+        let (mut args, config) = match form {
+            ArgsForm::Flags => (self.args(f.get("args"), &f.at("args")), None),
+            ArgsForm::Config => (Args::default(), self.config(f.get("args"), &f.at("args"))),
+        };
         let mut connector = None;
         if let Some(pos) = args.0.iter().position(|a| a.key == "connector") {
             let arg = args.0.remove(pos);
@@ -1808,10 +1822,25 @@ impl Loader<'_> {
             workers,
             gpus,
             args,
+            config,
             connector,
             env,
             env_spans,
         })
+    }
+
+    /// A role's `args` read as the engine's config file: a mapping (or nothing), kept
+    /// as written.
+    fn config(&mut self, node: Option<&Node>, path: &str) -> Option<Node> {
+        let node = node?;
+        match &node.value {
+            Value::Map(_) => Some(node.clone()),
+            Value::Null => None,
+            _ => {
+                self.type_error(node, path, "a mapping of the engine's config keys");
+                None
+            }
+        }
     }
 
     fn frontend(&mut self, node: Option<&Node>, key_span: Option<SourceSpan>) -> Option<Frontend> {

@@ -254,8 +254,13 @@ pub struct Role {
     pub workers: Sp<u32>,
     /// `gpus` per worker, when written.
     pub gpus: Option<Sp<u32>>,
-    /// Engine flags (without `connector`).
+    /// Engine flags (without `connector`); empty when the engine reads its role args
+    /// as a config file (`config`).
     pub args: Args,
+    /// The role's `args` mapping as written, for an engine that reads it as its own
+    /// config file rather than as flags ([`crate::engine::ArgsForm::Config`]): keys,
+    /// nesting and `null`s kept, every value with its span.
+    pub config: Option<crate::recipe::yaml::Node>,
     /// `args.connector`: a per-role connector override.
     pub connector: Option<Sp<String>>,
     /// Extra environment.
