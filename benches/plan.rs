@@ -400,9 +400,10 @@ fn full_state(p: &Prepared, deployment: &str) -> State {
                     Some(p.launch.nodes[proc_.node].name.clone()),
                 )
             }
-            graph::Target::Gate(_) | graph::Target::Allocation | graph::Target::Membership(_) => {
-                (BTreeMap::new(), None)
-            }
+            graph::Target::Gate(_)
+            | graph::Target::Allocation
+            | graph::Target::Membership(_)
+            | graph::Target::File(_) => (BTreeMap::new(), None),
         };
         let process = r.kind.is_process();
         state.resources.insert(

@@ -285,6 +285,7 @@ fn build(
         return Err(too_large);
     }
     processes.iter_mut().for_each(LaunchProcess::compact);
+    let (leases, files) = ctx.finish();
     Ok(LaunchPlan {
         format_version: FORMAT_VERSION,
         deployment: recipe.name.value.clone(),
@@ -303,6 +304,7 @@ fn build(
             })
             .collect(),
         processes,
+        files,
         gates,
         memberships: parts.memberships,
         rollout: RolloutPlan {
@@ -311,7 +313,7 @@ fn build(
             min_ready_seconds: recipe.rollout.min_ready_secs,
         },
         public_url: parts.public_url,
-        leases: ctx.into_leases(),
+        leases,
         sensitive_env: recipe.sensitive_env.clone(),
         warnings,
     })

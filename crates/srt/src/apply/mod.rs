@@ -29,6 +29,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
 use record::{Recorder, Stopped, Unrecorded};
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -273,6 +274,8 @@ struct Stops {
     order: Vec<String>,
     runtimes: Vec<Option<crate::state::Runtime>>,
     kinds: Vec<Kind>,
+    /// A file resource's recorded spec (where it is), for removing it.
+    specs: Vec<Option<crate::graph::spec::Spec>>,
     destroyed: Vec<bool>,
     dependencies: Vec<Vec<usize>>,
 }
@@ -495,6 +498,13 @@ impl Apply<'_> {
                     .map(|a| s.resources[a].runtime.clone())
                     .collect(),
                 kinds: order.iter().map(|a| s.resources[a].kind).collect(),
+                specs: order
+                    .iter()
+                    .map(|a| {
+                        let r = &s.resources[a];
+                        (r.kind == Kind::File).then(|| r.spec.clone())
+                    })
+                    .collect(),
                 destroyed: order
                     .iter()
                     .map(|a| actions.get(a.as_str()).copied().unwrap_or(Action::Destroy))
@@ -534,6 +544,10 @@ impl Apply<'_> {
             }
             let result = match runtime {
                 Some(rt) => self.exec.stop(rt).await.map_err(|e| e.to_string()),
+                None if stops.destroyed[i] => match &stops.specs[i] {
+                    Some(spec) => self.remove_file(spec),
+                    None => Ok(()),
+                },
                 None => Ok(()),
             };
             (i, t, result)
@@ -1058,6 +1072,22 @@ impl Apply<'_> {
                 Ok(result.map(|_| "free".to_string())?)
             }
             (Kind::Allocation, _) => Ok(self.allocate(rec, i).await?),
+            (Kind::File, Target::File(f)) => {
+                let result = self.write_file(&self.launch.files[f]);
+                let mut record = self.new_record(
+                    i,
+                    if result.is_ok() {
+                        Status::Running
+                    } else {
+                        Status::Failed
+                    },
+                );
+                record.error = result.as_ref().err().cloned();
+                // Saved with its first reader's launch (or at the end): a file written
+                // but not recorded is written again by the next apply.
+                rec.checked(&r.address, record);
+                Ok(result?)
+            }
             (_, Target::Gate(g)) => {
                 let gate = &self.launch.gates[g];
                 let result = gate::run(self, rec, gate).await;
@@ -1078,6 +1108,33 @@ impl Apply<'_> {
                 result.map(|d| format!("{d} in {:.2}s", t.elapsed().as_secs_f64()))
             }
             _ => Err("unsupported resource".into()),
+        }
+    }
+
+    /// Write `file` where its readers find it (the executor's run directory), atomically.
+    fn write_file(&self, file: &crate::launch::LaunchFile) -> Result<String, String> {
+        let path = PathBuf::from(self.exec.bindings().resolve(&file.path));
+        if let Some(dir) = path.parent() {
+            crate::files::private_dir(dir)
+                .map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        }
+        crate::files::write_atomic(&path, file.content.as_bytes())
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+        Ok(format!("wrote {}", path.display()))
+    }
+
+    /// Remove a destroyed file resource's file (`spec`, its record's): nothing reads it
+    /// any more.
+    fn remove_file(&self, spec: &crate::graph::spec::Spec) -> Result<(), String> {
+        let Some(path) = spec.get_str("path") else {
+            return Ok(());
+        };
+        let path = PathBuf::from(self.exec.bindings().resolve(&path));
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(format!("removing {}: {e}", path.display()))
+            }
+            _ => Ok(()),
         }
     }
 

@@ -183,6 +183,65 @@ fn ports_checked(calls: &[Call], address: &str) -> usize {
     )
 }
 
+/// A file and the worker that reads it, through apply twice (the file's text
+/// changed) and then a destroy.
+#[tokio::test]
+async fn a_file_is_written_before_its_reader_and_its_change_replaces_the_reader() {
+    let d = deployment();
+    let run = tempfile::tempdir().unwrap();
+    let path = run.path().join("config/decode.yaml");
+    let file = |text: &str| crate::launch::LaunchFile {
+        address: "file.decode".into(),
+        path: format!("{}/config/decode.yaml", crate::launch::RUN_DIR),
+        content: text.into(),
+    };
+    let go = |text: &str, files: bool| {
+        let mut launch = launch(if files {
+            vec![worker("w", &["file.decode"])]
+        } else {
+            Vec::new()
+        });
+        if files {
+            launch.files = vec![file(text)];
+        }
+        launch
+    };
+    let exec = FakeExecutor::new().run_dir(run.path());
+    for (text, replaced) in [("a: 1\n", false), ("a: 2\n", true)] {
+        let launch = go(text, true);
+        let graph = graph::lower(&launch, &exec.execution()).unwrap();
+        let state = d.store.load().unwrap().unwrap();
+        let plan = plan::diff(
+            &graph,
+            &state,
+            &BTreeMap::new(),
+            "h",
+            &PlanOptions::default(),
+        );
+        let worker = plan.changes.iter().find(|c| c.address == "w").unwrap();
+        assert_eq!(worker.action == Action::Replace, replaced, "{plan:?}");
+        let ran = run_plan(&d, &launch, &graph, &plan, &exec, 4, Cancel::default()).await;
+        assert!(ran.outcome.failed.is_empty(), "{:?}", ran.outcome.failed);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+        assert_eq!(ran.state.resources["file.decode"].kind, graph::Kind::File);
+    }
+    // Destroyed with its reader: the file is gone.
+    let launch = go("", false);
+    let graph = graph::lower(&launch, &exec.execution()).unwrap();
+    let state = d.store.load().unwrap().unwrap();
+    let plan = plan::diff(
+        &graph,
+        &state,
+        &BTreeMap::new(),
+        "h",
+        &PlanOptions::default(),
+    );
+    let ran = run_plan(&d, &launch, &graph, &plan, &exec, 4, Cancel::default()).await;
+    assert!(ran.outcome.failed.is_empty(), "{:?}", ran.outcome.failed);
+    assert!(!path.exists());
+    assert!(ran.state.resources.is_empty(), "{:?}", ran.state.resources);
+}
+
 /// The pipeline of a disaggregated deployment: a leader and its follower, another
 /// worker, a Router watching the workers, nginx watching the Router.
 fn pipeline() -> Vec<LaunchProcess> {

@@ -81,6 +81,8 @@ pub(crate) struct FakeExecutor {
     /// How long every stop takes.
     stop_delay: Duration,
     on_start: Option<Hook>,
+    /// The run directory its bindings name (files are written there).
+    run_dir: Option<String>,
 }
 
 impl FakeExecutor {
@@ -108,6 +110,13 @@ impl FakeExecutor {
                 .or_default()
                 .confirm_delay = delay;
         }
+        self
+    }
+
+    /// Bind the run directory to `dir` (a test's temporary directory), where apply
+    /// writes the plan's files.
+    pub(crate) fn run_dir(mut self, dir: &std::path::Path) -> Self {
+        self.run_dir = Some(dir.display().to_string());
         self
     }
 
@@ -193,7 +202,7 @@ impl Executor for FakeExecutor {
     fn bindings(&self) -> Bindings {
         Bindings {
             node_ips: vec!["127.0.0.1".into()],
-            run_dir: "/fake/run".into(),
+            run_dir: self.run_dir.clone().unwrap_or_else(|| "/fake/run".into()),
             node_hosts: vec!["fake".into()],
         }
     }

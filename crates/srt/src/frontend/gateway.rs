@@ -140,6 +140,7 @@ pub(super) fn build(
             watches: Default::default(),
             worker: None,
             wrap: Default::default(),
+            ranks: None,
             container_image: fe
                 .container_image
                 .clone()

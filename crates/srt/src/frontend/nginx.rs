@@ -142,6 +142,7 @@ pub(crate) fn process(
         watches: Default::default(),
         worker: None,
         wrap: Default::default(),
+        ranks: None,
         container_image: limits.image.clone(),
     }
 }

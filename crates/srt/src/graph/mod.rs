@@ -44,6 +44,9 @@ pub enum Kind {
     Smoke,
     /// The recipe's load benchmark, run every apply after the smoke check.
     Benchmark,
+    /// A file srt writes for the processes that read it (an engine's config file):
+    /// they depend on it, so its content is in their hashes.
+    File,
 }
 
 impl Kind {
@@ -58,12 +61,13 @@ impl Kind {
             Kind::Gate => "gate",
             Kind::Smoke => "smoke",
             Kind::Benchmark => "benchmark",
+            Kind::File => "file",
         }
     }
 
     /// The kind named `name` (as [`Kind::name`] writes it), of any frontend.
     pub fn named(name: &str) -> Option<Kind> {
-        const FIXED: [Kind; 7] = [
+        const FIXED: [Kind; 8] = [
             Kind::Allocation,
             Kind::Ports,
             Kind::Worker,
@@ -71,6 +75,7 @@ impl Kind {
             Kind::Gate,
             Kind::Smoke,
             Kind::Benchmark,
+            Kind::File,
         ];
         FIXED
             .into_iter()
@@ -127,6 +132,8 @@ pub enum Target {
     Gate(usize),
     /// `plan.memberships[i]`.
     Membership(usize),
+    /// `plan.files[i]`.
+    File(usize),
     /// The executor's allocation.
     Allocation,
 }
@@ -263,6 +270,11 @@ fn process_spec(
     o.uint("node", p.node as u64);
     o.key("ports");
     o.out.extend_from_slice(ports);
+    // Only for an MPI job: a process of one task keeps the hash it had.
+    if let Some(r) = &p.ranks {
+        o.key("ranks");
+        spec::write_canonical(o.out, &serde_json::to_value(r).expect("ranks serialize"));
+    }
     // Only when there is one: a process without a wrap keeps the hash it had.
     if !p.wrap.is_empty() {
         o.key("wrap");
@@ -424,6 +436,15 @@ pub fn lower_with(
         }
         None => Vec::new(),
     };
+    for (i, f) in plan.files.iter().enumerate() {
+        pending.push(Resource::new(
+            f.address.clone(),
+            Kind::File,
+            file_spec(f),
+            Vec::new(),
+            Target::File(i),
+        ));
+    }
     let threads = crate::parallel::threads_for(plan.processes.len());
     pending.extend(lower_processes(plan, execution, &base_deps, threads));
     for (i, g) in plan.gates.iter().enumerate() {
@@ -488,6 +509,11 @@ pub fn lower_with(
         });
     }
     order_and_hash(pending)
+}
+
+/// A file's spec: where it is written and what it holds.
+fn file_spec(f: &crate::launch::LaunchFile) -> Spec {
+    Spec::of(&serde_json::json!({"content": f.content, "path": f.path}))
 }
 
 /// The port block and process resources of every process, in the launch plan's order.
@@ -980,6 +1006,7 @@ mod tests {
             worker: None,
             container_image: Some("img".into()),
             wrap: Default::default(),
+            ranks: None,
         };
         let execution = json!({"executor": "local", "simulate": true});
         for image in [Some("img".to_string()), None] {

@@ -36,6 +36,7 @@ fn shape(kind: Kind) -> &'static str {
         Kind::Component(_) => "box3d",
         Kind::Gate | Kind::Smoke | Kind::Benchmark => "diamond",
         Kind::Membership => "ellipse",
+        Kind::File => "folder",
     }
 }
 

@@ -18,6 +18,7 @@ pub struct BuildContext<'r> {
     discovery: Option<DiscoveryTarget>,
     services: Services,
     flags: std::cell::RefCell<crate::catalog::RenderMemo>,
+    files: Vec<super::LaunchFile>,
 }
 
 impl<'r> BuildContext<'r> {
@@ -40,6 +41,7 @@ impl<'r> BuildContext<'r> {
             discovery: None,
             services: Services::default(),
             flags: Default::default(),
+            files: Vec::new(),
         }
     }
 
@@ -162,7 +164,26 @@ impl<'r> BuildContext<'r> {
     }
 
     /// The port ledger, taken out: the context is done.
-    pub(crate) fn into_leases(self) -> Vec<Lease> {
-        self.alloc.into_leases()
+    /// The port leases and the files of the processes built in this context.
+    pub(crate) fn finish(self) -> (Vec<Lease>, Vec<super::LaunchFile>) {
+        (self.alloc.into_leases(), self.files)
+    }
+
+    /// Add `file` for the processes that read it (once: every worker of a role reads
+    /// the same one), and return its address, which each reader depends on. A second
+    /// file at the same address must be the same file.
+    #[allow(dead_code)] // The first engine with a config file uses it next.
+    pub(crate) fn file(&mut self, file: super::LaunchFile) -> String {
+        match self.files.iter().find(|f| f.address == file.address) {
+            Some(known) => {
+                assert_eq!(known, &file, "one file per address");
+                known.address.clone()
+            }
+            None => {
+                let address = file.address.clone();
+                self.files.push(file);
+                address
+            }
+        }
     }
 }

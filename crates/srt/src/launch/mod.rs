@@ -213,6 +213,10 @@ pub struct LaunchPlan {
     pub nodes: Vec<NodeSlot>,
     /// Every process, in launch order (workers, then frontends).
     pub processes: Vec<LaunchProcess>,
+    /// Files srt writes for the processes that read them (an engine's config file),
+    /// each a resource of its own; absent from the JSON when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<LaunchFile>,
     /// Readiness gates and the smoke check, in order.
     pub gates: Vec<Gate>,
     /// The workers each Router routes to (absent from the JSON when none: discovery).
@@ -271,6 +275,7 @@ impl LaunchPlan {
             identity: None,
             nodes: Vec::new(),
             processes: Vec::new(),
+            files: Vec::new(),
             gates: Vec::new(),
             memberships: Vec::new(),
             rollout: Default::default(),
@@ -286,6 +291,20 @@ impl LaunchPlan {
     pub fn is_sensitive(&self, name: &str) -> bool {
         crate::secrets::is_sensitive(name) || self.sensitive_env.iter().any(|n| n == name)
     }
+}
+
+/// A file srt writes for the processes that read it (an engine's config file): a
+/// resource of the graph, content-hashed, which its readers depend on, so a change to
+/// it replaces exactly them. Written before they start; removed when destroyed.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LaunchFile {
+    /// Stable address, e.g. `file.decode.engine-config`.
+    pub address: String,
+    /// Where it is written: under the run directory (`<run-dir>/config/decode.yaml`),
+    /// which every node sees.
+    pub path: String,
+    /// Its text, canonical: the same recipe gives the same bytes.
+    pub content: String,
 }
 
 /// How a Router learns the workers it routes to.
@@ -636,6 +655,36 @@ pub struct LaunchProcess {
     /// mounts): the recipe's runtime keys. Absent from the JSON when empty.
     #[serde(skip_serializing_if = "wrap::Wrap::is_empty")]
     pub wrap: wrap::Wrap,
+    /// The ranks of an MPI job this process is (a TensorRT-LLM endpoint): absent for
+    /// a process of one task.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<Ranks>,
+}
+
+/// A process that is one MPI job of several ranks, placed over its endpoint's nodes:
+/// on SLURM one step of `tasks` tasks launched through `mpi` (`srun --mpi=pmix`), one
+/// unit for leases, drift and replacement; on one machine a single process whose
+/// program starts its ranks itself. Its `node` is the first of `nodes`, where rank 0
+/// (the one that serves) runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Ranks {
+    /// How many ranks (tasks).
+    pub tasks: u32,
+    /// The nodes they run on, in rank order (rank 0's first).
+    pub nodes: Vec<usize>,
+    /// The MPI plugin their launcher wires them with (`srun --mpi`).
+    pub mpi: &'static str,
+    /// What each rank runs the process's argv under (`trtllm-llmapi-launch`: rank 0
+    /// runs the program, the others become its MPI workers), program first.
+    pub launcher: Vec<String>,
+}
+
+impl LaunchProcess {
+    /// The command each of its tasks runs: its argv, under its ranks' launcher.
+    pub fn command(&self) -> impl Iterator<Item = &str> {
+        let launcher = self.ranks.iter().flat_map(|r| r.launcher.iter());
+        launcher.map(String::as_str).chain(self.argv.iter())
+    }
 }
 
 /// Port kinds a process that serves HTTP itself answers `GET /health` on, in the order
@@ -690,6 +739,7 @@ impl LaunchProcess {
             worker: None,
             container_image: None,
             wrap: Default::default(),
+            ranks: None,
         }
     }
 }

@@ -155,6 +155,7 @@ fn node_process(
             simulated: None,
         }),
         wrap: Default::default(),
+        ranks: None,
         container_image: ctx.model().container.clone(),
     })
 }

@@ -414,6 +414,7 @@ impl Frontend for Dynamo {
                 watches: Default::default(),
                 worker: None,
                 wrap: Default::default(),
+                ranks: None,
                 container_image: fe
                     .container_image
                     .clone()
@@ -524,6 +525,7 @@ fn infrastructure_process(
         depends_on: Vec::new(),
         watches: Default::default(),
         wrap: Default::default(),
+        ranks: None,
         worker: None,
         container_image: None,
     }

@@ -626,6 +626,7 @@ fn router_process(
         watches: worker_deps.clone(),
         worker: None,
         wrap: Default::default(),
+        ranks: None,
         container_image: fe
             .container_image
             .clone()
