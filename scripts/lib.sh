@@ -155,10 +155,13 @@ apt_install() {
 # scontrol, scancel, sinfo); munge is its authentication daemon; iproute2 and
 # util-linux give ip, nsenter and unshare.
 ensure_slurm_packages() {
-    if have slurmctld && have slurmd && have sbatch && have munged && have ip && have nsenter; then
+    # libpmix2: slurm's mpi_pmix plugin loads it at run time, for the steps of an
+    # MPI-launched worker (`srun --mpi=pmix`, TensorRT-LLM's endpoints).
+    if have slurmctld && have slurmd && have sbatch && have munged && have ip && have nsenter \
+        && ldconfig -p | grep -q 'libpmix\.so\.2'; then
         return 0
     fi
-    apt_install slurm-wlm munge iproute2 util-linux
+    apt_install slurm-wlm munge iproute2 util-linux libpmix2
 }
 
 # pick_python MIN [MAX_EXCL] WHAT: prints an interpreter (SRT_PYTHON, else

@@ -12,6 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 const SIM: &str = "/opt/srt/bin/srt-vllm-sim";
+const RANKS: &str = "/opt/srt/bin/srt-rank-sim";
 
 /// `planned` with its program (its first words, up to the first flag or argument the
 /// simulator also gets) replaced by the simulator, as `started` shows it: the simulator
@@ -37,7 +38,11 @@ fn the_simulator_replaces_only_the_program_of_workers() {
         for hosts in [HostLayout::Shared, HostLayout::Distinct] {
             let plan = common::plan_with(&path, None, hosts);
             let engine = srt::engine::lookup(&recipe.engine.kind.value).unwrap();
-            let run = workflow::simulated(&plan, engine, Path::new(SIM));
+            let stand_ins = workflow::StandIns {
+                engine: Path::new(SIM).into(),
+                ranks: Path::new(RANKS).into(),
+            };
+            let run = workflow::simulated(&plan, engine, &stand_ins);
             assert_eq!(run.processes.len(), plan.processes.len());
             for (planned, started) in plan.processes.iter().zip(&run.processes) {
                 let mut expected = planned.clone();
@@ -49,6 +54,10 @@ fn the_simulator_replaces_only_the_program_of_workers() {
                         expected.argv = program_replaced(&planned.argv, &started.argv);
                     }
                     None => {}
+                }
+                // Every rank runs the rank stand-in, which runs the program at rank 0.
+                if let Some(r) = &mut expected.ranks {
+                    r.launcher = vec![RANKS.to_string()];
                 }
                 expected.container_image = None;
                 expected.wrap.prefix.clear();

@@ -355,7 +355,7 @@ impl Executor for LocalExecutor {
         write_files(&self.bindings, p)?;
         let resolve = |w: &str| self.bindings.resolve(w);
         let scripts: Vec<String> = p.wrap.setup.iter().map(|s| resolve(&s.path)).collect();
-        let program = p.argv.iter().map(resolve).collect();
+        let program = p.command().map(resolve).collect();
         let argv = p.wrap.command(&scripts, program, resolve);
         let log_path = self.log_path(&p.address);
         // A marker per launch, so a log that spans several incarnations shows where the

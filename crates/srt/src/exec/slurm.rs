@@ -41,7 +41,7 @@ use super::{ExecError, Executor, OnSubmitted, Started};
 use crate::cluster::{ContainerRuntime, GpuRequest, SlurmProfile};
 use crate::launch::render::command_lines;
 use crate::launch::HostLayout;
-use crate::launch::{Bindings, LaunchPlan, LaunchProcess};
+use crate::launch::{Bindings, LaunchPlan, LaunchProcess, Ranks};
 use crate::plan::Observation;
 use crate::state::{Client, Runtime, State, Status};
 use futures::future::BoxFuture;
@@ -972,19 +972,30 @@ fn probe_args(job: u64, node: &str, name: &str, argv: &[String]) -> Vec<String> 
 /// The `srun` arguments every step shares: one task of `job` on `node`, named `name`,
 /// beside the allocation's other steps.
 fn step_placement(job: &str, node: &str, name: &str) -> Vec<String> {
-    vec![
-        "--jobid".into(),
-        job.to_string(),
-        "--overlap".into(),
+    placement(job, node, name, None)
+}
+
+/// [`step_placement`] for a step on `nodelist` (host names, comma-separated): one
+/// task on one node, or the ranks of an MPI job (`ranks`), wired by its MPI plugin and
+/// allowed more tasks than a node has CPUs, as srtctl launches them.
+fn placement(job: &str, nodelist: &str, name: &str, ranks: Option<&Ranks>) -> Vec<String> {
+    let (nodes, tasks) = ranks.map_or((1, 1), |r| (r.nodes.len(), r.tasks));
+    let mut a = vec!["--jobid".into(), job.to_string(), "--overlap".into()];
+    if let Some(r) = ranks {
+        a.push(format!("--mpi={}", r.mpi));
+        a.push("--oversubscribe".into());
+    }
+    a.extend([
         "--nodes".into(),
-        "1".into(),
+        nodes.to_string(),
         "--ntasks".into(),
-        "1".into(),
+        tasks.to_string(),
         "--nodelist".into(),
-        node.to_string(),
+        nodelist.to_string(),
         "--job-name".into(),
         name.to_string(),
-    ]
+    ]);
+    a
 }
 
 /// `srun` arguments that run `argv` as step `name` of `job` on `node`; `image` is the
@@ -997,7 +1008,17 @@ pub fn srun_args(
     image: Option<&str>,
     argv: impl IntoIterator<Item = impl AsRef<str>>,
 ) -> Vec<String> {
-    let mut a = step_placement(job, node, name);
+    step_srun(profile, step_placement(job, node, name), image, argv)
+}
+
+/// [`srun_args`] at `placement` (what [`placement`] returns).
+fn step_srun(
+    profile: &SlurmProfile,
+    placement: Vec<String>,
+    image: Option<&str>,
+    argv: impl IntoIterator<Item = impl AsRef<str>>,
+) -> Vec<String> {
+    let mut a = placement;
     a.extend(["--export".to_string(), "ALL".to_string()]);
     if let (ContainerRuntime::Pyxis, Some(image)) = (profile.container.runtime, image) {
         a.extend(["--container-image".to_string(), image.to_string()]);
@@ -1030,9 +1051,10 @@ pub fn step_args(
         .filter(|s| !(contained && s.on_host))
         .map(|s| resolve(&s.path))
         .collect();
-    let program = p.argv.iter().map(resolve).collect();
+    let program = p.command().map(resolve).collect();
     let command = p.wrap.command(&inner, program, resolve);
-    let mut a = srun_args(profile, job, node, name, image, command);
+    let at = placement(job, node, name, p.ranks.as_ref());
+    let mut a = step_srun(profile, at, image, command);
     let mut mounts = p.wrap.mounts.clone();
     if contained && (!inner.is_empty() || !p.wrap.dirs.is_empty()) {
         mounts.push(format!("{run_dir}:{run_dir}"));
@@ -1076,10 +1098,16 @@ fn in_container(profile: &SlurmProfile, image: Option<&str>) -> bool {
 /// becomes the step's `srun` (`srun_step`, its arguments).
 fn host_setup_client(
     (job, node, name): (&str, &str, &str),
+    ranks: Option<&Ranks>,
     host: &[String],
     srun_step: Vec<String>,
 ) -> Vec<String> {
-    let mut setup = step_placement(job, node, &host_setup_step(name));
+    // On every node of an MPI job, once.
+    let once = ranks.map(|r| Ranks {
+        tasks: r.nodes.len() as u32,
+        ..r.clone()
+    });
+    let mut setup = placement(job, node, &host_setup_step(name), once.as_ref());
     setup.extend(["--export".to_string(), "ALL".into(), "--".into()]);
     setup.extend(crate::launch::wrap::Wrap::default().command(
         host,
@@ -1123,7 +1151,11 @@ pub fn render(plan: &LaunchPlan, profile: &SlurmProfile) -> String {
     for p in &plan.processes {
         let _ = writeln!(out);
         let _ = writeln!(out, "## {}", p.address);
-        let host = format!("<node{}-host>", p.node);
+        let host = process_nodes(p)
+            .iter()
+            .map(|n| format!("<node{n}-host>"))
+            .collect::<Vec<_>>()
+            .join(",");
         let name = step_name(&plan.deployment, &p.address);
         let at = ("<job-id>", host.as_str(), name.as_str());
         let keep = |w: &str| w.to_string();
@@ -1133,13 +1165,20 @@ pub fn render(plan: &LaunchPlan, profile: &SlurmProfile) -> String {
             true => [vec!["srun".to_string()], step].concat(),
             false => [
                 vec!["bash".to_string()],
-                host_setup_client(at, &scripts, step),
+                host_setup_client(at, p.ranks.as_ref(), &scripts, step),
             ]
             .concat(),
         };
         write_lines(&mut out, &srun);
     }
     out
+}
+
+/// The nodes process `p` runs on: its ranks' (rank 0's first), else its own.
+fn process_nodes(p: &LaunchProcess) -> Vec<usize> {
+    p.ranks
+        .as_ref()
+        .map_or_else(|| vec![p.node], |r| r.nodes.clone())
 }
 
 fn write_lines(out: &mut String, argv: &[String]) {
@@ -1294,14 +1333,22 @@ impl Executor for SlurmExecutor {
 
     fn start(&self, p: &LaunchProcess) -> Result<Started, ExecError> {
         let facts = self.facts()?;
-        let node = facts
-            .nodes
-            .get(p.node)
-            .ok_or_else(|| ExecError::NoSuchNode {
-                address: p.address.clone(),
-                node: p.node,
-                nodes: facts.nodes.len(),
-            })?;
+        let hosts = process_nodes(p)
+            .iter()
+            .map(|&n| {
+                facts
+                    .nodes
+                    .get(n)
+                    .cloned()
+                    .ok_or_else(|| ExecError::NoSuchNode {
+                        address: p.address.clone(),
+                        node: n,
+                        nodes: facts.nodes.len(),
+                    })
+            })
+            .collect::<Result<Vec<String>, ExecError>>()?;
+        let nodelist = hosts.join(",");
+        let node = &nodelist;
         let bindings = self.bindings();
         write_files(&bindings, p)?;
         let name = self.step_name(&p.address);
@@ -1317,7 +1364,7 @@ impl Executor for SlurmExecutor {
             spec.args = step;
         } else {
             spec = ProcessSpec::new("bash", &log_path);
-            spec.args = host_setup_client(at, &host, step);
+            spec.args = host_setup_client(at, p.ranks.as_ref(), &host, step);
         }
         spec.env = p
             .env
@@ -1337,7 +1384,7 @@ impl Executor for SlurmExecutor {
                 job_id: facts.job_id,
                 step_id: None,
                 step_name: Some(name),
-                nodes: vec![node.clone()],
+                nodes: hosts,
                 node_ips: Vec::new(),
                 adopted: false,
                 client: Some(client_of(id)),
@@ -1740,7 +1787,7 @@ mod tests {
             let host = host_scripts(&profile, &p, &id);
             let step = step_args(&profile, at, &p, "/run/d", &id);
             let status = std::process::Command::new("bash")
-                .args(host_setup_client(at, &host, step))
+                .args(host_setup_client(at, None, &host, step))
                 .env(
                     "PATH",
                     format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),

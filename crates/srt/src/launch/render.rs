@@ -121,6 +121,21 @@ fn write_process(out: &mut String, plan: &LaunchPlan, p: &LaunchProcess) {
     let _ = writeln!(out, "## {}", p.address);
     let _ = writeln!(out, "kind: {}", p.kind.name());
     let _ = writeln!(out, "node: {}", plan.nodes[p.node].name);
+    if let Some(r) = &p.ranks {
+        let nodes: Vec<&str> = r
+            .nodes
+            .iter()
+            .map(|&n| plan.nodes[n].name.as_str())
+            .collect();
+        let _ = writeln!(
+            out,
+            "ranks: {} over {} (MPI {}), each under: {}",
+            r.tasks,
+            nodes.join(","),
+            r.mpi,
+            command_line(&r.launcher)
+        );
+    }
     if !p.devices.is_empty() {
         let d: Vec<String> = p.devices.iter().map(u32::to_string).collect();
         let _ = writeln!(out, "devices: {}", d.join(","));
@@ -275,6 +290,15 @@ pub fn render(plan: &LaunchPlan) -> String {
         plan.rollout.max_unavailable, plan.rollout.drain_seconds, plan.rollout.min_ready_seconds
     );
     out.push('\n');
+    for f in &plan.files {
+        let _ = writeln!(out, "## {}", f.address);
+        let _ = writeln!(out, "kind: file");
+        let _ = writeln!(out, "path: {}", f.path);
+        for line in f.content.lines() {
+            let _ = writeln!(out, "  | {line}");
+        }
+        out.push('\n');
+    }
     for p in &plan.processes {
         write_process(&mut out, plan, p);
     }

@@ -421,7 +421,7 @@ impl Prepared {
 pub fn simulated(
     plan: &LaunchPlan,
     engine: &dyn crate::engine::Engine,
-    simulator: &Path,
+    stand_ins: &StandIns,
 ) -> LaunchPlan {
     let mut run = plan.clone();
     for p in &mut run.processes {
@@ -429,8 +429,13 @@ pub fn simulated(
         match own {
             // A runtime's own simulated engine (Dynamo's mocker).
             Some(argv) => p.argv = argv,
-            None if p.kind == launch::ProcessKind::Worker => engine.simulate(p, simulator),
+            None if p.kind == launch::ProcessKind::Worker => engine.simulate(p, &stand_ins.engine),
             None => {}
+        }
+        // Every rank of an MPI job runs the rank stand-in in place of its launcher:
+        // rank 0 serves, the others wait for it.
+        if let Some(r) = &mut p.ranks {
+            r.launcher = vec![stand_ins.ranks.display().to_string()];
         }
         p.container_image = None;
         // A profiler of the engine's GPU work has nothing to capture in the simulator.
@@ -439,24 +444,42 @@ pub fn simulated(
     run
 }
 
-/// The path of `engine`'s simulator, found next to `srt`, when a worker of `launch`
-/// needs it (a worker under a frontend's runtime brings its own simulated engine);
-/// else an empty path, never run.
-fn stand_in(launch: &LaunchPlan, engine: &dyn crate::engine::Engine) -> Result<PathBuf, OpError> {
-    let needed = launch.processes.iter().any(|p| {
+/// The simulators `--simulate` runs, found next to `srt`: the engine's (empty when
+/// every worker brings its runtime's own simulated engine) and the rank stand-in of an
+/// MPI job (`srt-rank-sim`; empty when no process has ranks). An empty path is never
+/// run.
+#[derive(Debug, Default)]
+pub struct StandIns {
+    /// The engine's simulator ([`crate::engine::Engine::simulator`]).
+    pub engine: PathBuf,
+    /// `srt-rank-sim`.
+    pub ranks: PathBuf,
+}
+
+/// The stand-in binary `name` next to `srt`, for `what` (a message's words).
+fn next_to_srt(name: &str, what: &str) -> Result<PathBuf, OpError> {
+    crate::exec::local::next_to_srt(name).ok_or_else(|| {
+        OpError::Other(format!(
+            "--simulate needs the `{name}` binary next to `srt` ({what})"
+        ))
+    })
+}
+
+/// The simulators the workers of `launch` need ([`StandIns`]).
+fn stand_ins(launch: &LaunchPlan, engine: &dyn crate::engine::Engine) -> Result<StandIns, OpError> {
+    let mut out = StandIns::default();
+    let needs_engine = launch.processes.iter().any(|p| {
         p.kind == launch::ProcessKind::Worker
             && p.worker.as_ref().is_none_or(|w| w.simulated.is_none())
     });
-    if !needed {
-        return Ok(PathBuf::new());
+    if needs_engine {
+        let what = format!("the {} engine's simulator", engine.name());
+        out.engine = next_to_srt(engine.simulator(), &what)?;
     }
-    let name = engine.simulator();
-    crate::exec::local::next_to_srt(name).ok_or_else(|| {
-        OpError::Other(format!(
-            "--simulate needs the `{name}` binary next to `srt` (the {} engine's simulator)",
-            engine.name()
-        ))
-    })
+    if launch.processes.iter().any(|p| p.ranks.is_some()) {
+        out.ranks = next_to_srt("srt-rank-sim", "the stand-in for an MPI job's ranks")?;
+    }
+    Ok(out)
 }
 
 /// Options for [`prepare`].
@@ -754,7 +777,7 @@ impl Setup {
                 let engine = crate::engine::lookup(&recipe.engine.kind.value).ok_or_else(|| {
                     OpError::Other(format!("unknown engine `{}`", recipe.engine.kind.value))
                 })?;
-                Some(simulated(&launch, engine, &stand_in(&launch, engine)?))
+                Some(simulated(&launch, engine, &stand_ins(&launch, engine)?))
             }
             false => None,
         };
