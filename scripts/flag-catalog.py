@@ -5,6 +5,7 @@ as a JSON catalog on stdout; spot checks go to stderr.
 Usage: <venv>/bin/python scripts/flag-catalog.py PROGRAM
        PROGRAM: vllm | vllm-router | sglang-router | smg | sglang
                 | dynamo-frontend | dynamo-mocker | dynamo-vllm | dynamo-sglang
+                | dynamo-trtllm
 
 Run it with the interpreter of the venv that holds PROGRAM;
 scripts/flag-catalogs.sh does that for every program and writes the files
@@ -63,10 +64,20 @@ gives the same bytes):
     env_var      the variable Dynamo's add_argument() reads the option's
                  default from (its help ends "env var: NAME | default: ..."),
                  or null
-    parser       "dynamo", or for dynamo-vllm and dynamo-sglang
-                 "worker-router": the second parser, which sees only the
-                 words the first left, and which accepts unique prefixes
-                 (allow_abbrev is the first parser's); see real_parsers.py
+    parser       "dynamo", or for dynamo-vllm, dynamo-sglang and
+                 dynamo-trtllm "worker-router": the second parser, which sees
+                 only the words the first left, and which accepts unique
+                 prefixes (allow_abbrev is the first parser's); see
+                 real_parsers.py
+  dynamo-trtllm only:
+    argv_rewrites        {word: [the words its parser gets instead]}: the
+                         deprecated words dynamo.trtllm.args.parse_args
+                         replaces before parsing (seen by running it on each
+                         word), which are no parser's options
+    dynamic_flag_prefix  dynamo.trtllm.dynamic_flags.DYNAMIC_FLAG_PREFIX:
+                         the words both parsers leave must be
+                         `<prefix><key>[.<key>...] VALUE` pairs (TensorRT-LLM
+                         engine overrides); any other word is an error
   Dynamo marks a deprecated option by wrapping its action in a subclass
   named DeprecatedAction; `action` is then that subclass's argparse base.
   SGLang's deprecated actions subclass argparse.Action directly; `action`
@@ -192,6 +203,8 @@ UNORDERED_CHOICES = {
     ("dynamo-vllm", "dyn_reasoning_parser"),
     ("dynamo-sglang", "dyn_tool_call_parser"),
     ("dynamo-sglang", "dyn_reasoning_parser"),
+    ("dynamo-trtllm", "dyn_tool_call_parser"),
+    ("dynamo-trtllm", "dyn_reasoning_parser"),
 }
 
 
@@ -203,6 +216,10 @@ def choices_of(program, action):
         values.sort()
     return values
 
+
+# The words dynamo.trtllm.args.parse_args rewrites before parsing, read in its
+# source; what each becomes is seen by running it (real_parsers).
+TRTLLM_DEPRECATED_WORDS = ("--publish-events-and-metrics", "--no-publish-events-and-metrics")
 
 _ENV_VAR = re.compile(r"env var: ([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -316,6 +333,11 @@ def catalog(program):
         out["env"] = sorted({f.name for f in fields} | aliases)
     if program in real_parsers.DYNAMO_PROGRAMS:
         out["env"] = sorted({o["env_var"] for o in options if o["env_var"]})
+    if program == "dynamo-trtllm":
+        from dynamo.trtllm.dynamic_flags import DYNAMIC_FLAG_PREFIX
+
+        out["argv_rewrites"] = real_parsers.trtllm_argv_rewrites(TRTLLM_DEPRECATED_WORDS)
+        out["dynamic_flag_prefix"] = DYNAMIC_FLAG_PREFIX
     probes = {"abbrev": (abbrev_probe, abbrev), "underscore": (underscore_probe, underscore)}
     return out, probes
 
@@ -330,9 +352,9 @@ def spot_checks(program, cat, probes):
         o = by_flag.get(flag)
         return "ABSENT" if o is None else {k: o[k] for k in keys}
 
-    def parse_result(argv):
+    def parse_result(argv, validate=False):
         try:
-            real_parsers.parse(program, _base_argv(program) + argv, validate=False)
+            real_parsers.parse(program, _base_argv(program) + argv, validate=validate)
             return "accepted"
         except real_parsers.ParseError as e:
             return f"rejected ({e})"
@@ -369,6 +391,17 @@ def spot_checks(program, cat, probes):
             if flag in by_flag:
                 show(flag, opt(flag, "action", "type", "choices", "env_var"))
         show("'--bogus-flag 1'", parse_result(["--bogus-flag", "1"]))
+        if program == "dynamo-trtllm":
+            for flag in ("--model-path", "--served-model-name", "--extra-engine-args", "--publish-kv-events",
+                         "--publish-metrics", "--publish-events-and-metrics", "--connector", "--headless"):
+                show(flag, opt(flag, "flags", "action", "env_var", "parser"))
+            show("argv_rewrites", cat["argv_rewrites"])
+            srtctl = ["--model-path", "m", "--served-model-name", "n", "--disaggregation-mode", "prefill",
+                      "--extra-engine-args", "e.yaml", "--request-plane", "nats", "--publish-events-and-metrics"]
+            show(f"parse_args({' '.join(srtctl)})", parse_result(srtctl, validate=True))
+            show("'--trtllm.kv_cache_config.free_gpu_memory_fraction 0.7' (validated)",
+                 parse_result(["--trtllm.kv_cache_config.free_gpu_memory_fraction", "0.7"], validate=True))
+            show("'--bogus-flag 1' (validated)", parse_result(["--bogus-flag", "1"], validate=True))
     elif program == "sglang":
         for flag in ("--model-path", "--served-model-name", "--host", "--port", "--tp-size", "--dp-size",
                      "--enable-dp-attention", "--attn-dp-size", "--ep-size", "--nnodes", "--node-rank",

@@ -7,8 +7,8 @@
 # Usage: scripts/flag-catalogs.sh [--check] [PROGRAM...]
 #
 #   PROGRAM is vllm, vllm-router, sglang-router, smg, sglang, dynamo-frontend,
-#   dynamo-mocker, dynamo-vllm, dynamo-sglang, etcd or nats-server (default:
-#   all of them).
+#   dynamo-mocker, dynamo-vllm, dynamo-sglang, dynamo-trtllm, etcd or
+#   nats-server (default: all of them).
 #   Each runs with the interpreter of that program's venv under
 #   ${SRT_TOOLS_DIR:-<repo>/.tools}:
 #     vllm           vllm-venv           (scripts/install-vllm.sh)
@@ -22,15 +22,17 @@
 #     sglang         sglang-catalog-venv (scripts/install-sglang-catalog.sh)
 #                    -> crates/srt/src/engine/sglang/catalog/sglang-<version>.json
 #                    (`python3 -m sglang.launch_server`: ServerArgs' options)
-#     dynamo-frontend, dynamo-mocker, dynamo-vllm, dynamo-sglang
+#     dynamo-frontend, dynamo-mocker, dynamo-vllm, dynamo-sglang, dynamo-trtllm
 #                    dynamo-venv         (scripts/install-dynamo.sh)
 #                    -> crates/srt/src/frontend/dynamo/catalog/<program>-<version>.json
 #                    (`python3 -m dynamo.frontend`, `python3 -m dynamo.mocker`
-#                    and the Dynamo-own options of `python3 -m dynamo.vllm` and
-#                    `python3 -m dynamo.sglang`; <version> is ai-dynamo's; see
-#                    scripts/real_parsers.py). dynamo-sglang imports SGLang from
-#                    sglang-catalog-venv when it is installed, else stand-ins
-#                    (the same catalog either way).
+#                    and the Dynamo-own options of `python3 -m dynamo.vllm`,
+#                    `python3 -m dynamo.sglang` and `python3 -m dynamo.trtllm`;
+#                    <version> is ai-dynamo's; see scripts/real_parsers.py).
+#                    dynamo-sglang imports SGLang from sglang-catalog-venv when
+#                    it is installed, else stand-ins (the same catalog either
+#                    way); dynamo-trtllm runs with stand-ins for the TensorRT-LLM
+#                    names it imports (TensorRT-LLM is not installed).
 #     etcd, nats-server  Debian's etcd-server and nats-server
 #                    (scripts/install-deps.sh etcd nats), run with the
 #                    system python3 -> crates/srt/src/frontend/dynamo/catalog/
@@ -47,7 +49,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROOT="$(repo_root)"
 TOOLS="$(tools_dir)"
-ALL_PROGRAMS=(vllm vllm-router sglang-router smg sglang dynamo-frontend dynamo-mocker dynamo-vllm dynamo-sglang etcd nats-server)
+ALL_PROGRAMS=(vllm vllm-router sglang-router smg sglang dynamo-frontend dynamo-mocker dynamo-vllm dynamo-sglang dynamo-trtllm etcd nats-server)
 
 venv_of() {
     case "$1" in
@@ -56,7 +58,7 @@ venv_of() {
     sglang-router) printf '%s\n' "$TOOLS/sglang-router-venv" ;;
     smg) printf '%s\n' "$TOOLS/smg-venv" ;;
     sglang) printf '%s\n' "$TOOLS/sglang-catalog-venv" ;;
-    dynamo-frontend | dynamo-mocker | dynamo-vllm | dynamo-sglang) printf '%s\n' "$TOOLS/dynamo-venv" ;;
+    dynamo-frontend | dynamo-mocker | dynamo-vllm | dynamo-sglang | dynamo-trtllm) printf '%s\n' "$TOOLS/dynamo-venv" ;;
     *) die "unknown program '$1' (want: ${ALL_PROGRAMS[*]})" ;;
     esac
 }

@@ -8,10 +8,10 @@ it from a venv that holds the program:
   smg            smg (install-smg.sh): `smg launch`
   sglang         SGLang's server options (install-sglang-catalog.sh):
                  `python3 -m sglang.launch_server`
-  dynamo-frontend, dynamo-mocker, dynamo-vllm, dynamo-sglang
+  dynamo-frontend, dynamo-mocker, dynamo-vllm, dynamo-sglang, dynamo-trtllm
                  ai-dynamo (install-dynamo.sh): `python3 -m dynamo.frontend`,
                  `python3 -m dynamo.mocker`, `python3 -m dynamo.vllm`,
-                 `python3 -m dynamo.sglang`
+                 `python3 -m dynamo.sglang`, `python3 -m dynamo.trtllm`
 
 Every parser here is the program's own argparse object, never a copy written
 from --help text:
@@ -92,6 +92,37 @@ from --help text:
   parser, taken from its parse_known_args call, holds exactly Dynamo's own
   options, and the second is parse_worker_router_config's; the catalog is
   the same bytes.
+- dynamo-trtllm: dynamo.trtllm.args.parse_args(argv) first rewrites two
+  deprecated words of the argv (`--publish-events-and-metrics` becomes
+  `--publish-kv-events --publish-metrics`, `--no-publish-events-and-metrics`
+  the two `--no-` forms; a word is matched on what precedes its `=`, so a
+  value after `=` is dropped), then builds an ArgumentParser with argparse's
+  default allow_abbrev=True and DynamoRuntimeArgGroup's and
+  DynamoTrtllmArgGroup's options (the router-advertisement options are
+  appended to an argument group for --help only, as in dynamo.sglang) and
+  parses with parse_known_args. The rest goes to parse_worker_router_config
+  (as for dynamo-vllm), and what is left after that to parse_dynamic_flags
+  (dynamo/trtllm/dynamic_flags.py), which takes only `--trtllm.<key>[.<key>...]
+  VALUE` pairs (collected into --override-engine-args' JSON; both at once is
+  an error) and exits 1 on any other word ("Unrecognized argument"). There is
+  no engine parser behind it: TensorRT-LLM's own settings come from the YAML
+  file --extra-engine-args names. Then Config.validate() (--connector,
+  --disaggregation-mode, --modality) and the endpoint are resolved.
+  dynamo.trtllm.backend_args imports TensorRT-LLM at the top, for the
+  defaults of --max-batch-size, --max-num-tokens, --max-seq-len and
+  --max-beam-width (`BuildConfig.model_fields[...]`: from
+  tensorrt_llm.llmapi.BuildConfig, else, since TensorRT-LLM 1.3.0rc21 (the
+  pinned extra is 1.3.0rc29), tensorrt_llm.llmapi.llm_args.BaseLlmArgs); it is
+  the only TensorRT-LLM name parsing needs. TensorRT-LLM is not in the
+  Dynamo venv (it needs CUDA), so when it is not importable those modules
+  are stand-ins: a tensorrt_llm.llmapi without BuildConfig (so the real
+  fallback import runs) and a BaseLlmArgs whose model_fields give those four
+  defaults as None (the catalog holds no defaults). The first parser, taken
+  from parse_args' parse_known_args call, is Dynamo's own; the second is
+  parse_worker_router_config's ("parser": "worker-router"). The program
+  proper is started through TensorRT-LLM's MPI launcher (srtctl:
+  `trtllm-llmapi-launch python3 -m dynamo.trtllm ...`), which passes the
+  argv through.
 """
 
 import argparse
@@ -100,6 +131,7 @@ import importlib
 import importlib.metadata
 import io
 import re
+import sys
 
 PROGRAMS = (
     "vllm",
@@ -111,9 +143,12 @@ PROGRAMS = (
     "dynamo-mocker",
     "dynamo-vllm",
     "dynamo-sglang",
+    "dynamo-trtllm",
 )
-DYNAMO_PROGRAMS = ("dynamo-frontend", "dynamo-mocker", "dynamo-vllm", "dynamo-sglang")
+DYNAMO_PROGRAMS = ("dynamo-frontend", "dynamo-mocker", "dynamo-vllm", "dynamo-sglang", "dynamo-trtllm")
 # Dynamo's engine wrappers: their own parsers leave the rest to the engine's.
+# dynamo.trtllm has no engine parser: it leaves the rest to its `--trtllm.*`
+# dynamic flags (see the module docstring).
 DYNAMO_WRAPPERS = {"dynamo-vllm": "vLLM's engine parser", "dynamo-sglang": "SGLang's parser"}
 
 COMMANDS = {
@@ -126,6 +161,7 @@ COMMANDS = {
     "dynamo-mocker": ["python3", "-m", "dynamo.mocker"],
     "dynamo-vllm": ["python3", "-m", "dynamo.vllm"],
     "dynamo-sglang": ["python3", "-m", "dynamo.sglang"],
+    "dynamo-trtllm": ["python3", "-m", "dynamo.trtllm"],
 }
 
 _ROUTER_MODULES = {"vllm-router": "vllm_router", "sglang-router": "sglang_router", "smg": "smg"}
@@ -139,6 +175,7 @@ _DISTRIBUTIONS = {
     "dynamo-mocker": "ai-dynamo",
     "dynamo-vllm": "ai-dynamo",
     "dynamo-sglang": "ai-dynamo",
+    "dynamo-trtllm": "ai-dynamo",
 }
 
 
@@ -288,6 +325,29 @@ def _sglang_for_dynamo():
     _stand_in("sglang.srt.utils.server_args_config_parser", ConfigArgumentMerger=object)
 
 
+def _stub_tensorrt_llm_if_absent():
+    """Stand-ins for the TensorRT-LLM names dynamo.trtllm.backend_args imports,
+    when TensorRT-LLM is not installed (see the module docstring)."""
+    import importlib.util
+    import types
+
+    try:
+        if importlib.util.find_spec("tensorrt_llm") is not None:
+            return
+    except ValueError:  # already a stand-in
+        return
+
+    class BaseLlmArgs:  # TensorRT-LLM's defaults of these four are not known here
+        model_fields = {
+            name: types.SimpleNamespace(default=None)
+            for name in ("max_batch_size", "max_num_tokens", "max_seq_len", "max_beam_width")
+        }
+
+    _stand_in("tensorrt_llm")
+    _stand_in("tensorrt_llm.llmapi")  # no BuildConfig, as in TensorRT-LLM >= 1.3.0rc21
+    _stand_in("tensorrt_llm.llmapi.llm_args", BaseLlmArgs=BaseLlmArgs)
+
+
 def sglang_parser():
     """The ArgumentParser that sglang.srt.server_args.prepare_server_args builds."""
     from sglang.srt.server_args import prepare_server_args
@@ -330,7 +390,70 @@ def dynamo_parsers(program):
         first = _capture("parse_known_args", lambda: asyncio.run(sglang_args.parse_args([])))
         second = _capture("parse_known_args", lambda: router_args.parse_worker_router_config([]))
         return [("dynamo", first), ("worker-router", second)]
+    if program == "dynamo-trtllm":
+        _stub_tensorrt_llm_if_absent()
+        import dynamo.trtllm.args as trtllm_args
+        from dynamo.common.configuration.groups import router_args
+
+        first = _capture("parse_known_args", lambda: trtllm_args.parse_args([]))
+        second = _capture("parse_known_args", lambda: router_args.parse_worker_router_config([]))
+        return [("dynamo", first), ("worker-router", second)]
     raise ValueError(program)
+
+
+def trtllm_argv_rewrites(words):
+    """{word: the words dynamo.trtllm.args.parse_args hands its parser for
+    it}, for the words it changes (seen by intercepting that parser's
+    parse_known_args, so nothing is parsed)."""
+    _stub_tensorrt_llm_if_absent()
+    import dynamo.trtllm.args as trtllm_args
+
+    seen = {}
+    original = argparse.ArgumentParser.parse_known_args
+
+    def spy(self, args=None, namespace=None):
+        seen["argv"] = list(args)
+        raise _Captured
+
+    out = {}
+    for word in words:
+        argparse.ArgumentParser.parse_known_args = spy
+        try:
+            with _root_log_to(io.StringIO()), warnings_ignored():
+                trtllm_args.parse_args([word])
+        except _Captured:
+            pass
+        finally:
+            argparse.ArgumentParser.parse_known_args = original
+        if seen.get("argv") != [word]:
+            out[word] = seen.get("argv")
+    return out
+
+
+@contextlib.contextmanager
+def _root_log_to(stream):
+    """Sends the root logger's records to stream for a while. dynamo.trtllm
+    reports through logging.error()/warning(), which would otherwise
+    install a handler on whatever sys.stderr is at the first call (a
+    redirected one, gone afterwards)."""
+    import logging
+
+    handler = logging.StreamHandler(stream)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+
+
+@contextlib.contextmanager
+def warnings_ignored():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
 
 
 def options_parser(program, with_help=False):
@@ -347,6 +470,12 @@ def options_parser(program, with_help=False):
 
 
 def _parse_dynamo(program, argv, validate):
+    if program == "dynamo-trtllm" and validate:
+        _stub_tensorrt_llm_if_absent()
+        import dynamo.trtllm.args as trtllm_args
+
+        with _root_log_to(sys.stderr):  # the redirected stderr of parse()
+            return trtllm_args.parse_args(list(argv))
     if program == "dynamo-mocker":
         if validate:
             import dynamo.mocker.args as mocker_args
@@ -359,6 +488,12 @@ def _parse_dynamo(program, argv, validate):
         more, rest = parser.parse_known_args(rest)
         for k, v in vars(more).items():
             setattr(args, k, v)
+    if rest and program == "dynamo-trtllm":
+        from dynamo.trtllm.dynamic_flags import parse_dynamic_flags
+
+        with _root_log_to(sys.stderr):
+            parse_dynamic_flags(rest)  # exits 1 on a word that is not --trtllm.KEY VALUE
+        rest = []
     if rest and not (program == "dynamo-frontend" and getattr(args, "chat_processor", None) in ("vllm", "sglang")):
         what = f"left for {DYNAMO_WRAPPERS[program]}" if program in DYNAMO_WRAPPERS else "Unknown arguments specified"
         raise ParseError(f"{what}: {rest}")
