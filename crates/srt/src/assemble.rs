@@ -44,10 +44,29 @@ struct Checked {
 
 /// Build the launch plan of `recipe`. All problems found are returned together.
 pub fn assemble(recipe: &Recipe, options: &BuildOptions) -> Result<LaunchPlan, Vec<Problem>> {
-    let (recipe, own) = wrapper_split(recipe);
+    let recipe = args_as_read(recipe);
+    let (recipe, own) = wrapper_split(&recipe);
     let recipe = runtime::with_environment(recipe);
     let checked = check(&recipe, options, &own)?;
     build(&recipe, options, checked, &own)
+}
+
+/// `recipe` with each role's `args` as its engine reads them ([`engine::ArgsForm`]):
+/// an engine that reads a config file gets no flags (nor a flag's problems, nor an
+/// `args.connector`); one that reads flags keeps them with their problems, which
+/// [`check`] reports. Borrowed as it is for a flag-reading (or unknown) engine.
+fn args_as_read(recipe: &Recipe) -> Cow<'_, Recipe> {
+    let form = engine::lookup(&recipe.engine.kind.value).map(Engine::args_form);
+    if form != Some(engine::ArgsForm::Config) {
+        return Cow::Borrowed(recipe);
+    }
+    let mut config_only = recipe.clone();
+    for role in &mut config_only.roles {
+        role.args = Args::default();
+        role.flag_problems.clear();
+        role.connector = None;
+    }
+    Cow::Owned(config_only)
 }
 
 /// The role args a runtime's wrapper program reads itself (`python3 -m dynamo.vllm`'s
@@ -131,7 +150,8 @@ fn wrapper_split(recipe: &Recipe) -> (Cow<'_, Recipe>, WrapperArgs) {
 /// finds before it builds any process (a launch plan's size is its processes: this
 /// builds none).
 pub fn node_count(recipe: &Recipe, options: &BuildOptions) -> Result<usize, Vec<Problem>> {
-    let (recipe, own) = wrapper_split(recipe);
+    let recipe = args_as_read(recipe);
+    let (recipe, own) = wrapper_split(&recipe);
     let recipe = runtime::with_environment(recipe);
     Ok(check(&recipe, options, &own)?.topo.node_count)
 }
@@ -162,6 +182,7 @@ fn check(
         return Err(problems);
     }
     check_roles(recipe, &mut problems);
+    problems.extend(recipe.roles.iter().flat_map(|r| r.flag_problems.iter().cloned()));
     problems.extend(recipe.sweep.as_ref().map(crate::recipe::sweep::read_as));
     crate::launch::env::check(recipe, &mut problems);
     problems.extend(recipe.benchmark.as_ref().and_then(benchmark_too_slow));

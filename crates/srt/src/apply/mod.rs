@@ -1120,7 +1120,7 @@ impl Apply<'_> {
         }
         crate::files::write_atomic(&path, file.content.as_bytes())
             .map_err(|e| format!("writing {}: {e}", path.display()))?;
-        Ok(format!("wrote {}", path.display()))
+        Ok(path.display().to_string())
     }
 
     /// Remove a destroyed file resource's file (`spec`, its record's): nothing reads it
@@ -1220,6 +1220,8 @@ fn verb(action: Action, kind: Kind) -> &'static str {
         (Action::Update, Kind::Membership) => "updated",
         (Action::Update, _) => "reloaded",
         (_, Kind::Ports) => "checked",
+        (Action::Replace, Kind::File) => "rewritten",
+        (_, Kind::File) => "written",
         (Action::Replace, Kind::Allocation) => "reallocated",
         (_, Kind::Allocation) => "allocated",
         (Action::Replace, _) => "replaced",
@@ -1235,6 +1237,7 @@ fn verb_ing(action: Action, kind: Kind) -> &'static str {
         (Action::Update, _) => "reloading",
         (Action::Create, Kind::Membership) => "adding members",
         (_, Kind::Ports) => "checking ports",
+        (_, Kind::File) => "writing",
         (_, Kind::Allocation) => "allocating",
         (Action::Replace, _) => "replacing",
         _ => "starting",

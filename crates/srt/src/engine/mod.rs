@@ -92,8 +92,10 @@ pub trait Engine: Sync {
         process: &LaunchProcess,
     ) -> Serving;
     /// The program that stands in for the engine under `--simulate`: a binary shipped
-    /// next to `srt` (`srt-vllm-sim`) that accepts exactly the engine's arguments.
-    fn simulator(&self) -> &'static str;
+    /// next to `srt` (`srt-vllm-sim`) that accepts exactly the engine's arguments;
+    /// `None` for an engine srt runs only under a runtime, whose own simulated engine
+    /// stands in for it ([`crate::launch::WorkerInfo::simulated`]).
+    fn simulator(&self) -> Option<&'static str>;
     /// Make one of the engine's worker processes run `simulator` (the path of
     /// [`Engine::simulator`]) in place of the engine's program (`--simulate`): the
     /// simulator takes the engine's own arguments, so only the program changes. Applied

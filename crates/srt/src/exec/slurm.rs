@@ -1056,7 +1056,10 @@ pub fn step_args(
     let at = placement(job, node, name, p.ranks.as_ref());
     let mut a = step_srun(profile, at, image, command);
     let mut mounts = p.wrap.mounts.clone();
-    if contained && (!inner.is_empty() || !p.wrap.dirs.is_empty()) {
+    // The run directory holds srt's copies of the scripts, the profiler's output and
+    // the files srt writes for the program (a path under it on its command line).
+    let names_run_dir = p.argv.iter().any(|w| w.contains(crate::launch::RUN_DIR));
+    if contained && (!inner.is_empty() || !p.wrap.dirs.is_empty() || names_run_dir) {
         mounts.push(format!("{run_dir}:{run_dir}"));
     }
     if contained && !mounts.is_empty() {

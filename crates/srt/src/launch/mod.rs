@@ -114,6 +114,8 @@ pub struct Serving {
     pub block_size: Option<String>,
     /// Sequences batched at once, when the recipe sets it.
     pub max_num_seqs: Option<String>,
+    /// Tokens batched in one step, when the recipe sets it.
+    pub max_num_batched_tokens: Option<String>,
     /// Data-parallel ranks this process serves.
     pub data_parallel: u32,
     /// The port its decodes rendezvous with it at, when it is the prefill side of a KV
@@ -538,6 +540,9 @@ pub enum PdProtocol {
     /// `bootstrap_host`/`bootstrap_port`/`bootstrap_room`, and the decode pulls the
     /// cache through the prefill's bootstrap server.
     Bootstrap,
+    /// TensorRT-LLM's: the prefill leg answers with `disaggregated_params` (its
+    /// context's handle), which the decode leg carries to pull the cache.
+    DisaggregatedParams,
 }
 
 impl PdProtocol {
@@ -547,6 +552,7 @@ impl PdProtocol {
             PdProtocol::Recompute => "no KV hand-off (the decode computes the prompt again)",
             PdProtocol::KvTransferParams => "vLLM's `kv_transfer_params` hand-off",
             PdProtocol::Bootstrap => "SGLang's bootstrap rendezvous",
+            PdProtocol::DisaggregatedParams => "TensorRT-LLM's `disaggregated_params` hand-off",
         }
     }
 }

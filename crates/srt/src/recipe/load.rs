@@ -5,7 +5,6 @@ use super::keys;
 use super::model::*;
 use super::srtctl::{self, Selection};
 use super::yaml::{self, Key, Node, Value};
-use crate::engine::ArgsForm;
 use miette::{NamedSource, SourceSpan};
 use std::collections::BTreeMap;
 
@@ -926,12 +925,8 @@ impl Loader<'_> {
         let model = self.model(f.get("model"), root.span);
         let resources = self.resources(f.get("resources"), root.span);
         let engine = self.engine(f.get("engine"), root.span);
-        let form = engine
-            .as_ref()
-            .and_then(|e| crate::engine::lookup(&e.kind.value))
-            .map_or(crate::engine::ArgsForm::Flags, |e| e.args_form());
         let roles = match f.get("roles") {
-            Some(node) => self.roles(node, f.key_span("roles").unwrap_or(node.span), form),
+            Some(node) => self.roles(node, f.key_span("roles").unwrap_or(node.span)),
             None => {
                 self.problem(
                     Problem::new(
@@ -1691,7 +1686,7 @@ impl Loader<'_> {
         out
     }
 
-    fn roles(&mut self, node: &Node, key_span: SourceSpan, form: ArgsForm) -> Vec<Role> {
+    fn roles(&mut self, node: &Node, key_span: SourceSpan) -> Vec<Role> {
         let Some(f) = self.fields(node, "roles", &keys::names(keys::ROLES), &[]) else {
             return Vec::new();
         };
@@ -1713,20 +1708,14 @@ impl Loader<'_> {
             else {
                 continue;
             };
-            if let Some(role) = self.role(kind, role_node, key_span, form) {
+            if let Some(role) = self.role(kind, role_node, key_span) {
                 roles.push(role);
             }
         }
         roles
     }
 
-    fn role(
-        &mut self,
-        kind: RoleKind,
-        node: &Node,
-        key_span: SourceSpan,
-        form: ArgsForm,
-    ) -> Option<Role> {
+    fn role(&mut self, kind: RoleKind, node: &Node, key_span: SourceSpan) -> Option<Role> {
         let path = format!("roles.{}", kind.name());
         let f = self.fields(node, &path, &keys::names(keys::ROLE), SRTCTL_ONLY_ROLE)?;
         let nodes = match f.get("nodes") {
@@ -1786,33 +1775,13 @@ impl Loader<'_> {
             1,
             (crate::recipe::limits::MAX_NODES * crate::recipe::limits::MAX_GPUS_PER_NODE) as i64,
         );
-        let (mut args, config) = match form {
-            ArgsForm::Flags => (self.args(f.get("args"), &f.at("args")), None),
-            ArgsForm::Config => (Args::default(), self.config(f.get("args"), &f.at("args"))),
-        };
-        let mut connector = None;
-        if let Some(pos) = args.0.iter().position(|a| a.key == "connector") {
-            let arg = args.0.remove(pos);
-            let name = match arg.value {
-                ArgValue::Str(s) => s,
-                ArgValue::Null => "none".into(),
-                other => {
-                    self.problem(
-                        Problem::new(
-                            "srt::recipe::type",
-                            arg.value_span,
-                            format!(
-                                "`{path}.args.connector` must be a connector name, found `{}`",
-                                other.render()
-                            ),
-                        )
-                        .label("expected a connector name"),
-                    );
-                    return None;
-                }
-            };
-            connector = Some(Sp::new(name, arg.value_span));
-        }
+        // Read both ways, as flags and as a config file: the assembly keeps the one the
+        // engine reads (`crate::engine::ArgsForm`), with what is wrong with it.
+        let config = self.config(f.get("args"), &f.at("args"));
+        let before = self.problems.0.len();
+        let mut args = self.args(f.get("args"), &f.at("args"));
+        let connector = self.role_connector(&mut args, &path);
+        let flag_problems = self.problems.0.split_off(before);
         let env = self.env(&f, "env");
         let env_spans = self.env_spans(&f, "env");
         Some(Role {
@@ -1822,11 +1791,37 @@ impl Loader<'_> {
             workers,
             gpus,
             args,
+            flag_problems,
             config,
             connector,
             env,
             env_spans,
         })
+    }
+
+    /// `args.connector`, taken out of the role's flags: a per-role connector override.
+    fn role_connector(&mut self, args: &mut Args, path: &str) -> Option<Sp<String>> {
+        let pos = args.0.iter().position(|a| a.key == "connector")?;
+        let arg = args.0.remove(pos);
+        let name = match arg.value {
+            ArgValue::Str(s) => s,
+            ArgValue::Null => "none".into(),
+            other => {
+                self.problem(
+                    Problem::new(
+                        "srt::recipe::type",
+                        arg.value_span,
+                        format!(
+                            "`{path}.args.connector` must be a connector name, found `{}`",
+                            other.render()
+                        ),
+                    )
+                    .label("expected a connector name"),
+                );
+                return None;
+            }
+        };
+        Some(Sp::new(name, arg.value_span))
     }
 
     /// A role's `args` read as the engine's config file: a mapping (or nothing), kept

@@ -254,12 +254,17 @@ pub struct Role {
     pub workers: Sp<u32>,
     /// `gpus` per worker, when written.
     pub gpus: Option<Sp<u32>>,
-    /// Engine flags (without `connector`); empty when the engine reads its role args
-    /// as a config file (`config`).
+    /// `args` read as engine flags (without `connector`); emptied by the assembly when
+    /// the engine reads them as its config file (`config`).
     pub args: Args,
+    /// What is wrong with `args` read as flags: reported by the assembly when the
+    /// engine reads flags ([`crate::engine::ArgsForm::Flags`]), dropped when it reads a
+    /// config file.
+    pub flag_problems: Vec<crate::recipe::diag::Problem>,
     /// The role's `args` mapping as written, for an engine that reads it as its own
     /// config file rather than as flags ([`crate::engine::ArgsForm::Config`]): keys,
-    /// nesting and `null`s kept, every value with its span.
+    /// nesting and `null`s kept, every value with its span. Cleared by the assembly
+    /// when the engine reads flags.
     pub config: Option<crate::recipe::yaml::Node>,
     /// `args.connector`: a per-role connector override.
     pub connector: Option<Sp<String>>,

@@ -474,7 +474,13 @@ fn stand_ins(launch: &LaunchPlan, engine: &dyn crate::engine::Engine) -> Result<
     });
     if needs_engine {
         let what = format!("the {} engine's simulator", engine.name());
-        out.engine = next_to_srt(engine.simulator(), &what)?;
+        let name = engine.simulator().ok_or_else(|| {
+            OpError::Other(format!(
+                "--simulate has no stand-in for {} outside its runtime",
+                engine.name()
+            ))
+        })?;
+        out.engine = next_to_srt(name, &what)?;
     }
     if launch.processes.iter().any(|p| p.ranks.is_some()) {
         out.ranks = next_to_srt("srt-rank-sim", "the stand-in for an MPI job's ranks")?;

@@ -245,6 +245,7 @@ impl Engine for Sglang {
             served_name: recipe.model.served_name.clone(),
             block_size: arg("page_size"),
             max_num_seqs: arg("max_running_requests"),
+            max_num_batched_tokens: None,
             data_parallel: shape::sizes(catalog, role).map_or(1, shape::Sizes::ranks),
             bootstrap_port: process.ports.get(BOOTSTRAP.name).map(|b| b.base),
             family: "sglang",
@@ -253,8 +254,8 @@ impl Engine for Sglang {
         }
     }
 
-    fn simulator(&self) -> &'static str {
-        "srt-sglang-sim"
+    fn simulator(&self) -> Option<&'static str> {
+        Some("srt-sglang-sim")
     }
 
     fn simulate(&self, process: &mut LaunchProcess, simulator: &std::path::Path) {

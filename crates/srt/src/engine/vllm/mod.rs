@@ -98,8 +98,8 @@ impl Engine for Vllm {
          `engine.serve_binary`"
     }
 
-    fn simulator(&self) -> &'static str {
-        "srt-vllm-sim"
+    fn simulator(&self) -> Option<&'static str> {
+        Some("srt-vllm-sim")
     }
 
     fn simulate(&self, process: &mut LaunchProcess, simulator: &std::path::Path) {
@@ -288,6 +288,7 @@ impl Engine for Vllm {
             served_name: recipe.model.served_name.clone(),
             block_size: arg("block-size"),
             max_num_seqs: arg("max-num-seqs"),
+            max_num_batched_tokens: arg("max-num-batched-tokens"),
             data_parallel,
             bootstrap_port: process.ports.get(crate::ports::NIXL.name).map(|b| b.base),
             family: "vllm",

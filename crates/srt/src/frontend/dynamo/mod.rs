@@ -238,6 +238,7 @@ impl Frontend for Dynamo {
             PdProtocol::KvTransferParams,
             PdProtocol::Recompute,
             PdProtocol::Bootstrap,
+            PdProtocol::DisaggregatedParams,
         ]
     }
 

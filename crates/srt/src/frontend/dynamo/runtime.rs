@@ -274,6 +274,7 @@ fn mocker(python: &str, serving: &Serving, role: RoleKind, registration: &[(&str
     for (flag, value) in [
         ("--block-size", &serving.block_size),
         ("--max-num-seqs", &serving.max_num_seqs),
+        ("--max-num-batched-tokens", &serving.max_num_batched_tokens),
     ] {
         if let Some(v) = value {
             argv.extend([flag, v.as_str()]);
@@ -300,6 +301,7 @@ mod tests {
             model_path: "/models/tiny".into(),
             served_name: "tiny".into(),
             block_size: Some("16".into()),
+            max_num_batched_tokens: None,
             max_num_seqs: None,
             data_parallel: 2,
             bootstrap_port: Some(14500),
