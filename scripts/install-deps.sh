@@ -17,7 +17,7 @@
 #           NATS request/event plane; installed only, never started here
 #   insta   cargo-insta $SRT_CARGO_INSTA_VERSION (default 1.49.0, the insta
 #           version in Cargo.lock), via `cargo install --locked`
-#   slurm   Debian's slurm-wlm + munge (+ iproute2, util-linux, libpmix2) for
+#   slurm   Debian's slurm-wlm + munge (+ iproute2, util-linux, libpmix2, libpmix-dev) for
 #           scripts/slurm-cluster.sh; installed only, not started
 #   all     every part above (the default)
 #   dynamo  NVIDIA Dynamo (ai-dynamo + ai-dynamo-runtime, pinned) in

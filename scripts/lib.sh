@@ -155,13 +155,14 @@ apt_install() {
 # scontrol, scancel, sinfo); munge is its authentication daemon; iproute2 and
 # util-linux give ip, nsenter and unshare.
 ensure_slurm_packages() {
-    # libpmix2: slurm's mpi_pmix plugin loads it at run time, for the steps of an
-    # MPI-launched worker (`srun --mpi=pmix`, TensorRT-LLM's endpoints).
+    # PMIx: slurm's mpi_pmix plugin dlopens the unversioned `libpmix.so` (which only
+    # libpmix-dev installs) at run time, for the steps of an MPI-launched worker
+    # (`srun --mpi=pmix`, TensorRT-LLM's endpoints).
     if have slurmctld && have slurmd && have sbatch && have munged && have ip && have nsenter \
-        && ldconfig -p | grep -q 'libpmix\.so\.2'; then
+        && ldconfig -p | grep -q 'libpmix\.so '; then
         return 0
     fi
-    apt_install slurm-wlm munge iproute2 util-linux libpmix2
+    apt_install slurm-wlm munge iproute2 util-linux libpmix2 libpmix-dev
 }
 
 # pick_python MIN [MAX_EXCL] WHAT: prints an interpreter (SRT_PYTHON, else

@@ -251,6 +251,7 @@ SlurmctldLogFile=$CTLD_LOG
 SlurmdSpoolDir=/var/spool/slurmd-%n
 SlurmdPidFile=/run/slurmd-%n.pid
 SlurmdLogFile=/var/log/slurm/slurmd-%n.log
+TmpFS=/tmp/slurm-%n
 SlurmdParameters=config_overrides
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -457,8 +458,11 @@ start_slurmd() {
     local i="$1" name ns
     name="$(node_name "$i")"
     ns="$(node_ns "$i")"
-    rm -rf "/var/spool/slurmd-$name"
+    rm -rf "/var/spool/slurmd-$name" "/tmp/slurm-$name"
     install -d -m 755 "/var/spool/slurmd-$name"
+    # Each node's TmpFS (slurm.conf): the nodes share this machine's /tmp, where the
+    # PMIx plugin makes a directory per step that must not collide across nodes.
+    install -d -m 1777 "/tmp/slurm-$name"
     log "starting slurmd $name in namespace $ns"
     nsenter --net="/var/run/netns/$ns" unshare --uts \
         sh -c "hostname $name && exec slurmd -N $name" \
