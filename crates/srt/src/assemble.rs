@@ -182,7 +182,12 @@ fn check(
         return Err(problems);
     }
     check_roles(recipe, &mut problems);
-    problems.extend(recipe.roles.iter().flat_map(|r| r.flag_problems.iter().cloned()));
+    problems.extend(
+        recipe
+            .roles
+            .iter()
+            .flat_map(|r| r.flag_problems.iter().cloned()),
+    );
     problems.extend(recipe.sweep.as_ref().map(crate::recipe::sweep::read_as));
     crate::launch::env::check(recipe, &mut problems);
     problems.extend(recipe.benchmark.as_ref().and_then(benchmark_too_slow));

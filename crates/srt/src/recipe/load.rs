@@ -22,7 +22,7 @@ const SRTCTL_ONLY_TOP: &[&str] = &[
     "base",
 ];
 const SRTCTL_ONLY_ROLE: &[&str] = &["engine", "kv_events", "sidecar", "critical"];
-const SRTCTL_ONLY_ENGINE: &[&str] = &["set_visible_devices", "failover"];
+const SRTCTL_ONLY_ENGINE: &[&str] = &["set_visible_devices", "failover", "sequential_node_start"];
 const SRTCTL_ONLY_FRONTEND: &[&str] = &[
     "placement",
     "nginx_raise_ulimit",
