@@ -1273,3 +1273,48 @@ fn a_containerized_worker_runs_its_host_setup_as_a_step_first() {
     }
     destroy(&env, d);
 }
+
+/// A TensorRT-LLM endpoint of TP 2 over two 1-GPU nodes is one MPI job: one `srun
+/// --mpi=pmix` step of two tasks, one on n1 and one on n2, each rank under the
+/// stand-in for `trtllm-llmapi-launch` (rank 0 runs the mocker, rank 1 waits with it);
+/// it registers with the frontend and serves, and destroy ends the step.
+#[test]
+fn trtllm_endpoint_over_two_nodes_is_one_step_of_two_tasks() {
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(c) = cluster() else { return };
+    let venv = tools_dir().join("dynamo-venv/bin");
+    assert!(
+        venv.join("python3").exists(),
+        "ai-dynamo is not installed: run scripts/install-dynamo.sh (the test command does)"
+    );
+    let mut env = Env::new(c);
+    env.path = format!("{}:{}", venv.display(), env.path);
+    let d = "slurm-trtllm-two-ranks";
+    let model = tools_dir().join("models/tiny").display().to_string();
+    let text = format!(
+        "schema: 2\nname: {d}\nmodel:\n  path: {model}\n  served_name: tiny\n\
+         resources:\n  gpus_per_node: 1\nengine: trtllm\n\
+         frontend:\n  type: dynamo\n  enable_multiple_frontends: false\n\
+         roles:\n  agg:\n    nodes: 2\n    workers: 1\n    gpus: 2\n    args:\n      max_batch_size: 16\n\
+         health_check:\n  timeout_seconds: 120\n  interval_seconds: 2\n"
+    );
+    let recipe = env.file("trt.yaml", &text);
+    let out = env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
+    assert!(
+        out.contains("file.agg.engine-config: written") && out.contains("smoke: passed"),
+        "{out}"
+    );
+    completion(&env.router());
+    let (job, step) = env.step(d, "worker.agg[0]");
+    let shown = slurm("scontrol", &["show", "step", &format!("{job}.{step}")]);
+    assert!(
+        shown.contains("Tasks=2") && shown.contains("NodeList=n[1-2]"),
+        "{shown}"
+    );
+    let steps = live_steps(job);
+    let workers: Vec<_> = steps.iter().filter(|l| l.contains(".worker.")).collect();
+    assert_eq!(workers.len(), 1, "{steps:?}");
+    destroy(&env, d);
+}

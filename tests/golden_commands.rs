@@ -149,7 +149,10 @@ fn every_rendered_command_parses_with_the_programs_catalog() {
                     catalog.program
                 );
                 catalog.parse_argv(&own).unwrap_or_else(|e| {
-                    panic!("{example} {}: {} would refuse it: {e}", p.address, catalog.program)
+                    panic!(
+                        "{example} {}: {} would refuse it: {e}",
+                        p.address, catalog.program
+                    )
                 });
                 *checked.entry(catalog.program.as_str()).or_default() += 1;
                 continue;
@@ -363,4 +366,22 @@ fn every_rendered_worker_command_parses_with_its_real_engine_when_installed() {
             commands.len()
         );
     }
+}
+
+/// Every engine config file the examples render (`golden/`) is one TensorRT-LLM's
+/// schema accepts: no problem and no warning of the schema's on any of them.
+#[test]
+fn every_golden_engine_config_passes_the_llm_api_schema() {
+    let mut files = 0;
+    for path in common::examples() {
+        let plan = common::plan_with(&path, None, HostLayout::Shared);
+        files += plan.files.len();
+        let flagged: Vec<_> = plan
+            .warnings
+            .iter()
+            .filter(|w| w.code.starts_with("srt::recipe::trtllm"))
+            .collect();
+        assert!(flagged.is_empty(), "{}: {flagged:?}", path.display());
+    }
+    assert!(files >= 5, "{files} config files");
 }

@@ -38,6 +38,54 @@ const fn case(
 
 const CASES: &[Case] = &[
     case(
+        "trtllm-unknown-key.yaml",
+        "srt::recipe::trtllm_unknown_key",
+        "max_batch_sise",
+        "did you mean `max_batch_size`?",
+    ),
+    case(
+        "trtllm-type.yaml",
+        "srt::recipe::trtllm_type",
+        "eight",
+        "must be an integer",
+    ),
+    case(
+        "trtllm-value.yaml",
+        "srt::recipe::trtllm_value",
+        "RDMA",
+        "NIXL",
+    ),
+    case(
+        "trtllm-parallel.yaml",
+        "srt::recipe::trtllm_parallel",
+        "4",
+        "2 GPUs",
+    ),
+    case(
+        "trtllm-managed-key.yaml",
+        "srt::recipe::managed_flag",
+        "tokenizer",
+        "model.path",
+    ),
+    case(
+        "trtllm-eplb-env.yaml",
+        "srt::recipe::managed_env",
+        "TRTLLM_EPLB_SHM_NAME",
+        "each endpoint has its own",
+    ),
+    case(
+        "trtllm-frontend.yaml",
+        "srt::recipe::engine_frontend",
+        "trtllm",
+        "Dynamo",
+    ),
+    case(
+        "trtllm-sequential-node-start.yaml",
+        "srt::recipe::unsupported_key",
+        "sequential_node_start",
+        "srtctl key",
+    ),
+    case(
         "unknown-key-gpu.yaml",
         "srt::recipe::unknown_key",
         "gpu",

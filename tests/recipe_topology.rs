@@ -1129,6 +1129,133 @@ fn dynamo_agg_and_disagg_register_every_worker_under_the_namespace() {
     assert_eq!(d[0].env["DYN_SYSTEM_HOST"], ip(1));
 }
 
+/// TensorRT-LLM prefill/decode behind Dynamo: each worker is one MPI job of one rank
+/// under `trtllm-llmapi-launch`, reading its role's config file (a resource it depends
+/// on, one per role, every worker of the role reading the same); no bootstrap port.
+/// Under `--simulate` each is the mocker scheduling as TensorRT-LLM does.
+#[test]
+fn dynamo_trtllm_prefill_decode_read_their_roles_config_file() {
+    let plan = plan("examples/local-dynamo-trtllm.yaml");
+    let p = of_role(&plan, RoleKind::Prefill);
+    let d = of_role(&plan, RoleKind::Decode);
+    assert_eq!((p.len(), d.len()), (1, 2));
+    let files: Vec<&str> = plan.files.iter().map(|f| f.address.as_str()).collect();
+    assert_eq!(
+        files,
+        ["file.prefill.engine-config", "file.decode.engine-config"]
+    );
+    for (w, component, mode, role) in [
+        (p[0], "prefill", "prefill", "prefill"),
+        (d[0], "backend", "decode", "decode"),
+        (d[1], "backend", "decode", "decode"),
+    ] {
+        assert_eq!(w.argv.to_vec()[..3], ["python3", "-m", "dynamo.trtllm"]);
+        assert_registers(&plan, w, component, Some(mode));
+        let file = plan
+            .files
+            .iter()
+            .find(|f| f.address == format!("file.{role}.engine-config"))
+            .unwrap();
+        assert_eq!(value(&w.argv, "--extra-engine-args"), file.path);
+        assert!(w.depends_on.contains(&file.address), "{:?}", w.depends_on);
+        let ranks = w.ranks.as_ref().expect("an MPI job");
+        assert_eq!((ranks.tasks, ranks.nodes.as_slice()), (1, &[0][..]));
+        assert_eq!(ranks.launcher, ["trtllm-llmapi-launch"]);
+        assert!(!w.ports.contains_key("sglang_bootstrap"));
+        let mocker = w.worker.as_ref().unwrap().simulated.clone().unwrap();
+        assert_eq!(mocker.to_vec()[..3], ["python3", "-m", "dynamo.mocker"]);
+        assert_eq!(value(&mocker, "--engine-type"), "trtllm");
+        assert_eq!(value(&mocker, "--block-size"), "16");
+        assert!(!has(&mocker, "--bootstrap-ports"), "{mocker:?}");
+    }
+    let decode = plan
+        .files
+        .iter()
+        .find(|f| f.address.contains("decode"))
+        .unwrap();
+    assert!(
+        decode.content.contains("max_batch_size: 64"),
+        "{}",
+        decode.content
+    );
+    assert!(
+        decode.content.contains("backend: \"UCX\""),
+        "{}",
+        decode.content
+    );
+}
+
+/// Aggregated TensorRT-LLM of TP 2: each worker is one MPI job of two ranks on its
+/// node's two GPUs; the tensor parallel size the GPUs give is written into the config
+/// file, and the mocker serves both attention ranks' batch.
+#[test]
+fn dynamo_trtllm_agg_worker_is_one_mpi_job_of_its_gpus() {
+    let plan = plan("examples/local-dynamo-trtllm-agg.yaml");
+    let a = of_role(&plan, RoleKind::Agg);
+    assert_eq!(a.len(), 2);
+    let devices: Vec<Vec<u32>> = a.iter().map(|w| w.devices.clone()).collect();
+    assert_eq!(devices, [vec![0, 1], vec![2, 3]]);
+    for w in &a {
+        assert_registers(&plan, w, "backend", Some("agg"));
+        assert_eq!(w.ranks.as_ref().unwrap().tasks, 2);
+        assert!(has(&w.argv, "--publish-kv-events") && has(&w.argv, "--publish-metrics"));
+        let mocker = w.worker.as_ref().unwrap().simulated.clone().unwrap();
+        assert_eq!(value(&mocker, "--max-num-seqs"), "32");
+        assert_eq!(value(&mocker, "--max-num-batched-tokens"), "4096");
+    }
+    assert_eq!(plan.files.len(), 1);
+    assert!(plan.files[0].content.contains("tensor_parallel_size: 2"));
+}
+
+/// TensorRT-LLM DEP on GB200 nodes: the decode endpoint is one MPI job of 8 ranks over
+/// its two nodes (rank 0's first), each rank bound to both NUMA nodes; the attention-DP
+/// prefill is one job of 4 ranks; the mocker serves each as TensorRT-LLM's DP ranks.
+#[test]
+fn dynamo_trtllm_dep_decode_is_one_mpi_job_over_its_nodes() {
+    let plan = plan("examples/slurm-dynamo-trtllm-dep.yaml");
+    let p = of_role(&plan, RoleKind::Prefill);
+    let d = of_role(&plan, RoleKind::Decode);
+    assert_eq!((p.len(), d.len()), (1, 1));
+    let ranks = d[0].ranks.as_ref().unwrap();
+    assert_eq!((ranks.tasks, ranks.nodes.as_slice()), (8, &[1, 2][..]));
+    assert_eq!(
+        ranks.launcher,
+        ["numactl", "-m", "0,1", "trtllm-llmapi-launch"]
+    );
+    assert_eq!(p[0].ranks.as_ref().unwrap().tasks, 4);
+    for (w, dp) in [(p[0], "4"), (d[0], "8")] {
+        let mocker = w.worker.as_ref().unwrap().simulated.clone().unwrap();
+        assert_eq!(value(&mocker, "--data-parallel-size"), dp, "{mocker:?}");
+    }
+}
+
+/// srtctl v1's TensorRT-LLM recipe, as it is: `backend.trtllm_config.<mode>` is each
+/// role's config file, `<mode>_environment` its env, `publish_events_and_metrics` the
+/// engine's key.
+#[test]
+fn srtctl_v1_trtllm_config_becomes_each_roles_config_file() {
+    let plan = plan("examples/srtctl-v1/disagg-trtllm.yaml");
+    let p = of_role(&plan, RoleKind::Prefill);
+    let d = of_role(&plan, RoleKind::Decode);
+    assert_eq!((p.len(), d.len()), (2, 1));
+    assert_eq!(d[0].ranks.as_ref().unwrap().tasks, 4);
+    for w in p.iter().chain(&d) {
+        assert_eq!(w.env["TLLM_LOG_LEVEL"], "INFO");
+        assert!(has(&w.argv, "--publish-kv-events"), "{:?}", w.argv);
+    }
+    let file = |role: &str| {
+        let address = format!("file.{role}.engine-config");
+        plan.files
+            .iter()
+            .find(|f| f.address == address)
+            .unwrap()
+            .content
+            .clone()
+    };
+    assert!(file("prefill").contains("max_batch_size: 8"));
+    assert!(file("decode").contains("enable_attention_dp: true"));
+}
+
 /// SGLang prefill/decode behind Dynamo: each worker is `python3 -m dynamo.sglang` with
 /// SGLang's flags (its role's mode among them, once: the wrapper reads SGLang's own),
 /// registered by the runtime; the prefill serves its bootstrap port. Under `--simulate`
@@ -1338,6 +1465,9 @@ fn every_example_has_a_topology_test() {
         "examples/local-dynamo-disagg.yaml",
         "examples/slurm-dynamo-disagg.yaml",
         "examples/local-dynamo-sglang.yaml",
+        "examples/local-dynamo-trtllm.yaml",
+        "examples/local-dynamo-trtllm-agg.yaml",
+        "examples/slurm-dynamo-trtllm-dep.yaml",
         "examples/local-disagg-smg.yaml",
         "examples/slurm-disagg-smg.yaml",
         "examples/local-sglang-agg.yaml",
@@ -1345,6 +1475,7 @@ fn every_example_has_a_topology_test() {
         "examples/slurm-sglang-multinode.yaml",
         "examples/srtctl-v1/agg-vllm.yaml",
         "examples/srtctl-v1/disagg-sglang.yaml",
+        "examples/srtctl-v1/disagg-trtllm.yaml",
         "examples/srtctl-v1/dep-sglang.yaml",
         "examples/srtctl-v1/override.yaml",
         "examples/srtctl-v1/sweep.yaml",

@@ -88,6 +88,21 @@ fn srun_and_sbatch_lines_of_the_runtime_keys() {
     snapshot("render@slurm-runtime-keys.yaml", &text);
 }
 
+/// TensorRT-LLM's MPI jobs on SLURM with pyxis: each endpoint one `srun --mpi=pmix`
+/// step of tp x pp tasks over its nodes, each rank under `numactl` (GB200) and
+/// `trtllm-llmapi-launch`, the run directory (where its config file is) mounted.
+#[test]
+fn srun_lines_of_mpi_launched_workers() {
+    let path = "examples/slurm-dynamo-trtllm-dep.yaml";
+    let (_, recipe) = common::recipe(path);
+    let launch = common::plan_with(path, None, HostLayout::Distinct);
+    let pyxis = ClusterProfile::load(&common::root().join("clusters/example-pyxis.yaml")).unwrap();
+    let profile = srt::workflow::effective_profile(pyxis, &recipe);
+    let text = srt::exec::slurm::render(&launch, profile.slurm().unwrap());
+    assert!(text.contains("--mpi=pmix"), "{text}");
+    snapshot("render@slurm-dynamo-trtllm-dep.yaml", &text);
+}
+
 #[test]
 fn plan_creates_the_allocation_first() {
     let (_, graph) = lowered(profile("test-cluster.yaml"));

@@ -53,7 +53,12 @@ fn every_fixture_and_its_migrated_form_give_the_same_launch_plan() {
 
 #[test]
 fn a_migrated_form_loads_without_a_translation_note() {
-    for name in ["agg-vllm.yaml", "disagg-sglang.yaml", "dep-sglang.yaml"] {
+    for name in [
+        "agg-vllm.yaml",
+        "disagg-sglang.yaml",
+        "dep-sglang.yaml",
+        "disagg-trtllm.yaml",
+    ] {
         let path = common::root().join("examples/srtctl-v1").join(name);
         let original = source(&path);
         let migrated = srt::recipe::srtctl::migrate_text(&original.text, name).unwrap();

@@ -8,6 +8,7 @@
 //! ([`crate::launch::WorkerInfo`]) and from [`ConnectorChoice`].
 
 mod sglang;
+mod trtllm;
 mod vllm;
 
 use crate::catalog::Catalog;
@@ -178,7 +179,7 @@ pub(crate) fn wrapper_of(
 }
 
 /// Every engine srt knows.
-pub const ENGINES: &[&dyn Engine] = &[&vllm::Vllm, &sglang::Sglang];
+pub const ENGINES: &[&dyn Engine] = &[&vllm::Vllm, &sglang::Sglang, &trtllm::Trtllm];
 
 /// An engine's connector named `chosen` is none of its `names`: the problem at the
 /// name, with a suggestion.

@@ -140,7 +140,7 @@ const MANAGED_ENV: &[(&str, &str)] = &[
 
 /// The catalogs of the programs it runs: the frontend (first), etcd, the mocker, and
 /// the own flags of `dynamo.vllm` and `dynamo.sglang` (each leaves the rest to its
-/// engine's parser).
+/// engine's parser) and of `dynamo.trtllm` (which takes no engine flags).
 fn catalogs() -> &'static [Catalog] {
     static PARSED: std::sync::OnceLock<Vec<Catalog>> = std::sync::OnceLock::new();
     PARSED.get_or_init(|| {
@@ -151,6 +151,7 @@ fn catalogs() -> &'static [Catalog] {
             include_str!("catalog/dynamo-mocker-1.6.1.json"),
             include_str!("catalog/dynamo-vllm-1.6.1.json"),
             include_str!("catalog/dynamo-sglang-1.6.1.json"),
+            include_str!("catalog/dynamo-trtllm-1.6.1.json"),
         ]
         .iter()
         .map(|text| Catalog::parse(text).expect("the shipped catalog parses"))
