@@ -172,7 +172,6 @@ impl<'r> BuildContext<'r> {
     /// Add `file` for the processes that read it (once: every worker of a role reads
     /// the same one), and return its address, which each reader depends on. A second
     /// file at the same address must be the same file.
-    #[allow(dead_code)] // The first engine with a config file uses it next.
     pub(crate) fn file(&mut self, file: super::LaunchFile) -> String {
         match self.files.iter().find(|f| f.address == file.address) {
             Some(known) => {
