@@ -1,7 +1,8 @@
 //! srtctl's v1 recipes applied as they are, simulated: one per engine srt has, each
 //! behind the frontend srtctl's users put it behind (vLLM under the Dynamo frontend,
 //! v1's default when `frontend.type` is absent; SGLang prefill/decode behind v1's
-//! `sglang`, the SGLang Model Gateway). srt reads them in the 2.0 layout (a located
+//! `sglang`, the SGLang Model Gateway; TensorRT-LLM prefill/decode under Dynamo, each
+//! role's `trtllm_config` its config file). srt reads them in the 2.0 layout (a located
 //! note says so), serves completions and runs their sa-bench benchmark with v1's
 //! default of prompts in the model's chat template.
 
@@ -88,6 +89,54 @@ backend:
     )
 }
 
+fn v1_trtllm_disagg() -> String {
+    format!(
+        r#"name: "v1-e2e-trtllm"
+model:
+  path: "{model}"
+  container: "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:1.6.1"
+  precision: "fp8"
+resources:
+  gpu_type: "gb200"
+  gpus_per_node: 2
+  prefill_nodes: 1
+  decode_nodes: 1
+  prefill_workers: 1
+  decode_workers: 2
+dynamo:
+  install: false
+frontend:
+  type: dynamo
+  enable_multiple_frontends: false
+backend:
+  type: trtllm
+  publish_events_and_metrics: true
+  decode_environment:
+    TLLM_LOG_LEVEL: "INFO"
+  trtllm_config:
+    prefill:
+      tensor_parallel_size: 2
+      max_batch_size: 4
+      max_num_tokens: 2048
+      disable_overlap_scheduler: true
+      kv_cache_config:
+        free_gpu_memory_fraction: 0.8
+        tokens_per_block: 16
+      cache_transceiver_config:
+        backend: UCX
+    decode:
+      max_batch_size: 16
+      max_num_tokens: 64
+      kv_cache_config:
+        free_gpu_memory_fraction: 0.8
+        tokens_per_block: 16
+      cache_transceiver_config:
+        backend: UCX
+{BENCHMARK}"#,
+        model = tools_dir().join("models/tiny").display()
+    )
+}
+
 /// Apply `text` as a v1 file: the translation is noted, the gates and the benchmark
 /// pass, and completions come back.
 fn applies_serves_and_benchmarks(env: &Env, deployment: &str, text: &str) {
@@ -132,6 +181,18 @@ fn a_v1_vllm_recipe_behind_dynamo_serves_and_runs_its_benchmark() {
         )
     });
     applies_serves_and_benchmarks(&env, "v1-e2e-vllm", &v1_vllm_dynamo());
+}
+
+#[test]
+fn a_v1_trtllm_prefill_decode_recipe_behind_dynamo_serves_and_runs_its_benchmark() {
+    let _g = serial();
+    let env = Env::dynamo().unwrap_or_else(|| {
+        panic!(
+            "ai-dynamo is not installed in {}: run scripts/install-dynamo.sh (the test command does)",
+            tools_dir().display()
+        )
+    });
+    applies_serves_and_benchmarks(&env, "v1-e2e-trtllm", &v1_trtllm_disagg());
 }
 
 #[test]
