@@ -38,6 +38,18 @@ const fn case(
 
 const CASES: &[Case] = &[
     case(
+        "engine-key-type.yaml",
+        "srt::recipe::type",
+        "\"yes\"",
+        "must be a boolean",
+    ),
+    case(
+        "engine-key-value.yaml",
+        "srt::recipe::value",
+        "per_rank",
+        "expected `per_node` or `per_gpu`",
+    ),
+    case(
         "trtllm-unknown-key.yaml",
         "srt::recipe::trtllm_unknown_key",
         "max_batch_sise",

@@ -16,6 +16,7 @@ use crate::launch::{
 use crate::launch::{ConnectorChoice, WorkerFeature, WorkerRuntime};
 use crate::ports::{PortBlock, PortScope, DISCOVERY, PUBLIC};
 use crate::recipe::diag::{did_you_mean, Problem};
+use crate::recipe::keys;
 use crate::recipe::{Arg, ArgValue, Args, Nodes, Recipe, RoleKind};
 use crate::topology::{self, Topology};
 use std::borrow::Cow;
@@ -389,7 +390,9 @@ fn check_services_node(recipe: &Recipe, frontend: &dyn Frontend, problems: &mut 
 fn check_engine_keys(recipe: &Recipe, engine: &dyn Engine, problems: &mut Vec<Problem>) {
     let declared: Vec<&str> = engine.keys().iter().map(|k| k.name).collect();
     for arg in &recipe.engine.keys.entries {
-        if declared.contains(&arg.key.as_str()) {
+        if let Some(key) = engine.keys().iter().find(|k| k.name == arg.key) {
+            let path = format!("engine.{}", arg.key);
+            problems.extend(keys::value_problem(&path, key, &arg.value, arg.value_span));
             continue;
         }
         let owner = engine::ENGINES

@@ -574,6 +574,80 @@ pub fn unknown_section_keys(
         .collect()
 }
 
+/// What is wrong with `value` (at `span`) as the value of `key`, read by its schema
+/// fragment: a JSON type its `type` does not list is `srt::recipe::type`, a string its
+/// `enum` does not list is `srt::recipe::value`. What the value means beyond that is the
+/// key owner's to check.
+pub(crate) fn value_problem(
+    path: &str,
+    key: &Key,
+    value: &super::ArgValue,
+    span: miette::SourceSpan,
+) -> Option<super::Problem> {
+    use super::ArgValue;
+    let fragment: serde_json::Value = serde_json::from_str(key.schema).expect("key schema is JSON");
+    let choices: Vec<&str> = fragment["enum"]
+        .as_array()
+        .map(|c| c.iter().filter_map(serde_json::Value::as_str).collect())
+        .unwrap_or_default();
+    let types: Vec<&str> = match &fragment["type"] {
+        serde_json::Value::String(t) => vec![t.as_str()],
+        serde_json::Value::Array(ts) => ts.iter().filter_map(serde_json::Value::as_str).collect(),
+        _ if !choices.is_empty() => vec!["string"],
+        _ => return None,
+    };
+    let json_type = match value {
+        ArgValue::Null => "null",
+        ArgValue::Bool(_) => "boolean",
+        ArgValue::Int(_) => "integer",
+        ArgValue::Float(_) => "number",
+        ArgValue::Str(_) => "string",
+        ArgValue::List(_) => "array",
+        ArgValue::Json(_) => "object",
+    };
+    let fits = types
+        .iter()
+        .any(|t| *t == json_type || (*t == "number" && json_type == "integer"));
+    if !fits {
+        let noun = match types
+            .iter()
+            .find(|t| **t != "null")
+            .copied()
+            .unwrap_or("null")
+        {
+            "string" => "a string",
+            "boolean" => "a boolean",
+            "integer" => "an integer",
+            "number" => "a number",
+            "array" => "a list",
+            "object" => "a mapping",
+            other => other,
+        };
+        return Some(
+            super::Problem::new(
+                "srt::recipe::type",
+                span,
+                format!("`{path}` must be {noun}, found {}", value.noun()),
+            )
+            .label(format!("expected {noun}")),
+        );
+    }
+    let ArgValue::Str(s) = value else { return None };
+    if choices.is_empty() || choices.contains(&s.as_str()) {
+        return None;
+    }
+    let listed: Vec<String> = choices.iter().map(|c| format!("`{c}`")).collect();
+    Some(
+        super::Problem::new(
+            "srt::recipe::value",
+            span,
+            format!("unknown `{path}` `{s}`"),
+        )
+        .label("not one of its values")
+        .help(format!("expected {}", listed.join(" or "))),
+    )
+}
+
 /// Key names of a table, for the loader.
 pub(crate) fn names(keys: &[Key]) -> Vec<&'static str> {
     keys.iter().map(|k| k.name).collect()
@@ -597,6 +671,34 @@ pub(crate) fn default<T: serde::de::DeserializeOwned>(table: &[Key], name: &str)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_is_read_by_its_keys_schema_type_and_enum() {
+        use crate::recipe::ArgValue;
+        let at = miette::SourceSpan::new(0.into(), 1);
+        let code = |schema: &'static str, v: ArgValue| {
+            value_problem("engine.x", &k("x", schema, ""), &v, at).map(|p| p.code)
+        };
+        let nullable = r#"{"type": ["string", "null"]}"#;
+        assert_eq!(code(nullable, ArgValue::Null), None);
+        assert_eq!(
+            code(nullable, ArgValue::Bool(true)),
+            Some("srt::recipe::type")
+        );
+        assert_eq!(code(r#"{"type": "number"}"#, ArgValue::Int(2)), None);
+        assert_eq!(
+            code(r#"{"type": "boolean"}"#, ArgValue::Str("yes".into())),
+            Some("srt::recipe::type")
+        );
+        let modes = r#"{"enum": ["a", "b"]}"#;
+        assert_eq!(code(modes, ArgValue::Str("b".into())), None);
+        assert_eq!(
+            code(modes, ArgValue::Str("c".into())),
+            Some("srt::recipe::value")
+        );
+        assert_eq!(code(modes, ArgValue::Int(1)), Some("srt::recipe::type"));
+        assert_eq!(code(r##"{"$ref": "#/$defs/x"}"##, ArgValue::Int(1)), None);
+    }
 
     #[test]
     fn every_fragment_is_a_json_object() {

@@ -1,9 +1,8 @@
 //! SGLang's `engine:` keys: what they mean and their defaults (in their schema
 //! fragments, the one place they are written), and how they are read.
 
-use crate::recipe::diag::Problem;
 use crate::recipe::keys::{default, k, Key};
-use crate::recipe::{ArgValue, Recipe, Sp};
+use crate::recipe::{Recipe, Sp};
 
 /// SGLang's `engine:` keys besides `type`.
 pub(super) static KEYS: &[Key] = &[
@@ -30,25 +29,4 @@ pub(super) fn connector(recipe: &Recipe) -> Sp<String> {
 /// `engine.version`, when written.
 pub(super) fn version(recipe: &Recipe) -> Option<Sp<&str>> {
     recipe.engine.keys.text("version")
-}
-
-/// Every key's value is a string.
-pub(super) fn check(recipe: &Recipe, problems: &mut Vec<Problem>) {
-    for arg in &recipe.engine.keys.entries {
-        if matches!(arg.value, ArgValue::Str(_)) {
-            continue;
-        }
-        problems.push(
-            Problem::new(
-                "srt::recipe::type",
-                arg.value_span,
-                format!(
-                    "`engine.{}` must be a string, found {}",
-                    arg.key,
-                    arg.value.noun()
-                ),
-            )
-            .label("expected a string"),
-        );
-    }
 }

@@ -180,7 +180,6 @@ impl Engine for Sglang {
     }
 
     fn validate(&self, recipe: &Recipe, problems: &mut Vec<Problem>) {
-        keys::check(recipe, problems);
         validate::recipe(self, recipe, problems);
     }
 

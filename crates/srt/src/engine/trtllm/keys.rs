@@ -1,7 +1,6 @@
 //! TensorRT-LLM's `engine:` keys: what they mean and their defaults (in their schema
 //! fragments, the one place they are written), and how they are read.
 
-use crate::recipe::diag::Problem;
 use crate::recipe::keys::{k, Key};
 use crate::recipe::{ArgValue, Recipe, Sp};
 
@@ -34,30 +33,5 @@ pub(super) fn flag(recipe: &Recipe, key: &str) -> Option<bool> {
     match recipe.engine.keys.get(key)?.value {
         ArgValue::Bool(b) => Some(b),
         _ => None,
-    }
-}
-
-/// `version` is a string, the others booleans.
-pub(super) fn check(recipe: &Recipe, problems: &mut Vec<Problem>) {
-    for arg in &recipe.engine.keys.entries {
-        let (ok, noun) = match arg.key.as_str() {
-            "version" => (matches!(arg.value, ArgValue::Str(_)), "a string"),
-            _ => (matches!(arg.value, ArgValue::Bool(_)), "a boolean"),
-        };
-        if ok {
-            continue;
-        }
-        problems.push(
-            Problem::new(
-                "srt::recipe::type",
-                arg.value_span,
-                format!(
-                    "`engine.{}` must be {noun}, found {}",
-                    arg.key,
-                    arg.value.noun()
-                ),
-            )
-            .label(format!("expected {noun}")),
-        );
     }
 }

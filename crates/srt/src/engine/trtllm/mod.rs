@@ -167,7 +167,6 @@ impl Engine for Trtllm {
     }
 
     fn validate(&self, recipe: &Recipe, problems: &mut Vec<Problem>) {
-        keys::check(recipe, problems);
         if let Some(schema) = schema(recipe, problems) {
             for role in &recipe.roles {
                 if let Some(config) = &role.config {

@@ -1,8 +1,8 @@
 //! vLLM's `engine:` keys: what they mean, their defaults (in their schema fragments, the
 //! one place they are written) and how they are read. The loader keeps the mapping as
-//! written ([`crate::recipe::Engine::keys`]); this module checks and reads it.
+//! written ([`crate::recipe::Engine::keys`]), the assembly checks each value against
+//! its schema fragment; this module reads them.
 
-use crate::recipe::diag::Problem;
 use crate::recipe::keys::{default, k, Key};
 use crate::recipe::{ArgValue, Recipe, Sp};
 
@@ -81,41 +81,4 @@ pub(super) fn serve_binary(recipe: &Recipe) -> Option<&str> {
 /// `engine.version`, when written.
 pub(super) fn version(recipe: &Recipe) -> Option<Sp<&str>> {
     text(recipe, "version")
-}
-
-/// The values of vLLM's keys: each of its type, `dp_launch_mode` one of its modes.
-pub(super) fn check(recipe: &Recipe, problems: &mut Vec<Problem>) {
-    for arg in &recipe.engine.keys.entries {
-        let path = format!("engine.{}", arg.key);
-        let string = matches!(arg.value, ArgValue::Str(_));
-        let fits = match arg.key.as_str() {
-            "connector" => string || arg.value == ArgValue::Null,
-            "dp_launch_mode" | "serve_binary" | "vllm_serve_binary" | "version" => string,
-            _ => true,
-        };
-        if !fits {
-            problems.push(
-                Problem::new(
-                    "srt::recipe::type",
-                    arg.value_span,
-                    format!("`{path}` must be a string, found {}", arg.value.noun()),
-                )
-                .label("expected a string"),
-            );
-            continue;
-        }
-        if let ("dp_launch_mode", ArgValue::Str(mode)) = (arg.key.as_str(), &arg.value) {
-            if mode != "per_node" && mode != "per_gpu" {
-                problems.push(
-                    Problem::new(
-                        "srt::recipe::value",
-                        arg.value_span,
-                        format!("unknown `engine.dp_launch_mode` `{mode}`"),
-                    )
-                    .label("unknown mode")
-                    .help("expected `per_node` or `per_gpu`"),
-                );
-            }
-        }
-    }
 }

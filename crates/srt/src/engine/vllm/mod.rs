@@ -202,7 +202,6 @@ impl Engine for Vllm {
     }
 
     fn validate(&self, recipe: &Recipe, problems: &mut Vec<Problem>) {
-        keys::check(recipe, problems);
         validate::recipe(self, recipe, problems);
     }
 
