@@ -16,16 +16,6 @@ use e2e_support::{alive, etcd, example_named, serial, text, tools_dir, wait_for,
 
 const PUBLIC: &str = "http://127.0.0.1:8000";
 
-fn env() -> Option<Env> {
-    let env = Env::dynamo();
-    assert!(
-        env.is_some(),
-        "ai-dynamo is not installed in {}: run scripts/install-dynamo.sh (the test command does)",
-        tools_dir().display()
-    );
-    env
-}
-
 fn model() -> String {
     tools_dir().join("models/tiny").display().to_string()
 }
@@ -135,7 +125,7 @@ fn apply_under_load(env: &Env, what: &str, text: &str, in_flight: usize) -> Stri
 #[test]
 fn aggregate_args_change_and_scaling_serve_every_request_with_one_frontend() {
     let _serial = serial();
-    let Some(env) = env() else { return };
+    let env = Env::dynamo();
     let name = "dyn-agg";
     env.apply(&env.recipe("dynamo.yaml", &agg(name, 3, 2048)));
     assert_eq!(env.completion(PUBLIC)["object"], "text_completion");
@@ -170,7 +160,7 @@ fn aggregate_args_change_and_scaling_serve_every_request_with_one_frontend() {
 #[test]
 fn disaggregated_over_nats_decode_change_and_scale_ups_keep_serving() {
     let _serial = serial();
-    let Some(env) = env() else { return };
+    let env = Env::dynamo();
     let name = "dyn-pd";
     let out = env.apply(&env.recipe("dynamo.yaml", &pd(name, 1, 2, 2048)));
     assert!(out.contains("gate.nats: passed"), "{out}");
@@ -216,7 +206,7 @@ fn disaggregated_over_nats_decode_change_and_scale_ups_keep_serving() {
 #[test]
 fn sglang_prefill_decode_serve_through_the_prefill_and_roll_a_decode_change_under_load() {
     let _serial = serial();
-    let Some(env) = env() else { return };
+    let env = Env::dynamo();
     let name = "dyn-sglang";
     let out = env.apply(&env.recipe("dynamo.yaml", &sglang_pd(name, 64)));
     assert!(out.contains("gate.frontend: passed"), "{out}");
@@ -288,7 +278,7 @@ fn sglang_prefill_decode_serve_through_the_prefill_and_roll_a_decode_change_unde
 fn sigkill_of_apply_mid_roll_then_apply_converges_and_destroy_leaves_nothing() {
     let _serial = serial();
     for ms in [400u64, 1500, 3000] {
-        let Some(env) = env() else { return };
+        let env = Env::dynamo();
         let name = format!("dyn-kill-{ms}");
         // Over NATS, so that nats-server is among what destroy must leave nothing of.
         let recipe = |len: u32| {
@@ -333,7 +323,7 @@ fn a_killed_nats_server_is_drift_and_apply_heals_it() {
 
 fn killed_infrastructure_is_drift_and_apply_heals_it(name: &str, killed: &str) {
     let _serial = serial();
-    let Some(env) = env() else { return };
+    let env = Env::dynamo();
     let text = agg(name, 2, 2048).replace("roles:\n", "dynamo:\n  request_plane: nats\nroles:\n");
     let recipe = env.recipe("dynamo.yaml", &text);
     env.apply(&recipe);
@@ -376,7 +366,7 @@ fn over_nats_a_live_worker_its_frontend_no_longer_lists_is_drift_and_apply_heals
 
 fn unlisted_worker_is_drift_and_apply_heals_it(name: &str, nats: bool) {
     let _serial = serial();
-    let Some(env) = env() else { return };
+    let env = Env::dynamo();
     let mut recipe_text = agg(name, 2, 2048);
     if nats {
         recipe_text = recipe_text.replace("roles:\n", "dynamo:\n  request_plane: nats\nroles:\n");
@@ -493,7 +483,7 @@ fn unlisted_worker_is_drift_and_apply_heals_it(name: &str, nats: bool) {
 #[test]
 fn endpoints_spanning_nodes_register_once_and_roll_under_load() {
     let _serial = serial();
-    let Some(env) = env() else { return };
+    let env = Env::dynamo();
     let name = "dyn-multinode";
     let recipe = |len: u32| {
         format!(
@@ -542,7 +532,7 @@ health_check:
 #[test]
 fn several_frontends_behind_nginx_list_every_worker_and_keep_serving_a_roll() {
     let _serial = serial();
-    let Some(env) = env() else { return };
+    let env = Env::dynamo();
     let name = "dyn-nginx";
     let recipe = |len: u32| {
         format!(

@@ -81,6 +81,19 @@ impl Env {
         Env { dir, path, cluster }
     }
 
+    /// [`Env::new`], with the ai-dynamo venv first on `PATH` (the frontend, etcd's
+    /// client and the mocker come from it).
+    fn dynamo(cluster: Cluster) -> Env {
+        let venv = tools_dir().join("dynamo-venv/bin");
+        assert!(
+            venv.join("python3").exists(),
+            "ai-dynamo is not installed: run scripts/install-dynamo.sh (the test command does)"
+        );
+        let mut env = Env::new(cluster);
+        env.path = format!("{}:{}", venv.display(), env.path);
+        env
+    }
+
     fn file(&self, name: &str, text: &str) -> String {
         let p = self.dir.path().join(name);
         std::fs::write(&p, text).unwrap();
@@ -894,13 +907,7 @@ fn dynamo_disaggregated_across_nodes_registers_at_the_infra_node() {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let Some(c) = cluster() else { return };
-    let venv = tools_dir().join("dynamo-venv/bin");
-    assert!(
-        venv.join("python3").exists(),
-        "ai-dynamo is not installed: run scripts/install-dynamo.sh (the test command does)"
-    );
-    let mut env = Env::new(c);
-    env.path = format!("{}:{}", venv.display(), env.path);
+    let env = Env::dynamo(c);
     let d = "slurm-dynamo-disagg";
     let model = tools_dir().join("models/tiny").display().to_string();
     let text = example("slurm-dynamo-disagg.yaml").replace("/models/tiny", &model);
@@ -958,13 +965,7 @@ fn two_dynamo_deployments_side_by_side_never_see_each_others_workers() {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let Some(c) = cluster() else { return };
-    let venv = tools_dir().join("dynamo-venv/bin");
-    assert!(
-        venv.join("python3").exists(),
-        "ai-dynamo is not installed: run scripts/install-dynamo.sh (the test command does)"
-    );
-    let mut env = Env::new(c);
-    env.path = format!("{}:{}", venv.display(), env.path);
+    let env = Env::dynamo(c);
     let model = tools_dir().join("models/tiny").display().to_string();
     let recipe = |name: &str, len: u32| {
         format!(
@@ -1284,13 +1285,7 @@ fn trtllm_endpoint_over_two_nodes_is_one_step_of_two_tasks() {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let Some(c) = cluster() else { return };
-    let venv = tools_dir().join("dynamo-venv/bin");
-    assert!(
-        venv.join("python3").exists(),
-        "ai-dynamo is not installed: run scripts/install-dynamo.sh (the test command does)"
-    );
-    let mut env = Env::new(c);
-    env.path = format!("{}:{}", venv.display(), env.path);
+    let env = Env::dynamo(c);
     let d = "slurm-trtllm-two-ranks";
     let model = tools_dir().join("models/tiny").display().to_string();
     let text = format!(

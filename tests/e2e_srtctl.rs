@@ -174,24 +174,14 @@ fn applies_serves_and_benchmarks(env: &Env, deployment: &str, text: &str) {
 #[test]
 fn a_v1_vllm_recipe_behind_dynamo_serves_and_runs_its_benchmark() {
     let _g = serial();
-    let env = Env::dynamo().unwrap_or_else(|| {
-        panic!(
-            "ai-dynamo is not installed in {}: run scripts/install-dynamo.sh (the test command does)",
-            tools_dir().display()
-        )
-    });
+    let env = Env::dynamo();
     applies_serves_and_benchmarks(&env, "v1-e2e-vllm", &v1_vllm_dynamo());
 }
 
 #[test]
 fn a_v1_trtllm_prefill_decode_recipe_behind_dynamo_serves_and_runs_its_benchmark() {
     let _g = serial();
-    let env = Env::dynamo().unwrap_or_else(|| {
-        panic!(
-            "ai-dynamo is not installed in {}: run scripts/install-dynamo.sh (the test command does)",
-            tools_dir().display()
-        )
-    });
+    let env = Env::dynamo();
     applies_serves_and_benchmarks(&env, "v1-e2e-trtllm", &v1_trtllm_disagg());
 }
 

@@ -15,16 +15,6 @@ use e2e_support::{example_named, serial, tools_dir, Env};
 
 const PUBLIC: &str = "http://127.0.0.1:8000";
 
-fn env() -> Option<Env> {
-    let env = Env::dynamo();
-    assert!(
-        env.is_some(),
-        "ai-dynamo is not installed in {}: run scripts/install-dynamo.sh (the test command does)",
-        tools_dir().display()
-    );
-    env
-}
-
 /// The P/D example named `name`, its decode workers batching `decode_batch` requests.
 fn pd(name: &str, decode_batch: u32) -> String {
     let model = tools_dir().join("models/tiny").display().to_string();
@@ -67,7 +57,7 @@ fn received(env: &Env, name: &str, address: &str) -> usize {
 #[test]
 fn prefill_decode_serve_from_their_config_files_and_a_decode_config_change_rolls_under_load() {
     let _serial = serial();
-    let Some(env) = env() else { return };
+    let env = Env::dynamo();
     let name = "dyn-trtllm";
     let out = env.apply(&env.recipe("trtllm.yaml", &pd(name, 64)));
     assert!(out.contains("file.decode.engine-config: written"), "{out}");
@@ -146,7 +136,7 @@ fn prefill_decode_serve_from_their_config_files_and_a_decode_config_change_rolls
 #[test]
 fn aggregated_attention_dp_workers_serve_as_two_ranks_each() {
     let _serial = serial();
-    let Some(env) = env() else { return };
+    let env = Env::dynamo();
     let name = "dyn-trtllm-agg";
     let model = tools_dir().join("models/tiny").display().to_string();
     let text = example_named("local-dynamo-trtllm-agg.yaml", name)

@@ -237,15 +237,20 @@ impl Default for Env {
 
 impl Env {
     /// An environment whose `PATH` starts with the Dynamo venv's `bin` (its `python3`
-    /// imports `dynamo`), or `None` when `scripts/install-dynamo.sh` has not run.
-    pub(crate) fn dynamo() -> Option<Env> {
+    /// imports `dynamo`).
+    ///
+    /// # Panics
+    /// When `scripts/install-dynamo.sh` has not run (the test command runs it).
+    pub(crate) fn dynamo() -> Env {
         let venv = tools_dir().join("dynamo-venv").join("bin");
-        if !venv.join("python3").exists() {
-            return None;
-        }
+        assert!(
+            venv.join("python3").exists(),
+            "ai-dynamo is not installed in {}: run scripts/install-dynamo.sh (the test command does)",
+            tools_dir().display()
+        );
         let mut env = Env::new();
         env.path = format!("{}:{}", venv.display(), env.path);
-        Some(env)
+        env
     }
 
     pub(crate) fn new() -> Env {
