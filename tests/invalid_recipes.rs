@@ -38,6 +38,12 @@ const fn case(
 
 const CASES: &[Case] = &[
     case(
+        "trtllm-args-list.yaml",
+        "srt::recipe::type",
+        "[",
+        "found a list",
+    ),
+    case(
         "engine-key-type.yaml",
         "srt::recipe::type",
         "\"yes\"",

@@ -1776,10 +1776,12 @@ impl Loader<'_> {
             (crate::recipe::limits::MAX_NODES * crate::recipe::limits::MAX_GPUS_PER_NODE) as i64,
         );
         // Read both ways, as flags and as a config file: the assembly keeps the one the
-        // engine reads (`crate::engine::ArgsForm`), with what is wrong with it.
-        let config = self.config(f.get("args"), &f.at("args"));
+        // engine reads (`crate::engine::ArgsForm`), with what is wrong with it. Either
+        // way it is a mapping.
+        let written = self.role_args(f.get("args"), &f.at("args"));
+        let config = written.cloned();
         let before = self.problems.0.len();
-        let mut args = self.args(f.get("args"), &f.at("args"));
+        let mut args = self.args(written, &f.at("args"));
         let connector = self.role_connector(&mut args, &path);
         let flag_problems = self.problems.0.split_off(before);
         let env = self.env(&f, "env");
@@ -1824,15 +1826,19 @@ impl Loader<'_> {
         Some(Sp::new(name, arg.value_span))
     }
 
-    /// A role's `args` read as the engine's config file: a mapping (or nothing), kept
-    /// as written.
-    fn config(&mut self, node: Option<&Node>, path: &str) -> Option<Node> {
+    /// A role's `args` as written, when it is a mapping (a non-mapping is the problem
+    /// here, whichever way the engine reads it; `null` is none).
+    fn role_args<'n>(&mut self, node: Option<&'n Node>, path: &str) -> Option<&'n Node> {
         let node = node?;
         match &node.value {
-            Value::Map(_) => Some(node.clone()),
+            Value::Map(_) => Some(node),
             Value::Null => None,
             _ => {
-                self.type_error(node, path, "a mapping of the engine's config keys");
+                self.type_error(
+                    node,
+                    path,
+                    "a mapping of the engine's flags (or config keys) to values",
+                );
                 None
             }
         }
