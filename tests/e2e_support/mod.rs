@@ -430,11 +430,40 @@ impl Drop for Env {
     fn drop(&mut self) {
         if std::thread::panicking() {
             for name in deployments(self.dir.path()) {
+                self.print_logs(&name);
                 let _ = self
                     .command(&["destroy", &name, "--auto-approve"])
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
                     .status();
+            }
+        }
+    }
+}
+
+impl Env {
+    /// The last lines of every recorded process's log, to stderr: what a failed
+    /// scenario's programs said, before its directory is removed.
+    fn print_logs(&self, deployment: &str) {
+        let Ok(state) = srt::state::StateStore::new(self.deployment_dir(deployment)).load() else {
+            return;
+        };
+        let state = serde_json::to_value(state).unwrap_or_default();
+        let Some(resources) = state["resources"].as_object() else {
+            return;
+        };
+        for (address, resource) in resources {
+            if resource["runtime"]["pid"].is_null() {
+                continue;
+            }
+            if let Ok(out) = self
+                .command(&["logs", deployment, address, "--tail", "40"])
+                .output()
+            {
+                eprintln!(
+                    "--- {deployment} {address} (last 40 lines) ---\n{}",
+                    String::from_utf8_lossy(&out.stdout)
+                );
             }
         }
     }
