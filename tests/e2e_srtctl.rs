@@ -40,7 +40,7 @@ resources:
   agg_nodes: 1
   agg_workers: 2
 dynamo:
-  install: false
+  version: "1.6.1"
 frontend:
   enable_multiple_frontends: false
 backend:
@@ -138,8 +138,8 @@ backend:
 }
 
 /// Apply `text` as a v1 file: the translation is noted, the gates and the benchmark
-/// pass, and completions come back.
-fn applies_serves_and_benchmarks(env: &Env, deployment: &str, text: &str) {
+/// pass, and completions come back; `check` looks at the deployment before destroy.
+fn applies_serves_and_benchmarks(env: &Env, deployment: &str, text: &str, check: &dyn Fn(&Env)) {
     let path = env.recipe("v1.yaml", text);
     let out = env.apply(&path);
     assert!(
@@ -168,6 +168,7 @@ fn applies_serves_and_benchmarks(env: &Env, deployment: &str, text: &str) {
         again.contains("No changes."),
         "an unchanged v1 file changes nothing:\n{again}"
     );
+    check(env);
     env.destroy(deployment);
 }
 
@@ -175,19 +176,37 @@ fn applies_serves_and_benchmarks(env: &Env, deployment: &str, text: &str) {
 fn a_v1_vllm_recipe_behind_dynamo_serves_and_runs_its_benchmark() {
     let _g = serial();
     let env = Env::dynamo();
-    applies_serves_and_benchmarks(&env, "v1-e2e-vllm", &v1_vllm_dynamo());
+    // v1 installs Dynamo at start unless told not to: the release named, which the
+    // venv holds already, so each Dynamo program's install finds it and goes on.
+    applies_serves_and_benchmarks(&env, "v1-e2e-vllm", &v1_vllm_dynamo(), &|env| {
+        for address in [
+            "frontend[0]",
+            "worker.agg[0].node[0]",
+            "worker.agg[1].node[0]",
+        ] {
+            let log = env
+                .deployment_dir("v1-e2e-vllm")
+                .join("logs")
+                .join(format!("{address}.log"));
+            let text = std::fs::read_to_string(&log).unwrap();
+            assert!(
+                text.contains("srt: ai-dynamo 1.6.1 is installed in "),
+                "{address} did not run its install:\n{text}"
+            );
+        }
+    });
 }
 
 #[test]
 fn a_v1_trtllm_prefill_decode_recipe_behind_dynamo_serves_and_runs_its_benchmark() {
     let _g = serial();
     let env = Env::dynamo();
-    applies_serves_and_benchmarks(&env, "v1-e2e-trtllm", &v1_trtllm_disagg());
+    applies_serves_and_benchmarks(&env, "v1-e2e-trtllm", &v1_trtllm_disagg(), &|_| {});
 }
 
 #[test]
 fn a_v1_sglang_prefill_decode_recipe_behind_sglang_router_serves_and_runs_its_benchmark() {
     let _g = serial();
     let env = Env::new();
-    applies_serves_and_benchmarks(&env, "v1-e2e-sglang", &v1_sglang_disagg());
+    applies_serves_and_benchmarks(&env, "v1-e2e-sglang", &v1_sglang_disagg(), &|_| {});
 }

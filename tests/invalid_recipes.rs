@@ -614,13 +614,13 @@ const CASES: &[Case] = &[
         "dynamo-version.yaml",
         "srt::recipe::dynamo_version",
         "\"0.8.0\"",
-        "1.6.1",
+        "install: true",
     ),
     case(
         "dynamo-source-build.yaml",
         "srt::recipe::dynamo_install",
         "hash",
-        "scripts/install-dynamo.sh",
+        "`install: true` and `version: X`",
     ),
     case(
         "dynamo-unknown-key.yaml",

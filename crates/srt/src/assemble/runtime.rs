@@ -130,7 +130,10 @@ pub(super) fn apply(
             continue;
         };
         expand_placeholders(recipe, role, p);
-        p.wrap.setup = scripts.clone();
+        // The recipe's scripts run first, then what the frontend's runtime set up
+        // (srtctl's order: `setup_script`, then its Dynamo install).
+        let own = std::mem::take(&mut p.wrap.setup);
+        p.wrap.setup = scripts.iter().cloned().chain(own).collect();
         if let Err(why) = profile(recipe, engine, role, p) {
             let span = recipe
                 .runtime

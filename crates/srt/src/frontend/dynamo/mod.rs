@@ -11,11 +11,13 @@
 //! deregisters itself on SIGTERM and finishes what it was serving. What was observed
 //! running all of it here: `docs/dynamo-notes.md`.
 
+mod install;
 mod runtime;
 mod section;
 
 use super::{nginx, Frontend, FrontendParts, Infrastructure, Layout, OwnedSection, WrapperFlags};
 use crate::catalog::Catalog;
+use crate::launch::wrap::Wrap;
 use crate::launch::{
     Argv, BuildContext, Component, ConnectorChoice, Field, Gate, LaunchProcess, Listed, PdProtocol,
     Probe, ProcessKind, Services,
@@ -337,6 +339,7 @@ impl Frontend for Dynamo {
             nats: nats_url,
             planes,
             frontends: entries.iter().map(|(url, _)| url.clone()).collect(),
+            install: install::release(recipe),
         };
         Ok(Infrastructure {
             processes,
@@ -415,7 +418,13 @@ impl Frontend for Dynamo {
                 depends_on: services.providers.clone(),
                 watches: Default::default(),
                 worker: None,
-                wrap: Default::default(),
+                wrap: Wrap {
+                    setup: install::release(recipe)
+                        .map(|release| install::setup(&release, program))
+                        .into_iter()
+                        .collect(),
+                    ..Default::default()
+                },
                 ranks: None,
                 container_image: fe
                     .container_image

@@ -32,12 +32,12 @@ static KEYS: &[Key] = &[
     k(
         "version",
         r#"{"type": "string"}"#,
-        "The ai-dynamo release: srt checks commands against 1.6.1's catalogs; another is refused, or (with `install: false`, the image's Dynamo) a warning.",
+        "The ai-dynamo release: the one `install: true` installs (default 0.8.0, srtctl's), or with `install: false` the image's. srt checks commands against 1.6.1's catalogs: another release is a warning.",
     ),
     k(
         "install",
-        r#"{"const": false}"#,
-        "srt runs the ai-dynamo it finds (`frontend.binary`, or `python3` on PATH); it installs none itself.",
+        r#"{"type": "boolean"}"#,
+        "true: install ai-dynamo `version` with pip before each Dynamo program (frontend and workers), in its container where it has one, as srtctl does. false: run the ai-dynamo the program finds (`frontend.binary`, or `python3` on PATH). Default: false.",
     ),
     k("hash", r#"{"not": {}}"#, "srtctl's source build of Dynamo: not supported."),
     k("top_of_tree", r#"{"not": {}}"#, "srtctl's source build of Dynamo: not supported."),
@@ -131,51 +131,60 @@ pub(super) fn check(recipe: &Recipe, problems: &mut Vec<Problem>) {
         }
     }
     for arg in &section.entries {
-        let refused = match arg.key.as_str() {
-            "install" => arg.value != ArgValue::Bool(false),
-            "hash" | "top_of_tree" | "wheel" | "cargo_patches" => true,
-            _ => false,
-        };
-        if refused {
+        if matches!(
+            arg.key.as_str(),
+            "hash" | "top_of_tree" | "wheel" | "cargo_patches"
+        ) {
             problems.push(
                 Problem::new(
                     "srt::recipe::dynamo_install",
                     arg.key_span,
-                    format!("srt does not install Dynamo (`dynamo.{}`)", arg.key),
+                    format!("srt does not build or stage Dynamo (`dynamo.{}`)", arg.key),
                 )
                 .label("not supported")
                 .help(
-                    "remove it: srt runs the ai-dynamo that `frontend.binary` (default `python3` on PATH) imports; \
-                     install it with `scripts/install-dynamo.sh` or in the container image",
+                    "name a released ai-dynamo with `install: true` and `version: X` (pip installs it before each Dynamo program), \
+                     or put that Dynamo in the container image and write `install: false`",
                 ),
             );
         }
     }
 }
 
-/// A `version` other than the catalogs'. With `install: false` (srtctl installs
-/// nothing, so the version only records what the image holds) srt goes on and says
-/// which release it checks the commands against; otherwise it is refused.
+/// A `version` other than the catalogs'. With `install` written (true: srt installs
+/// that release; false: the image holds it) srt goes on and says which release it
+/// checks the commands against. Without it the recipe is ambiguous: srtctl would
+/// install the release, srt by default installs nothing.
 fn version_problem(section: &Section, arg: &crate::recipe::Arg) -> Problem {
     let message = format!(
-        "srt checks Dynamo's commands against ai-dynamo {VERSION}, not `{}`",
+        "srt checks Dynamo's commands against ai-dynamo {VERSION}'s flags, not `{}`'s",
         arg.value.render()
     );
-    let recorded = section
-        .get("install")
-        .is_some_and(|a| a.value == ArgValue::Bool(false));
-    if recorded {
-        return Problem::warning("srt::recipe::dynamo_version", arg.value_span, message)
-            .label("the image's Dynamo, as the recipe records it")
-            .help(format!(
-                "with `install: false` the version is the image's, which srt does not install; srt checks the commands it renders against {VERSION}'s flags"
-            ));
+    let help = format!(
+        "a flag of {VERSION} that this release lacks (or the reverse) shows only when the program starts; srt has catalogs of {VERSION} only"
+    );
+    match section.get("install").map(|a| &a.value) {
+        Some(ArgValue::Bool(true)) => {
+            Problem::warning("srt::recipe::dynamo_version", arg.value_span, message)
+                .label("installed before each Dynamo program")
+                .help(help)
+        }
+        Some(ArgValue::Bool(false)) => {
+            Problem::warning("srt::recipe::dynamo_version", arg.value_span, message)
+                .label("the image's Dynamo, as the recipe records it")
+                .help(help)
+        }
+        _ => Problem::new(
+            "srt::recipe::dynamo_version",
+            arg.value_span,
+            format!("`dynamo.version` is `{}`, and `dynamo.install` is not written", arg.value.render()),
+        )
+        .label("install it, or is it the image's?")
+        .help(
+            "write `install: true` to install this release before each Dynamo program (srtctl's default), \
+             or `install: false` if the image holds it",
+        ),
     }
-    Problem::new("srt::recipe::dynamo_version", arg.value_span, message)
-        .label("no catalog for this version")
-        .help(format!(
-            "remove `dynamo.version`, or write `{VERSION}` (the release of srt's catalogs and of `scripts/install-dynamo.sh`)"
-        ))
 }
 
 /// `key`, when written, is one of `choices`.
@@ -267,11 +276,25 @@ mod tests {
         let codes: Vec<&str> = problems.iter().map(|p| p.code).collect();
         assert_eq!(
             codes,
-            [
-                "srt::recipe::dynamo_plane",
-                "srt::recipe::dynamo_install",
-                "srt::recipe::dynamo_install"
-            ]
+            ["srt::recipe::dynamo_plane", "srt::recipe::dynamo_install"]
         );
+    }
+
+    #[test]
+    fn another_release_is_a_warning_once_install_says_whose_it_is() {
+        for (install, warning) in [
+            ("  install: true\n", true),
+            ("  install: false\n", true),
+            ("", false),
+        ] {
+            let mut problems = Vec::new();
+            check(
+                &recipe(&format!("dynamo:\n  version: \"0.8.1\"\n{install}")),
+                &mut problems,
+            );
+            assert_eq!(problems.len(), 1, "{install}: {problems:?}");
+            assert_eq!(problems[0].code, "srt::recipe::dynamo_version");
+            assert_eq!(problems[0].is_warning(), warning, "{install}: {problems:?}");
+        }
     }
 }

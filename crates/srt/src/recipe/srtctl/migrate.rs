@@ -470,7 +470,8 @@ fn drop_default_infra(recipe: &mut Node, notes: &mut Vec<String>) {
 
 /// srtctl v1's Dynamo is installed at start unless told not to (`dynamo.install`
 /// defaults to true, `version` to 0.8.0): written out under the Dynamo frontend, so a
-/// v1 recipe means what it meant (srt installs no Dynamo, and says so at the key).
+/// v1 recipe means what it meant (srt installs that release too; its own default is
+/// to install none).
 fn default_dynamo_install(recipe: &mut Node, notes: &mut Vec<String>) {
     let dynamo_frontend = tree::get(recipe, "frontend")
         .and_then(|f| tree::get(f, "type"))
