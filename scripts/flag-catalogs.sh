@@ -19,7 +19,8 @@
 #                    -> crates/srt/src/frontend/sglang_router/catalog/sglang-router-<version>.json
 #     smg            smg-venv            (scripts/install-smg.sh)
 #                    -> crates/srt/src/frontend/smg/catalog/smg-<version>.json
-#     sglang         sglang-catalog-venv (scripts/install-sglang-catalog.sh)
+#     sglang         sglang-catalog-venv, or for SRT_SGLANG_VERSION=V
+#                    sglang-V-catalog-venv (scripts/install-sglang-catalog.sh)
 #                    -> crates/srt/src/engine/sglang/catalog/sglang-<version>.json
 #                    (`python3 -m sglang.launch_server`: ServerArgs' options)
 #     dynamo-frontend, dynamo-mocker, dynamo-vllm, dynamo-sglang, dynamo-trtllm
@@ -57,7 +58,7 @@ venv_of() {
     vllm-router) printf '%s\n' "$TOOLS/router-venv" ;;
     sglang-router) printf '%s\n' "$TOOLS/sglang-router-venv" ;;
     smg) printf '%s\n' "$TOOLS/smg-venv" ;;
-    sglang) printf '%s\n' "$TOOLS/sglang-catalog-venv" ;;
+    sglang) sglang_catalog_venv "${SRT_SGLANG_VERSION:-0.5.23}" ;;
     dynamo-frontend | dynamo-mocker | dynamo-vllm | dynamo-sglang | dynamo-trtllm) printf '%s\n' "$TOOLS/dynamo-venv" ;;
     *) die "unknown program '$1' (want: ${ALL_PROGRAMS[*]})" ;;
     esac

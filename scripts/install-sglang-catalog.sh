@@ -17,7 +17,7 @@
 #        site-packages after doing so): numpy, pydantic, starlette, orjson,
 #        msgspec, pyzmq, psutil, requests, pillow, pybase64, packaging,
 #        aiohttp, tqdm, ipython;
-#   all of it pinned by scripts/sglang-constraints.txt (a pip freeze of such
+#   all of it pinned by scripts/sglang[-<version>]-constraints.txt (a pip freeze of such
 #   an install, minus sglang). Then it checks that prepare_server_args builds
 #   the parser (with --disaggregation-mode and --dist-init-addr). Prints the
 #   venv's path on stdout (logs go to stderr).
@@ -33,8 +33,11 @@
 # Environment:
 #   SRT_TOOLS_DIR             where tools go (default <repo>/.tools, git-ignored)
 #   SRT_PYTHON                interpreter for the venv (default python3; 3.11-3.13)
-#   SRT_SGLANG_VERSION        sglang version (default 0.5.23)
-#   SRT_SGLANG_TORCH_VERSION  torch version (default 2.14.1)
+#   SRT_SGLANG_VERSION        sglang version: 0.5.23 (the default) or 0.5.8; the
+#                             venv is sglang-catalog-venv for 0.5.23, else
+#                             sglang-<version>-catalog-venv
+#   SRT_SGLANG_TORCH_VERSION  torch version (default: what that sglang pins,
+#                             2.14.1 or 2.9.1)
 #
 # Why the detours:
 #   - sglang declares ~80 requirements (flashinfer, sgl-kernel, deep-gemm,
@@ -52,13 +55,27 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 SGLANG_VERSION="${SRT_SGLANG_VERSION:-0.5.23}"
-TORCH_VERSION="${SRT_SGLANG_TORCH_VERSION:-2.14.1}"
 TOOLS="$(tools_dir)"
-VENV="$TOOLS/sglang-catalog-venv"
-CONSTRAINTS="$(dirname "${BASH_SOURCE[0]}")/sglang-constraints.txt"
-PIP=(env PIP_DISABLE_PIP_VERSION_CHECK=1 "$VENV/bin/python" -m pip install --quiet --no-input)
-# What importing ServerArgs and parsing with prepare_server_args loads.
+VENV="$(sglang_catalog_venv "$SGLANG_VERSION")"
+# What importing ServerArgs and parsing with prepare_server_args loads, per release
+# (an older one imports more of SGLang at the top of server_args), with the torch
+# it pins and its constraints file.
 IMPORT_DEPS=(numpy pydantic starlette orjson msgspec pyzmq psutil requests pillow pybase64 packaging aiohttp tqdm ipython)
+case "$SGLANG_VERSION" in
+0.5.23)
+    TORCH_VERSION=2.14.1
+    CONSTRAINTS="$(dirname "${BASH_SOURCE[0]}")/sglang-constraints.txt"
+    ;;
+0.5.8)
+    TORCH_VERSION=2.9.1
+    IMPORT_DEPS+=(safetensors openai partial_json_parser huggingface_hub dill sentencepiece
+        "transformers==4.57.1" "torchvision==0.24.1")
+    CONSTRAINTS="$(dirname "${BASH_SOURCE[0]}")/sglang-0.5.8-constraints.txt"
+    ;;
+*) die "no recipe for sglang $SGLANG_VERSION's option parser here (known: 0.5.23, 0.5.8)" ;;
+esac
+TORCH_VERSION="${SRT_SGLANG_TORCH_VERSION:-$TORCH_VERSION}"
+PIP=(env PIP_DISABLE_PIP_VERSION_CHECK=1 "$VENV/bin/python" -m pip install --quiet --no-input)
 
 complete() {
     [[ "$(venv_versions "$VENV/bin/python" sglang torch)" == "$SGLANG_VERSION $TORCH_VERSION" ]]

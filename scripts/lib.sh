@@ -61,6 +61,16 @@ print(" ".join(out))
 PY
 }
 
+# sglang_catalog_venv VERSION: the venv install-sglang-catalog.sh puts SGLang
+# VERSION's option parser in (the default release's keeps its old name).
+sglang_catalog_venv() {
+    if [[ "$1" == 0.5.23 ]]; then
+        printf '%s\n' "$(tools_dir)/sglang-catalog-venv"
+    else
+        printf '%s\n' "$(tools_dir)/sglang-$1-catalog-venv"
+    fi
+}
+
 # constraint_args FILE: pip's `--constraint FILE`, one word a line, when FILE
 # exists (a first install writes it with `pip freeze`).
 constraint_args() {

@@ -92,19 +92,36 @@ const PLACEMENT_ENV: &[&str] = &[
 ];
 
 /// The SGLang releases srt has flag catalogs for, newest (the default) first.
-const CATALOGS: &[(&str, &str)] = &[("0.5.23", include_str!("catalog/sglang-0.5.23.json"))];
+const CATALOGS: &[(&str, &str)] = &[
+    ("0.5.23", include_str!("catalog/sglang-0.5.23.json")),
+    ("0.5.8", include_str!("catalog/sglang-0.5.8.json")),
+];
 
 fn catalogs() -> &'static [Catalog] {
     static PARSED: std::sync::OnceLock<Vec<Catalog>> = std::sync::OnceLock::new();
     PARSED.get_or_init(|| super::parse_catalogs(CATALOGS))
 }
 
+/// The catalog a release an image names is checked against: its own, or for a post
+/// release (`0.5.8.post1`) its release's.
+fn image_catalog(release: &str) -> Option<&'static Catalog> {
+    let base = release.split(".post").next().unwrap_or(release);
+    let find = |v: &str| catalogs().iter().find(|c| c.version == v);
+    find(release).or_else(|| find(base))
+}
+
 impl Sglang {
-    /// The catalog of the recipe's release (the default one when it names none srt
-    /// has: that is refused on its own).
+    /// The catalog of the release the recipe's workers run: `engine.version`'s (the
+    /// default one when srt has none: that is refused on its own), else that of the
+    /// release their image names, else the newest.
     fn recipe_catalog(&self, recipe: &Recipe) -> &'static Catalog {
-        let version = keys::version(recipe).map(|v| v.value);
-        self.catalog(version).unwrap_or(&catalogs()[0])
+        let default = &catalogs()[0];
+        match keys::version(recipe) {
+            Some(v) => self.catalog(Some(v.value)).unwrap_or(default),
+            None => keys::image_release(recipe)
+                .and_then(image_catalog)
+                .unwrap_or(default),
+        }
     }
 }
 
