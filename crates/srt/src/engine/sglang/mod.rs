@@ -255,12 +255,12 @@ impl Engine for Sglang {
         process: &LaunchProcess,
     ) -> Serving {
         let catalog = self.recipe_catalog(recipe);
-        let arg = |dest: &str| shape::arg(catalog, role, dest).map(|a| a.value.render());
+        let arg = |flag: &str| shape::arg(catalog, role, flag).map(|a| a.value.render());
         Serving {
             model_path: recipe.model.path.value.clone(),
             served_name: recipe.model.served_name.clone(),
-            block_size: arg("page_size"),
-            max_num_seqs: arg("max_running_requests"),
+            block_size: arg("page-size"),
+            max_num_seqs: arg("max-running-requests"),
             max_num_batched_tokens: None,
             data_parallel: shape::sizes(catalog, role).map_or(1, shape::Sizes::ranks),
             bootstrap_port: process.ports.get(BOOTSTRAP.name).map(|b| b.base),

@@ -35,18 +35,23 @@ impl Sizes {
     }
 }
 
-/// The arg of `role` that SGLang reads as the option `dest` (any of its option
-/// strings: `tp-size`, `tensor-parallel-size`).
-pub(super) fn arg<'r>(catalog: &Catalog, role: &'r Role, dest: &str) -> Option<&'r Arg> {
+/// The arg of `role` that SGLang reads as the option named `flag` (any of that
+/// option's strings: `tp-size` finds `tensor-parallel-size` too). By name, not by
+/// `dest`: releases name the same option's destination differently (0.5.8's
+/// `tensor_parallel_size` is 0.5.23's `tp_size`).
+pub(super) fn arg<'r>(catalog: &Catalog, role: &'r Role, flag: &str) -> Option<&'r Arg> {
+    let Resolution::Exact(wanted, _) = catalog.resolve(flag) else {
+        return None;
+    };
     role.args.0.iter().find(|a| match catalog.resolve(&a.key) {
-        Resolution::Exact(o, _) => o.dest == dest,
+        Resolution::Exact(o, _) => o.dest == wanted.dest,
         _ => false,
     })
 }
 
-/// The positive integer `dest`, 1 when not written.
-fn size(catalog: &Catalog, role: &Role, dest: &str) -> Result<u32, Problem> {
-    let Some(arg) = arg(catalog, role, dest) else {
+/// The positive integer option `flag`, 1 when not written.
+fn size(catalog: &Catalog, role: &Role, flag: &str) -> Result<u32, Problem> {
+    let Some(arg) = arg(catalog, role, flag) else {
         return Ok(1);
     };
     match &arg.value {
@@ -67,13 +72,13 @@ fn size(catalog: &Catalog, role: &Role, dest: &str) -> Result<u32, Problem> {
 /// The role's sizes as SGLang resolves them.
 pub(super) fn sizes(catalog: &Catalog, role: &Role) -> Result<Sizes, Problem> {
     let mut s = Sizes {
-        tp: size(catalog, role, "tp_size")?,
-        pp: size(catalog, role, "pp_size")?,
-        dp: size(catalog, role, "dp_size")?,
-        attn_dp: size(catalog, role, "attn_dp_size")?,
+        tp: size(catalog, role, "tp-size")?,
+        pp: size(catalog, role, "pp-size")?,
+        dp: size(catalog, role, "dp-size")?,
+        attn_dp: size(catalog, role, "attn-dp-size")?,
     };
     let dp_attention =
-        arg(catalog, role, "enable_dp_attention").is_some_and(|a| a.value == ArgValue::Bool(true));
+        arg(catalog, role, "enable-dp-attention").is_some_and(|a| a.value == ArgValue::Bool(true));
     if dp_attention && s.attn_dp == 1 {
         (s.attn_dp, s.dp) = (s.dp, 1);
     }
@@ -82,7 +87,7 @@ pub(super) fn sizes(catalog: &Catalog, role: &Role) -> Result<Sizes, Problem> {
 
 /// Where a problem about the sizes points: the first size written, else `gpus`.
 fn span_of_sizes(catalog: &Catalog, role: &Role) -> miette::SourceSpan {
-    ["dp_size", "tp_size", "pp_size", "attn_dp_size"]
+    ["dp-size", "tp-size", "pp-size", "attn-dp-size"]
         .iter()
         .find_map(|d| arg(catalog, role, d).map(|a| a.key_span))
         .or(role.gpus.as_ref().map(|g| g.span))

@@ -109,13 +109,37 @@ mod tests {
 
     #[test]
     fn the_images_release_chooses_the_catalog() {
-        for image in ["lmsysorg/sglang:v0.5.8-cu130", "lmsysorg/sglang:v0.5.8.post1-cu130"] {
+        for image in [
+            "lmsysorg/sglang:v0.5.8-cu130",
+            "lmsysorg/sglang:v0.5.8.post1-cu130",
+        ] {
             assert_eq!(codes(&problems(image, "sglang", OLD_FLAG)), [], "{image}");
         }
         assert_eq!(
             codes(&problems("lmsysorg/sglang:v0.5.23", "sglang", OLD_FLAG)),
             [("srt::recipe::unknown_flag", false)]
         );
+    }
+
+    #[test]
+    fn the_parallel_sizes_are_read_in_either_release() {
+        // 0.5.8 names the option's destination `tensor_parallel_size`, 0.5.23 `tp_size`.
+        for image in ["lmsysorg/sglang:v0.5.8-cu130", "lmsysorg/sglang:v0.5.23"] {
+            for flag in ["tp-size", "tensor-parallel-size"] {
+                // A size that is no positive integer is found only if it is read.
+                let found = problems(image, "sglang", &format!("      {flag}: 0\n"));
+                assert_eq!(
+                    codes(&found),
+                    [("srt::recipe::parallel_size", false)],
+                    "{image} {flag}: {found:?}"
+                );
+                assert!(
+                    found[0].message.contains("positive integer"),
+                    "{}",
+                    found[0].message
+                );
+            }
+        }
     }
 
     #[test]
@@ -137,7 +161,11 @@ mod tests {
                 ("srt::recipe::unknown_flag", false)
             ]
         );
-        assert!(found[0].message.contains("SGLang 0.5.11"), "{}", found[0].message);
+        assert!(
+            found[0].message.contains("SGLang 0.5.11"),
+            "{}",
+            found[0].message
+        );
         assert!(found[0].message.contains("0.5.23"), "{}", found[0].message);
     }
 }
