@@ -969,7 +969,8 @@ fn docs_list_every_code_flag_and_exit_code() {
         );
     }
     let engine = srt::engine::lookup("vllm").unwrap();
-    for name in engine.managed_flags().iter().chain(engine.managed_env()) {
+    let managed = engine.managed().iter().map(|(flag, _)| flag);
+    for name in managed.chain(engine.managed_env()) {
         assert!(
             reference.contains(&format!("`{name}`")),
             "docs/recipe-reference.md does not list managed `{name}`"

@@ -21,11 +21,13 @@ use crate::topology::Endpoint;
 pub trait Engine: Sync {
     /// Recipe name (`engine.type`).
     fn name(&self) -> &'static str;
-    /// Flags the engine derives from the topology; recipes may not set them.
-    fn managed_flags(&self) -> &'static [&'static str];
-    /// Who sets a flag the engine derives (for the diagnostic refusing it in a recipe),
-    /// or `None` when a recipe may set it.
-    fn managed_by(&self, flag: &str) -> Option<&'static str>;
+    /// Flags (or config keys) the engine derives from the topology, each with who sets
+    /// it (for the diagnostic refusing it in a recipe); recipes may not set them.
+    fn managed(&self) -> &'static [(&'static str, &'static str)];
+    /// Who sets a flag the engine derives, or `None` when a recipe may set it.
+    fn managed_by(&self, flag: &str) -> Option<&'static str> {
+        crate::catalog::managed_by(self.managed(), flag)
+    }
     /// Environment variables the engine sets from the topology; recipes may not set them.
     fn managed_env(&self) -> &'static [&'static str];
     /// Environment variables that choose the devices a worker sees, which the engine's

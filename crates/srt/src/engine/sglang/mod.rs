@@ -130,13 +130,8 @@ impl Engine for Sglang {
         "sglang"
     }
 
-    fn managed_flags(&self) -> &'static [&'static str] {
-        static NAMES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
-        NAMES.get_or_init(|| MANAGED.iter().map(|(f, _)| *f).collect())
-    }
-
-    fn managed_by(&self, flag: &str) -> Option<&'static str> {
-        crate::catalog::managed_by(MANAGED, flag)
+    fn managed(&self) -> &'static [(&'static str, &'static str)] {
+        MANAGED
     }
 
     /// SGLang's torch profiler writes to `SGLANG_TORCH_PROFILER_DIR`; under nsys it

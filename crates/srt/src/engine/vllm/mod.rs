@@ -154,13 +154,8 @@ impl Engine for Vllm {
         Ok(())
     }
 
-    fn managed_flags(&self) -> &'static [&'static str] {
-        static NAMES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
-        NAMES.get_or_init(|| MANAGED.iter().map(|(f, _)| *f).collect())
-    }
-
-    fn managed_by(&self, flag: &str) -> Option<&'static str> {
-        crate::catalog::managed_by(MANAGED, flag)
+    fn managed(&self) -> &'static [(&'static str, &'static str)] {
+        MANAGED
     }
 
     fn managed_env(&self) -> &'static [&'static str] {
