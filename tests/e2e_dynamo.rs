@@ -12,7 +12,9 @@
 mod e2e_support;
 
 use e2e_support::load::apply_failing_nothing;
-use e2e_support::{alive, etcd, example_named, serial, text, tools_dir, wait_for, Env};
+use e2e_support::{
+    alive, at, cmdline, etcd, example_named, serial, text, tools_dir, wait_for, Env,
+};
 
 const PUBLIC: &str = "http://127.0.0.1:8000";
 
@@ -219,18 +221,8 @@ fn sglang_prefill_decode_serve_through_the_prefill_and_roll_a_decode_change_unde
         "worker.decode[0].node[0]",
         "worker.decode[1].node[0]",
     ] {
-        let pid = env.pid(name, address);
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
-        let words: Vec<String> = cmdline
-            .split(|b| *b == 0)
-            .map(|w| String::from_utf8_lossy(w).into_owned())
-            .collect();
-        let at = |flag: &str| {
-            words
-                .iter()
-                .position(|w| w == flag)
-                .map(|i| words[i + 1].as_str())
-        };
+        let words = cmdline(env.pid(name, address));
+        let at = |flag: &str| at(&words, flag);
         assert_eq!(words[1..3], ["-m", "dynamo.mocker"], "{address}: {words:?}");
         assert_eq!(at("--engine-type"), Some("sglang"), "{address}: {words:?}");
         let expected = address.contains("prefill").then(|| bootstrap.to_string());

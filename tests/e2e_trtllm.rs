@@ -11,7 +11,7 @@
 mod e2e_support;
 
 use e2e_support::load::apply_failing_nothing;
-use e2e_support::{example_named, serial, tools_dir, Env};
+use e2e_support::{at, cmdline, example_named, serial, tools_dir, Env};
 
 const PUBLIC: &str = "http://127.0.0.1:8000";
 
@@ -24,22 +24,6 @@ fn pd(name: &str, decode_batch: u32) -> String {
             "max_batch_size: 64",
             &format!("max_batch_size: {decode_batch}"),
         )
-}
-
-/// The words of process `pid`'s command line.
-fn cmdline(pid: u32) -> Vec<String> {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .unwrap()
-        .split(|b| *b == 0)
-        .filter(|w| !w.is_empty())
-        .map(|w| String::from_utf8_lossy(w).into_owned())
-        .collect()
-}
-
-/// The value after `flag` in `words`.
-fn at<'a>(words: &'a [String], flag: &str) -> Option<&'a str> {
-    let i = words.iter().position(|w| w == flag)?;
-    words.get(i + 1).map(String::as_str)
 }
 
 /// The requests a worker's log says it received (the mocker logs each).

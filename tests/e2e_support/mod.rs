@@ -593,6 +593,22 @@ pub(crate) fn stat(pid: u32) -> Option<(char, u32, u64)> {
     ))
 }
 
+/// The words of process `pid`'s command line.
+pub(crate) fn cmdline(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .unwrap()
+        .split(|b| *b == 0)
+        .filter(|w| !w.is_empty())
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect()
+}
+
+/// The value after `flag` in `words`.
+pub(crate) fn at<'a>(words: &'a [String], flag: &str) -> Option<&'a str> {
+    let i = words.iter().position(|w| w == flag)?;
+    words.get(i + 1).map(String::as_str)
+}
+
 /// Whether `pid` is a live (non-zombie) process.
 pub(crate) fn alive(pid: u32) -> bool {
     stat(pid).is_some_and(|(state, _, _)| state != 'Z' && state != 'X')
