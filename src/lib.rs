@@ -50,6 +50,7 @@ macro_rules! shout {
     }};
 }
 
+mod agent;
 pub mod alloc;
 mod bench;
 mod deploy;
@@ -144,6 +145,9 @@ pub enum Command {
     /// The JSON Schema of recipes, for editors (`# yaml-language-server: $schema=...`).
     #[command(after_help = "Example:\n  srt schema > recipe.schema.json")]
     Schema,
+    /// The node agent of a SLURM allocation (started by srt, one task per node).
+    #[command(hide = true)]
+    SlurmAgent(agent::Args),
 }
 
 pub use meta::{man_page, schema_text};
@@ -181,6 +185,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Completions(a) => meta::completions(a),
         Command::Man => meta::man(),
         Command::Schema => meta::schema(),
+        Command::SlurmAgent(a) => agent::run(a),
     })
 }
 

@@ -155,6 +155,27 @@ impl Env {
     }
 }
 
+/// A scenario that fails leaves nothing to the next one: every job its state records
+/// is cancelled (one that passed destroyed its deployments: nothing is recorded).
+impl Drop for Env {
+    fn drop(&mut self) {
+        let Ok(entries) = std::fs::read_dir(self.dir.path().join(".srt")) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let store = srt::state::StateStore::new(entry.path());
+            let Ok(Some(state)) = store.load() else {
+                continue;
+            };
+            for r in state.resources.values() {
+                if let Some(srt::state::Runtime::Slurm { job_id, .. }) = &r.runtime {
+                    let _ = Command::new("scancel").arg(job_id.to_string()).output();
+                }
+            }
+        }
+    }
+}
+
 fn profile(c: &Cluster, extra: &str) -> String {
     format!(
         "executor: slurm\npartition: {}\ngpus_per_node: {}\nnetwork_interface: {}\nstop_grace_seconds: 5\n{extra}",
@@ -676,8 +697,12 @@ fn sigkill_during_apply_inside_an_allocation_leaves_no_step() {
             text(&out)
         );
         completion(&env.router());
-        // One step per recorded resource, no more.
-        let steps = ours(&live_steps(job));
+        // One step per recorded resource, no more (besides the agents srt started in
+        // the allocation, recorded as the allocation's client).
+        let steps: Vec<String> = ours(&live_steps(job))
+            .into_iter()
+            .filter(|s| !s.ends_with(".srt-agent"))
+            .collect();
         let state = env.state("slurm-disagg");
         let recorded = state["resources"]
             .as_object()
@@ -785,6 +810,7 @@ fn scheduler_errors_are_reported_in_its_words_and_leave_nothing_behind() {
     );
 
     // Every node busy with another job: pending too long.
+    let all = env.cluster.ips.len().to_string();
     let holder = slurm(
         "sbatch",
         &[
@@ -792,7 +818,7 @@ fn scheduler_errors_are_reported_in_its_words_and_leave_nothing_behind() {
             "-J",
             "srt-test-holder",
             "-N",
-            "2",
+            &all,
             &format!("--gres=gpu:{}", env.cluster.gpus),
             "-o",
             "/dev/null",
@@ -998,7 +1024,15 @@ fn two_dynamo_deployments_side_by_side_never_see_each_others_workers() {
         namespaces.sort();
         namespaces
     };
-    let mut seen: Vec<Vec<String>> = env.cluster.ips.iter().map(|ip| listed(ip)).collect();
+    // The node each frontend runs on: the first of its allocation.
+    let frontends: Vec<String> = [a, b]
+        .iter()
+        .map(|d| {
+            let rt = env.runtime(d, "allocation");
+            rt["node_ips"][0].as_str().unwrap().to_string()
+        })
+        .collect();
+    let mut seen: Vec<Vec<String>> = frontends.iter().map(|ip| listed(ip)).collect();
     seen.sort();
     assert_eq!(
         seen,
@@ -1007,7 +1041,7 @@ fn two_dynamo_deployments_side_by_side_never_see_each_others_workers() {
             vec![b.to_string(), b.to_string()]
         ]
     );
-    for ip in &env.cluster.ips {
+    for ip in &frontends {
         completion(&format!("http://{ip}:8000"));
     }
     let steps = |d: &str| {
@@ -1033,7 +1067,7 @@ fn two_dynamo_deployments_side_by_side_never_see_each_others_workers() {
     let out = env.ok(&["apply", "-f", &changed, "--simulate", "--auto-approve"]);
     assert!(out.contains("2 replaced"), "{out}");
     assert_eq!(steps(b), before, "rolling one deployment touched the other");
-    let mut seen: Vec<Vec<String>> = env.cluster.ips.iter().map(|ip| listed(ip)).collect();
+    let mut seen: Vec<Vec<String>> = frontends.iter().map(|ip| listed(ip)).collect();
     seen.sort();
     assert_eq!(
         seen,
@@ -1312,4 +1346,48 @@ fn trtllm_endpoint_over_two_nodes_is_one_step_of_two_tasks() {
     let workers: Vec<_> = steps.iter().filter(|l| l.contains(".worker.")).collect();
     assert_eq!(workers.len(), 1, "{steps:?}");
     destroy(&env, d);
+}
+
+/// The network namespace of process `pid` (the test cluster's nodes are namespaces of
+/// this machine: a process in this test's own namespace runs where srt runs).
+fn netns(pid: u32) -> Option<std::path::PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/ns/net")).ok()
+}
+
+/// The machine running srt may go away while the deployment serves: nothing of it runs
+/// there, since every step's `srun` client runs on the step's node, started by srt's
+/// agent there. Every process of the deployment found where srt runs is killed with
+/// SIGKILL (there is none); the deployment serves, the next plan shows no change, and
+/// destroy leaves nothing on any node.
+#[test]
+fn the_machine_running_srt_may_go_away() {
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(c) = cluster() else { return };
+    let env = Env::new(c);
+    let recipe = env.file("pd.yaml", &example("slurm-disagg.yaml"));
+    env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
+    let here = netns(std::process::id());
+    let all = live_processes("slurm-disagg");
+    let local: Vec<u32> = all.iter().copied().filter(|p| netns(*p) == here).collect();
+    for pid in &local {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert_eq!(
+        local,
+        Vec::<u32>::new(),
+        "processes of the deployment where srt runs"
+    );
+    assert!(
+        all.len() >= 3,
+        "the steps' clients and tasks run on the nodes: {all:?}"
+    );
+    completion(&env.router());
+    let plan = env.srt(&["plan", "-f", &recipe, "--simulate", "--detailed-exitcode"]);
+    assert_eq!(plan.status.code(), Some(0), "{}", text(&plan));
+    destroy(&env, "slurm-disagg");
 }

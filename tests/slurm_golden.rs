@@ -139,6 +139,7 @@ fn applied(graph: &ResourceGraph) -> State {
                 node_ips: vec!["10.0.0.1".into(), "10.0.0.2".into()],
                 adopted: false,
                 client: None,
+                launch: None,
             }),
             _ if r.kind.is_process() => Some(Runtime::Slurm {
                 job_id: 41,
@@ -148,6 +149,7 @@ fn applied(graph: &ResourceGraph) -> State {
                 node_ips: Vec::new(),
                 adopted: false,
                 client: None,
+                launch: None,
             }),
             _ => None,
         };

@@ -224,6 +224,10 @@ const MANAGED_OPTIONS: &[(&str, &str)] = &[
     ("--nodes", "from the recipe's node count (one per step)"),
     ("--ntasks", "itself: one task per step"),
     (
+        "--ntasks-per-node",
+        "itself: the node agents' step runs one task per node",
+    ),
+    (
         "--output",
         "itself: the allocation's log, and each step's output goes to its process's log",
     ),
@@ -237,7 +241,10 @@ const MANAGED_OPTIONS: &[(&str, &str)] = &[
         "--time",
         "from the profile key `time_limit` (or the recipe's `slurm.time_limit`): set that instead",
     ),
-    ("--wrap", "itself: the allocation only holds its nodes"),
+    (
+        "--wrap",
+        "itself: the allocation's script runs srt's node agents",
+    ),
 ];
 
 /// The options srt sets itself on `sbatch` or `srun` (long names, dashes included).

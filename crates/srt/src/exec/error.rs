@@ -359,6 +359,43 @@ pub enum ExecError {
         tail: String,
     },
 
+    /// The `srt` binary the nodes' agents run is not where srt looks for it.
+    #[error("cannot find the `srt` binary for the allocation's node agents")]
+    #[diagnostic(
+        code(srt::exec::agent_binary),
+        help("run srt from its installed path (the nodes must see it at the same path)")
+    )]
+    NoAgentBinary,
+
+    /// A node's agent did not say hello in time, or stopped saying it.
+    #[error("the srt agent of node {node} in job {job} {detail}; its output is in {}", log.display())]
+    #[diagnostic(
+        code(srt::exec::agent),
+        help("the nodes must see the state directory and the `srt` binary at the paths srt runs with")
+    )]
+    AgentSilent {
+        /// The node.
+        node: String,
+        /// The allocation.
+        job: u64,
+        /// What it did or did not do.
+        detail: String,
+        /// The allocation's batch output (where the agents write).
+        log: PathBuf,
+    },
+
+    /// A node's agent could not launch a step's client.
+    #[error("the srt agent of node {node} could not launch `{name}`: {error}")]
+    #[diagnostic(code(srt::exec::agent))]
+    AgentLaunch {
+        /// The step name.
+        name: String,
+        /// The node.
+        node: String,
+        /// The agent's words.
+        error: String,
+    },
+
     /// A step did not appear in `squeue` in time.
     #[error("step `{name}` did not start within {}s{last_error}{tail}", timeout.as_secs())]
     #[diagnostic(

@@ -16,6 +16,7 @@
 //! kind or on [`Runtime`]'s variants: runtimes describe themselves
 //! ([`Runtime::describe`], [`Runtime::age`], [`Runtime::process_key`]).
 
+pub mod agent;
 mod error;
 #[cfg(test)]
 pub(crate) mod fake;

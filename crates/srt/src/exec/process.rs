@@ -1068,7 +1068,7 @@ enum Mark {
     None,
 }
 
-fn hostname() -> Result<String, ProcessError> {
+pub(crate) fn hostname() -> Result<String, ProcessError> {
     nix::unistd::gethostname()
         .map(|h| h.to_string_lossy().into_owned())
         .map_err(|error| ProcessError::Hostname { error })

@@ -1,39 +1,47 @@
 //! The SLURM executor: one allocation (an `sbatch` job holding the nodes), every process
-//! a named job step in it.
+//! a named job step in it, launched on its node by srt's agent there.
 //!
 //! * **Allocation.** `sbatch --nodes N --gres=gpu:G --job-name srt-<deployment>
-//!   --wrap 'exec sleep infinity'` (or the job of `SLURM_JOB_ID`, adopted and never
-//!   cancelled). srt waits for RUNNING (bounded; a pending reason that cannot resolve,
-//!   like `PartitionConfig`, fails at once), reads the node list (`scontrol show
-//!   hostnames`) and probes each node with one short step for its IPv4 address on the
-//!   profile's interface and the GPUs SLURM exposes. Job id, nodes and IPs are recorded
-//!   in state; `<nodeN-ip>` placeholders resolve against them.
+//!   --wrap 'exec srun --overlap --ntasks-per-node 1 ... srt slurm-agent ...'`: the
+//!   batch script runs one node agent per node ([`super::agent`]) as the allocation's
+//!   first step, and the job lives as long as they do. (Or the job of `SLURM_JOB_ID`,
+//!   adopted and never cancelled: srt starts the agents' step in it.) srt waits for
+//!   RUNNING (bounded; a pending reason that cannot resolve, like `PartitionConfig`,
+//!   fails at once), reads the node list (`scontrol show hostnames`) and waits for
+//!   every agent's hello, which gives its node's IPv4 address on the profile's
+//!   interface and the GPUs SLURM exposes there. Job id, nodes and IPs are recorded in
+//!   state; `<nodeN-ip>` placeholders resolve against them.
 //! * **Steps.** `srun --jobid J --overlap --nodes 1 --ntasks 1 --nodelist NODE
-//!   --job-name <deployment>.<address> --export=ALL -- argv`, started as a detached
-//!   client ([`process::spawn_detached`]: own session, survives srt and its shell). The
-//!   environment reaches the step through the client's environment, never the command
-//!   line. The step id is found by name in `squeue --steps` and recorded with the
-//!   client's identity. Output goes through the client into the resource's log file.
+//!   --job-name <deployment>.<address> --export=ALL -- argv`: srt hands the command and
+//!   its environment to the agent of the step's first node (a private file on the
+//!   shared state directory, staged before the launch is recorded and handed over
+//!   after), which starts the `srun` client there, detached. The environment reaches
+//!   the step through the client's environment, never a command line. The step id is
+//!   found by name in `squeue --steps` and recorded with the launch's id. Output goes
+//!   through the client into the resource's log file. Nothing of a step runs on the
+//!   machine running srt, which may go away while the deployment serves.
 //! * **Stop.** `scancel --ctld --signal=TERM J.S`, wait up to the grace period, then
-//!   `scancel --ctld J.S`. The deployment's allocation is cancelled with `scancel J`
-//!   unless it was adopted.
+//!   `scancel --ctld J.S`. A launch whose step was never listed is taken back from the
+//!   agent, or its client ended by it. The deployment's allocation is cancelled with
+//!   `scancel J` unless it was adopted (then srt stops the agents it started).
 //! * **Refresh.** `squeue -j J` (job state) and `squeue --steps -j J` (live steps), no
-//!   accounting needed; a missing step or job is drift. Snapshots are reused for a
-//!   second so gates polling every process do not hammer the controller.
+//!   accounting needed; a missing step, a missing job, or a job without its agents is
+//!   drift. Snapshots are reused for a second so gates polling every process do not
+//!   hammer the controller.
 //!
-//! * **Scheduler commands** (`sbatch`, `squeue`, `scontrol`, `scancel`, probe `srun`s)
-//!   run through `tokio::process` under `tokio::time::timeout` (60 s; a command that
-//!   does not answer is killed): waiting for the scheduler never holds one of the
-//!   runtime's two threads, and node probes run concurrently on it. So every
-//!   [`Executor`] method that may ask the scheduler is async: `allocate`, `confirm`,
-//!   `stop`, and also `observe`, `check_ports` and `restore`; the synchronous callers
-//!   (plan's refresh, `srt status` and `srt list`, the restore before a command) drive
-//!   them on a current-thread runtime of their own (`workflow::block_on`). The one synchronous
-//!   method that does work, `start`, runs no scheduler command: it forks the step's
-//!   detached `srun` client (milliseconds, under apply's state mutex), and `confirm`
-//!   then waits for the step without blocking.
+//! * **Scheduler commands** (`sbatch`, `squeue`, `scontrol`, `scancel`) run through
+//!   `tokio::process` under `tokio::time::timeout` (60 s; a command that does not
+//!   answer is killed): waiting for the scheduler never holds one of the runtime's two
+//!   threads. So every [`Executor`] method that may ask the scheduler or wait for an
+//!   agent is async: `allocate`, `confirm`, `stop`, and also `observe`, `check_ports`
+//!   and `restore`; the synchronous callers (plan's refresh, `srt status` and `srt
+//!   list`, the restore before a command) drive them on a current-thread runtime of
+//!   their own (`workflow::block_on`). The one synchronous method that does work,
+//!   `start`, runs no scheduler command: it stages the launch for the agent
+//!   (milliseconds, under apply's state mutex), and `confirm` then hands it over and
+//!   waits for the step without blocking.
 //!
-//! Why detached clients rather than an agent inside the allocation: see `docs/slurm.md`.
+//! Why agents rather than a client per step where srt runs: see `docs/slurm.md`.
 
 use super::local::{mark_env, write_files};
 use super::process::{self, Liveness, ProcessIdentity, ProcessSpec};
@@ -53,6 +61,11 @@ use std::process::Stdio;
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+/// How long after the allocation runs its agents have to say hello.
+const AGENT_WAIT: Duration = Duration::from_secs(60);
+/// An agent whose last hello is older than this is not running.
+const AGENT_SILENT: Duration = Duration::from_secs(10);
+
 /// The longest a single scheduler command may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a `squeue` snapshot is reused by refresh and gate liveness checks.
@@ -61,9 +74,6 @@ const SNAPSHOT_TTL: Duration = Duration::from_secs(1);
 const GONE_WAIT: Duration = Duration::from_secs(30);
 /// How long a step's `srun` client may linger once its step is gone.
 const CLIENT_WAIT: Duration = Duration::from_secs(5);
-/// The batch script that holds the allocation.
-pub const HOLD_SCRIPT: &str = "exec sleep infinity";
-
 /// Pending reasons the scheduler will not resolve by itself: fail at once instead of
 /// waiting out the timeout. The text explains the reason code.
 const HOPELESS: &[(&str, &str)] = &[
@@ -153,7 +163,18 @@ pub struct SlurmExecutor {
     adopt: Option<u64>,
     facts: RwLock<Option<Facts>>,
     snapshots: Mutex<HashMap<u64, Snapshot>>,
-    listening: Mutex<HashMap<String, BTreeSet<u16>>>,
+    /// Launches this executor staged and has not handed over yet (by launch id): on
+    /// their way while it runs; one staged by an apply that is gone never happens.
+    staged: Mutex<BTreeSet<String>>,
+}
+
+/// A launch srt hands to the agent of a step's first node (what a step runtime records).
+#[derive(Clone, Copy, Debug)]
+struct Launch<'a> {
+    job: u64,
+    node: &'a str,
+    address: &'a str,
+    id: &'a str,
 }
 
 impl SlurmExecutor {
@@ -189,7 +210,7 @@ impl SlurmExecutor {
             adopt,
             facts: RwLock::new(None),
             snapshots: Mutex::new(HashMap::new()),
-            listening: Mutex::new(HashMap::new()),
+            staged: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -215,7 +236,6 @@ impl SlurmExecutor {
 
     fn set_facts(&self, facts: Option<Facts>) {
         *self.facts.write().expect("facts lock") = facts;
-        self.listening.lock().expect("ports cache").clear();
     }
 
     fn invalidate(&self, job: u64) {
@@ -253,6 +273,25 @@ impl SlurmExecutor {
         step_name(&self.deployment, address)
     }
 
+    /// The agent's command, with the `srt` the nodes run (the running one, or the one
+    /// beside a test binary) and this deployment's agents' directory.
+    fn agent_argv(&self) -> Result<Vec<String>, ExecError> {
+        let srt = super::local::next_to_srt("srt").ok_or(ExecError::NoAgentBinary)?;
+        Ok(agent_argv(
+            &srt.display().to_string(),
+            &self.agents_dir().display().to_string(),
+            &self.profile,
+        ))
+    }
+
+    fn agents_dir(&self) -> PathBuf {
+        self.dir.join(super::agent::AGENTS_DIR)
+    }
+
+    fn node_dir(&self, job: u64, node: &str) -> PathBuf {
+        super::agent::node_dir(&self.dir, job, node)
+    }
+
     /// The runtime of a step whose `srun` client a lease names, for a launch that was
     /// never recorded: stopping it cancels the step by its name, then ends the client.
     fn step_runtime(&self, address: &str, client: ProcessIdentity) -> Runtime {
@@ -270,6 +309,7 @@ impl SlurmExecutor {
             node_ips: Vec::new(),
             adopted: false,
             client: Some(client_of(client)),
+            launch: None,
         }
     }
 
@@ -302,6 +342,7 @@ impl SlurmExecutor {
             self.nodes,
             &gpu_count(self.gpu_type.as_deref(), self.gpus_per_node),
             &log.display().to_string(),
+            &self.agent_argv()?,
         );
         let out = run("sbatch", &args).await.map_err(|e| match e {
             ExecError::SchedulerUnreachable { .. } => {
@@ -411,69 +452,231 @@ impl SlurmExecutor {
         Ok(nodes)
     }
 
-    /// Probe every node (in parallel): its IPv4 address and the GPUs SLURM exposes.
-    async fn probe_nodes(&self, job: u64, nodes: &[String]) -> Result<Vec<String>, ExecError> {
-        futures::future::join_all(nodes.iter().map(|node| self.probe_node(job, node)))
-            .await
-            .into_iter()
-            .collect()
+    /// Start the agents of an adopted allocation (a submitted one starts its own, from
+    /// its batch script): one client where srt runs, for every node.
+    fn start_agents(&self, job: u64, nodes: &[String]) -> Result<Client, ExecError> {
+        let mut spec = ProcessSpec::new("srun", self.log_path("agents"));
+        spec.args = agent_step(
+            Some(job),
+            &self.deployment,
+            nodes.len(),
+            Some(&nodes.join(",")),
+        );
+        spec.args.push("--".into());
+        spec.args.extend(self.agent_argv()?);
+        spec.env_remove
+            .push(self.profile.visible_devices_env.clone());
+        let lease = super::local::lease_path(&self.dir, AGENT);
+        super::local::check_no_survivor(&lease, AGENT)?;
+        spec.lease = Some(lease);
+        Ok(client_of(process::spawn_detached(&spec)?))
     }
 
-    async fn probe_node(&self, job: u64, node: &str) -> Result<String, ExecError> {
-        let var = &self.profile.visible_devices_env;
-        let mut script = format!("hostname; printf '%s\\n' \"${{{var}-<unset>}}\"");
-        if let Some(iface) = &self.profile.network_interface {
-            let _ = write!(
-                script,
-                "; ip -4 -o addr show dev {}",
-                crate::launch::render::quote(iface)
-            );
+    /// Wait for every node's agent to say hello; the nodes' IPv4 addresses, once the
+    /// GPUs each exposes are checked.
+    async fn wait_agents(&self, job: u64, nodes: &[String]) -> Result<Vec<String>, ExecError> {
+        let deadline = Instant::now() + AGENT_WAIT;
+        let mut ips = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            let dir = self.node_dir(job, node);
+            let hello = loop {
+                match super::agent::hello(&dir) {
+                    Ok(Some(h)) if h.age() < AGENT_SILENT => break h,
+                    _ if Instant::now() >= deadline => {
+                        return Err(self.agent_silent(
+                            job,
+                            node,
+                            format!("did not start within {}s", AGENT_WAIT.as_secs()),
+                        ))
+                    }
+                    _ => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            };
+            self.check_devices(job, node, &hello)?;
+            ips.push(match &self.profile.network_interface {
+                Some(iface) => hello.ip.clone().ok_or_else(|| ExecError::Node {
+                    node: node.clone(),
+                    detail: format!(
+                        "node {node} has no IPv4 address on interface `{iface}` (network_interface in the cluster profile): {}",
+                        hello.ip_error.as_deref().unwrap_or_default()
+                    ),
+                })?,
+                None => resolve_ipv4(node).await?,
+            });
         }
-        let out = run(
-            "srun",
-            &probe_args(
+        Ok(ips)
+    }
+
+    fn agent_silent(&self, job: u64, node: &str, detail: String) -> ExecError {
+        ExecError::AgentSilent {
+            node: node.to_string(),
+            job,
+            detail,
+            log: self.log_path(if self.adopt.is_some() {
+                "agents"
+            } else {
+                "allocation"
+            }),
+        }
+    }
+
+    /// The node's agent's last hello, refused when it is older than [`AGENT_SILENT`].
+    fn live_hello(&self, job: u64, node: &str) -> Result<super::agent::Hello, ExecError> {
+        match super::agent::hello(&self.node_dir(job, node)) {
+            Ok(Some(h)) if h.age() < AGENT_SILENT => Ok(h),
+            Ok(Some(h)) => Err(self.agent_silent(
                 job,
                 node,
-                &self.step_name("probe"),
-                &["sh".into(), "-c".into(), script],
-            ),
-        )
-        .await
-        .map_err(|e| ExecError::during(format!("probing node {node} of job {job}"), e))?;
-        let mut lines = out.lines();
-        let _hostname = lines.next();
-        let devices = lines.next().unwrap_or("<unset>").trim().to_string();
-        if devices != "<unset>" && self.profile.gpu_request != GpuRequest::None {
-            let count = devices.split(',').filter(|d| !d.trim().is_empty()).count();
-            if count < self.gpus_per_node as usize {
-                return Err(ExecError::Node {
-                    node: node.to_string(),
-                    detail: format!(
-                        "node {node} of job {job} exposes {count} GPU(s) in {var} ({devices:?}) but the recipe places {} per node",
-                        self.gpus_per_node
-                    ),
-                });
+                format!("has not been heard of for {}s", h.age().as_secs()),
+            )),
+            Ok(None) => Err(self.agent_silent(job, node, "never said hello".into())),
+            Err(error) => Err(ExecError::File {
+                action: "read",
+                path: self.node_dir(job, node).join("hello.json"),
+                error,
+            }),
+        }
+    }
+
+    /// The node's agent's next hello, written after this call began: what it lists is
+    /// no older than the call (a port freed by a step just stopped is not seen taken).
+    /// Told apart by its beat, not by the clocks of this machine and the node.
+    async fn next_hello(&self, job: u64, node: &str) -> Result<super::agent::Hello, ExecError> {
+        let seen = self.live_hello(job, node)?.beat_ms;
+        let deadline = Instant::now() + AGENT_SILENT;
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let hello = self.live_hello(job, node)?;
+            if hello.beat_ms != seen {
+                return Ok(hello);
+            }
+            if Instant::now() >= deadline {
+                return Err(self.agent_silent(
+                    job,
+                    node,
+                    format!("wrote no new hello within {}s", AGENT_SILENT.as_secs()),
+                ));
             }
         }
-        match &self.profile.network_interface {
-            Some(iface) => {
-                let rest: Vec<&str> = lines.collect();
-                rest.iter()
-                    .find_map(|l| {
-                        let after = l.split("inet ").nth(1)?;
-                        let ip = after.split(['/', ' ']).next()?;
-                        ip.parse::<std::net::Ipv4Addr>().ok().map(|a| a.to_string())
-                    })
-                    .ok_or_else(|| ExecError::Node {
-                        node: node.to_string(),
-                        detail: format!(
-                            "node {node} has no IPv4 address on interface `{iface}` (network_interface in the cluster profile): {}",
-                            rest.join(" ").trim()
-                        ),
-                    })
-            }
-            None => resolve_ipv4(node).await,
+    }
+
+    /// What the agent says of a launch whose step is not listed yet: an error when it
+    /// could not start the client, the client ended, or the agent went silent.
+    fn launch_progress(
+        &self,
+        name: &str,
+        l: Launch<'_>,
+        tail: &dyn Fn() -> String,
+    ) -> Result<(), ExecError> {
+        let dir = self.node_dir(l.job, l.node);
+        match super::agent::outcome(&dir, l.address, l.id) {
+            Ok(Some(o)) if o.error.is_some() => Err(ExecError::AgentLaunch {
+                name: name.to_string(),
+                node: l.node.to_string(),
+                error: o.error.unwrap_or_default(),
+            }),
+            Ok(Some(o)) if o.ended => Err(ExecError::StepEnded {
+                name: name.to_string(),
+                tail: tail(),
+            }),
+            Ok(Some(_)) => Ok(()),
+            // Not picked up yet: the agent must still be there to pick it up.
+            Ok(None) | Err(_) => self.live_hello(l.job, l.node).map(|_| ()),
         }
+    }
+
+    /// The launch a step runtime records (handed to the agent of its first node).
+    fn launch_of<'r>(&self, runtime: &'r Runtime) -> Option<Launch<'r>> {
+        let Runtime::Slurm {
+            job_id,
+            step_name: Some(name),
+            nodes,
+            launch: Some(id),
+            ..
+        } = runtime
+        else {
+            return None;
+        };
+        Some(Launch {
+            job: *job_id,
+            node: nodes.first()?,
+            address: self.address_of(name)?,
+            id,
+        })
+    }
+
+    /// Whether launch `l`, its step not listed yet, is on its way: still with the agent,
+    /// or its client runs.
+    fn launching(&self, l: Launch<'_>) -> bool {
+        self.staged.lock().expect("staged").contains(l.id)
+            || super::agent::launching(&self.node_dir(l.job, l.node), l.address, l.id)
+    }
+
+    /// Stop what became of launch `l`, whose step was never seen: take it back if the
+    /// agent has not taken it yet; else wait (bounded) for the agent to say what it
+    /// started, and have it end a client whose step is not listed (an `srun` still
+    /// waiting to start it), then stop the step by name if there is one.
+    async fn stop_launch(&self, l: Launch<'_>, name: &str) -> Result<(), ExecError> {
+        let dir = self.node_dir(l.job, l.node);
+        if super::agent::withdraw(&dir, l.address) {
+            return Ok(());
+        }
+        let deadline = Instant::now() + AGENT_SILENT;
+        let outcome = loop {
+            match super::agent::outcome(&dir, l.address, l.id) {
+                Ok(Some(o)) => break Some(o),
+                _ if super::agent::claimed(&dir, l.address) && Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                _ => break None,
+            }
+        };
+        let running = outcome.is_some_and(|o| o.client.is_some() && !o.ended);
+        if running && !job_steps(l.job).await?.iter().any(|(_, n)| n == name) {
+            super::agent::request_stop(&dir, l.address, l.id).map_err(|error| ExecError::File {
+                action: "write",
+                path: dir.join("in"),
+                error,
+            })?;
+            let deadline = Instant::now() + AGENT_SILENT;
+            while self.launching(l) && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        self.stop_step(l.job, None, name, None).await
+    }
+
+    /// The resource address a step of this deployment is named after.
+    fn address_of<'n>(&self, name: &'n str) -> Option<&'n str> {
+        name.strip_prefix(self.deployment.as_str())?
+            .strip_prefix('.')
+    }
+
+    /// The node must expose at least the recipe's GPUs in the devices variable.
+    fn check_devices(
+        &self,
+        job: u64,
+        node: &str,
+        hello: &super::agent::Hello,
+    ) -> Result<(), ExecError> {
+        let var = &self.profile.visible_devices_env;
+        let Some(devices) = hello.devices.as_deref() else {
+            return Ok(());
+        };
+        if self.profile.gpu_request == GpuRequest::None {
+            return Ok(());
+        }
+        let count = devices.split(',').filter(|d| !d.trim().is_empty()).count();
+        if count < self.gpus_per_node as usize {
+            return Err(ExecError::Node {
+                node: node.to_string(),
+                detail: format!(
+                    "node {node} of job {job} exposes {count} GPU(s) in {var} ({devices:?}) but the recipe places {} per node",
+                    self.gpus_per_node
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Cancel a job srt submitted and wait (bounded) for it to leave the queue.
@@ -501,7 +704,13 @@ impl SlurmExecutor {
             }
         }
         self.invalidate(job);
+        self.forget_agents(job);
         Ok(())
+    }
+
+    /// Remove the directory of a job's agents once they are gone.
+    fn forget_agents(&self, job: u64) {
+        let _ = std::fs::remove_dir_all(super::agent::job_dir(&self.dir, job));
     }
 
     /// Wait until step `job.step` is no longer listed, up to `wait`.
@@ -642,11 +851,23 @@ impl SlurmExecutor {
             None => return Observation::Gone(format!("job {job_id} is gone")),
         }
         let Some(name) = step_name else {
+            // The allocation serves only while its agents run: without them no step of
+            // it can start.
+            let agents = self.step_name(AGENT);
+            if snap.step_by_name(&agents).is_none() {
+                return Observation::Gone(format!(
+                    "the srt agents of job {job_id} are not running (step `{agents}`)"
+                ));
+            }
             return Observation::Alive;
         };
         let found = match step_id {
             Some(id) => snap.steps.iter().any(|(s, _)| *s == id),
-            None => snap.step_by_name(name).is_some() || client.is_some_and(client_alive),
+            None => {
+                snap.step_by_name(name).is_some()
+                    || client.is_some_and(client_alive)
+                    || self.launch_of(runtime).is_some_and(|l| self.launching(l))
+            }
         };
         if found {
             Observation::Alive
@@ -656,30 +877,6 @@ impl SlurmExecutor {
                 .unwrap_or_else(|| job_id.to_string());
             Observation::Gone(format!("step {id} (`{name}`) is no longer running"))
         }
-    }
-
-    async fn listening_ports(&self, job: u64, node: &str) -> Result<BTreeSet<u16>, ExecError> {
-        if let Some(p) = self.listening.lock().expect("ports cache").get(node) {
-            return Ok(p.clone());
-        }
-        let script = "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; true".to_string();
-        let out = run(
-            "srun",
-            &probe_args(
-                job,
-                node,
-                &self.step_name("ports"),
-                &["sh".into(), "-c".into(), script],
-            ),
-        )
-        .await
-        .map_err(|e| ExecError::during(format!("checking ports on node {node}"), e))?;
-        let ports = parse_listening(&out);
-        self.listening
-            .lock()
-            .expect("ports cache")
-            .insert(node.to_string(), ports.clone());
-        Ok(ports)
     }
 }
 
@@ -748,19 +945,6 @@ fn parse_steps(job: u64, out: &str) -> Vec<(u64, String)> {
         .collect()
 }
 
-/// Ports in LISTEN state in `/proc/net/tcp{,6}` text.
-fn parse_listening(text: &str) -> BTreeSet<u16> {
-    text.lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            if f.len() < 4 || f[3] != "0A" {
-                return None;
-            }
-            u16::from_str_radix(f[1].rsplit(':').next()?, 16).ok()
-        })
-        .collect()
-}
-
 /// The first IPv4 address a node name resolves to on this machine.
 async fn resolve_ipv4(node: &str) -> Result<String, ExecError> {
     let failed = |detail: String| ExecError::Node {
@@ -801,6 +985,16 @@ async fn end_client(c: &Client) {
     if process::liveness(&id) == Liveness::Alive {
         let _ = process::terminate(&id, Duration::from_secs(2)).await;
     }
+}
+
+/// The environment a client started here with `spec` would have: srt's own, less
+/// `env_remove`, plus `env`.
+fn client_env(spec: &ProcessSpec) -> std::collections::BTreeMap<String, String> {
+    let mut env: std::collections::BTreeMap<String, String> = std::env::vars()
+        .filter(|(k, _)| !spec.env_remove.contains(k))
+        .collect();
+    env.extend(spec.env.clone());
+    env
 }
 
 fn client_alive(c: &Client) -> bool {
@@ -922,13 +1116,15 @@ pub fn gpu_count(gpu_type: Option<&str>, gpus_per_node: u32) -> String {
 }
 
 /// `sbatch` arguments for the allocation; `gpus` is [`gpu_count`], `log` the batch
-/// script's output file.
+/// script's output file, `agent` the agent's command ([`agent_argv`]), which the batch
+/// script runs as one step of a task per node.
 pub fn sbatch_args(
     profile: &SlurmProfile,
     deployment: &str,
     nodes: usize,
     gpus: &str,
     log: &str,
+    agent: &[String],
 ) -> Vec<String> {
     let mut a = vec![
         "--parsable".to_string(),
@@ -957,17 +1153,73 @@ pub fn sbatch_args(
     a.push("--no-requeue".into());
     a.extend(["--output".to_string(), log.to_string()]);
     a.extend(profile.sbatch_options.iter().cloned());
-    a.extend(["--wrap".to_string(), HOLD_SCRIPT.to_string()]);
+    let mut step = vec!["exec".to_string(), "srun".into()];
+    step.extend(agent_step(None, deployment, nodes, None));
+    step.push("--".into());
+    step.extend(agent.iter().cloned());
+    let script = step
+        .iter()
+        .map(|w| crate::launch::render::quote(w))
+        .collect::<Vec<_>>()
+        .join(" ");
+    a.extend(["--wrap".to_string(), script]);
     a
 }
 
-/// `srun` arguments for a short probe step on one node.
-fn probe_args(job: u64, node: &str, name: &str, argv: &[String]) -> Vec<String> {
-    let mut a = step_placement(&job.to_string(), node, name);
-    a.push("--".into());
-    a.extend(argv.iter().cloned());
+/// The `srun` arguments of the agents' step: one task on each of `nodes` nodes (of
+/// `job` and on `nodelist` when srt starts it in an adopted allocation; the batch
+/// script's own job otherwise), beside the steps it launches.
+fn agent_step(
+    job: Option<u64>,
+    deployment: &str,
+    nodes: usize,
+    nodelist: Option<&str>,
+) -> Vec<String> {
+    let mut a = Vec::new();
+    if let Some(job) = job {
+        a.extend(["--jobid".to_string(), job.to_string()]);
+    }
+    a.extend([
+        "--overlap".to_string(),
+        "--nodes".into(),
+        nodes.to_string(),
+        "--ntasks".into(),
+        nodes.to_string(),
+        "--ntasks-per-node".into(),
+        "1".into(),
+    ]);
+    if let Some(list) = nodelist {
+        a.extend(["--nodelist".to_string(), list.to_string()]);
+    }
+    a.extend([
+        "--job-name".to_string(),
+        step_name(deployment, AGENT),
+        "--export".into(),
+        "ALL".into(),
+    ]);
     a
 }
+
+/// The agent's command: `srt slurm-agent` with where its directories are and what it
+/// reads of its node.
+pub fn agent_argv(srt: &str, agents: &str, profile: &SlurmProfile) -> Vec<String> {
+    let mut a = vec![
+        srt.to_string(),
+        "slurm-agent".into(),
+        "--dir".into(),
+        agents.to_string(),
+        "--devices-env".into(),
+        profile.visible_devices_env.clone(),
+    ];
+    if let Some(iface) = &profile.network_interface {
+        a.extend(["--interface".to_string(), iface.clone()]);
+    }
+    a
+}
+
+/// The name the agents' step goes by, after the deployment's (a name no resource
+/// address can have).
+const AGENT: &str = "srt-agent";
 
 /// The `srun` arguments every step shares: one task of `job` on `node`, named `name`,
 /// beside the allocation's other steps.
@@ -1143,14 +1395,24 @@ pub fn render(plan: &LaunchPlan, profile: &SlurmProfile) -> String {
     );
     let log = format!("<state-dir>/{}/logs/allocation.log", plan.deployment);
     let mut sbatch = vec!["sbatch".to_string()];
+    let agents = format!(
+        "<state-dir>/{}/{}",
+        plan.deployment,
+        super::agent::AGENTS_DIR
+    );
     sbatch.extend(sbatch_args(
         profile,
         &plan.deployment,
         plan.nodes.len(),
         &gpus,
         &log,
+        &agent_argv("<srt>", &agents, profile),
     ));
     write_lines(&mut out, &sbatch);
+    let _ = writeln!(
+        out,
+        "# every step below is launched by the agent of its (first) node, not by srt"
+    );
     for p in &plan.processes {
         let _ = writeln!(out);
         let _ = writeln!(out, "## {}", p.address);
@@ -1272,7 +1534,9 @@ impl Executor for SlurmExecutor {
                 node_ips: Vec::new(),
                 adopted,
                 client: None,
+                launch: None,
             };
+            let mut agents = None;
             let result: Result<(Vec<String>, Vec<String>), ExecError> = async {
                 submitted(&base)?;
                 if !adopted {
@@ -1288,7 +1552,10 @@ impl Executor for SlurmExecutor {
                         e
                     }
                 })?;
-                let ips = self.probe_nodes(job, &nodes).await?;
+                if adopted {
+                    agents = Some(self.start_agents(job, &nodes)?);
+                }
+                let ips = self.wait_agents(job, &nodes).await?;
                 Ok((nodes, ips))
             }
             .await;
@@ -1306,7 +1573,14 @@ impl Executor for SlurmExecutor {
                         },
                     })
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    if let Some(c) = &agents {
+                        let _ = self
+                            .stop_step(job, None, &self.step_name(AGENT), Some(c))
+                            .await;
+                    }
+                    return Err(e);
+                }
             };
             self.set_facts(Some(Facts {
                 job_id: job,
@@ -1323,7 +1597,8 @@ impl Executor for SlurmExecutor {
                     nodes,
                     node_ips: ips,
                     adopted,
-                    client: None,
+                    client: agents,
+                    launch: None,
                 },
                 log_path: self.log_path("allocation"),
             })
@@ -1378,10 +1653,26 @@ impl Executor for SlurmExecutor {
         spec.env_remove = p.env_unset.clone();
         spec.env_remove
             .push(self.profile.visible_devices_env.clone());
-        let lease = super::local::lease_path(&self.dir, &p.address);
-        super::local::check_no_survivor(&lease, &p.address)?;
-        spec.lease = Some(lease);
-        let id = process::spawn_detached(&spec)?;
+        // The client runs on the node, launched by its agent, with the environment it
+        // would have had here.
+        let request = super::agent::Request {
+            launch: uuid::Uuid::new_v4().to_string(),
+            address: p.address.clone(),
+            env: client_env(&spec),
+            program: spec.program,
+            args: spec.args,
+            log_path: log_path.clone(),
+        };
+        let dir = self.node_dir(facts.job_id, &hosts[0]);
+        super::agent::stage(&dir, &request).map_err(|error| ExecError::File {
+            action: "write",
+            path: dir.join("in"),
+            error,
+        })?;
+        self.staged
+            .lock()
+            .expect("staged")
+            .insert(request.launch.clone());
         Ok(Started {
             runtime: Runtime::Slurm {
                 job_id: facts.job_id,
@@ -1390,7 +1681,8 @@ impl Executor for SlurmExecutor {
                 nodes: hosts,
                 node_ips: Vec::new(),
                 adopted: false,
-                client: Some(client_of(id)),
+                client: None,
+                launch: Some(request.launch),
             },
             log_path,
         })
@@ -1417,6 +1709,17 @@ impl Executor for SlurmExecutor {
             else {
                 return Ok(started.runtime.clone());
             };
+            let launch = self.launch_of(&started.runtime);
+            if let Some(l) = launch {
+                let dir = self.node_dir(l.job, l.node);
+                let handed = super::agent::commit(&dir, l.address);
+                self.staged.lock().expect("staged").remove(l.id);
+                handed.map_err(|error| ExecError::File {
+                    action: "hand over",
+                    path: dir.join("in"),
+                    error,
+                })?;
+            }
             let timeout = Duration::from_secs(self.profile.step_start_timeout_seconds);
             let mut deadline = Instant::now() + timeout;
             // While its host setup runs (a step of its own), the step is not late: its
@@ -1465,9 +1768,15 @@ impl Executor for SlurmExecutor {
                         });
                     }
                 }
+                if let Some(l) = launch {
+                    self.launch_progress(name, l, &tail)?;
+                }
                 if Instant::now() >= deadline {
                     if let Some(c) = client {
                         end_client(c).await;
+                    }
+                    if let Some(l) = launch {
+                        let _ = self.stop_launch(l, name).await;
                     }
                     return Err(ExecError::StepNotStarted {
                         name: name.clone(),
@@ -1498,6 +1807,7 @@ impl Executor for SlurmExecutor {
                     job_id,
                     step_name: None,
                     adopted,
+                    client,
                     ..
                 } => {
                     let ours = self
@@ -1510,7 +1820,12 @@ impl Executor for SlurmExecutor {
                         self.set_facts(None);
                     }
                     if *adopted {
-                        // Never cancel an allocation srt did not submit.
+                        // Never cancel an allocation srt did not submit: stop the
+                        // agents srt started in it.
+                        let name = self.step_name(AGENT);
+                        self.stop_step(*job_id, None, &name, client.as_ref())
+                            .await?;
+                        self.forget_agents(*job_id);
                         return Ok(());
                     }
                     self.cancel_job(*job_id).await
@@ -1521,10 +1836,14 @@ impl Executor for SlurmExecutor {
                     step_name: Some(name),
                     client,
                     ..
-                } => {
-                    self.stop_step(*job_id, *step_id, name, client.as_ref())
-                        .await
-                }
+                } => match (step_id, self.launch_of(runtime)) {
+                    // Never seen listed: whatever became of its launch.
+                    (None, Some(l)) => self.stop_launch(l, name).await,
+                    _ => {
+                        self.stop_step(*job_id, *step_id, name, client.as_ref())
+                            .await
+                    }
+                },
             }
         })
     }
@@ -1540,7 +1859,7 @@ impl Executor for SlurmExecutor {
                     node: p.node,
                     nodes: facts.nodes.len(),
                 })?;
-            let listening = self.listening_ports(facts.job_id, node).await?;
+            let listening = self.next_hello(facts.job_id, node).await?.listening;
             for (kind, block) in &p.ports {
                 for i in 0..block.count {
                     let port = block.base + i;
@@ -1662,12 +1981,6 @@ mod tests {
         );
     }
 
-    #[test]
-    fn listening_ports_parse() {
-        let text = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 00000000:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1\n   1: 0B004D0A:17D4 0C004D0A:9C40 01 00000000:00000000 00:00000000 00000000     0        0 2\n   0: 00000000000000000000000000000000:1770 00000000000000000000000000000000:0000 0A 0\n";
-        assert_eq!(parse_listening(text), BTreeSet::from([8000, 6000]));
-    }
-
     /// The options of a command line srt renders, by the names the program reads them
     /// as; each must be written in full (an exact name of the catalog).
     fn options_read(catalog: &OptionCatalog, args: &[String]) -> BTreeSet<String> {
@@ -1701,14 +2014,14 @@ mod tests {
         let mut names = BTreeSet::new();
         for request in [GpuRequest::Gres, GpuRequest::GpusPerNode, GpuRequest::None] {
             profile.gpu_request = request;
-            let sbatch = sbatch_args(&profile, "d", 2, "4", "log");
+            let sbatch = sbatch_args(&profile, "d", 2, "4", "log", &[]);
             names.extend(options_read(sbatch_catalog(), &sbatch));
         }
         let argv = ["true"];
         let plain = srun_args(&profile, "7", "n1", "d.x", Some("img"), argv);
         names.extend(options_read(srun_catalog(), &plain));
-        let probe = probe_args(7, "n1", "d.probe", &["true".into()]);
-        names.extend(options_read(srun_catalog(), &probe));
+        let agents = agent_step(Some(7), "d", 2, Some("n1,n2"));
+        names.extend(options_read(srun_catalog(), &agents));
         // The container runtime's options are its plugin's, not in srun's own catalog.
         profile.container.runtime = ContainerRuntime::Pyxis;
         let contained = srun_args(&profile, "7", "n1", "d.x", Some("img"), argv);
@@ -1827,12 +2140,15 @@ mod tests {
             srun_options: vec!["--cpus-per-task=4".into()],
             ..Default::default()
         };
-        let a = sbatch_args(&profile, "d", 2, "4", "/s/d/logs/allocation.log");
+        let agent = agent_argv("/opt/srt", "/s/d/agents", &profile);
+        let a = sbatch_args(&profile, "d", 2, "4", "/s/d/logs/allocation.log", &agent);
         assert_eq!(
             a.join(" "),
             "--parsable --job-name srt-d --nodes 2 --gres gpu:4 --partition gpu --time 1:00:00 \
              --export NONE --no-requeue --output /s/d/logs/allocation.log --exclusive \
-             --wrap exec sleep infinity"
+             --wrap exec srun --overlap --nodes 2 --ntasks 2 --ntasks-per-node 1 \
+             --job-name d.srt-agent --export ALL -- /opt/srt slurm-agent --dir /s/d/agents \
+             --devices-env CUDA_VISIBLE_DEVICES"
         );
         let argv = vec!["vllm".to_string(), "serve".into()];
         let s = srun_args(&profile, "7", "n2", "d.router[0]", Some("img"), &argv);
@@ -1860,24 +2176,26 @@ mod tests {
         let s = srun_args(&profile, "7", "n2", "d.router[0]", None, &argv);
         assert!(!s.iter().any(|x| x.starts_with("--container")), "{s:?}");
         profile.gpu_request = GpuRequest::GpusPerNode;
-        assert!(sbatch_args(&profile, "d", 1, &gpu_count(None, 8), "l")
+        assert!(sbatch_args(&profile, "d", 1, &gpu_count(None, 8), "l", &[])
             .join(" ")
             .contains("--gpus-per-node 8"));
         assert!(
-            sbatch_args(&profile, "d", 1, &gpu_count(Some("h100"), 8), "l")
+            sbatch_args(&profile, "d", 1, &gpu_count(Some("h100"), 8), "l", &[])
                 .join(" ")
                 .contains("--gpus-per-node h100:8")
         );
         profile.gpu_request = GpuRequest::Gres;
         assert!(
-            sbatch_args(&profile, "d", 1, &gpu_count(Some("h100"), 8), "l")
+            sbatch_args(&profile, "d", 1, &gpu_count(Some("h100"), 8), "l", &[])
                 .join(" ")
                 .contains("--gres gpu:h100:8")
         );
         profile.gpu_request = GpuRequest::None;
-        assert!(!sbatch_args(&profile, "d", 1, &gpu_count(None, 8), "l")
-            .join(" ")
-            .contains("--g"));
+        assert!(
+            !sbatch_args(&profile, "d", 1, &gpu_count(None, 8), "l", &[])
+                .join(" ")
+                .contains("--g")
+        );
     }
 
     /// How the installed `program` reads `args` (a guard option after them ends its

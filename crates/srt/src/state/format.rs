@@ -252,9 +252,16 @@ pub enum Runtime {
         /// never cancelled by srt.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         adopted: bool,
-        /// The detached `srun` client that owns the step (a step ends with its client).
+        /// The detached `srun` client that owns the step (a step ends with its client),
+        /// when srt started it where it runs; for an adopted allocation, the client of
+        /// the node agents' step srt started in it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         client: Option<Client>,
+        /// The id of the launch srt handed to the agent of the step's first node, which
+        /// started its client there (`exec::agent`): how a step not listed yet is told
+        /// on its way, and stopped once it is.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        launch: Option<String>,
     },
 }
 
@@ -417,6 +424,7 @@ mod tests {
             node_ips: Vec::new(),
             adopted: false,
             client: None,
+            launch: None,
         };
         let v = serde_json::to_value(&slurm).unwrap();
         assert_eq!(v, json!({"type": "slurm", "job_id": 77, "step_id": 1}));
@@ -449,6 +457,7 @@ mod tests {
                 host: "h".into(),
                 lease: None,
             }),
+            launch: None,
         };
         assert_eq!(step.describe(), "step 12.3 on n2");
         assert_eq!(step.status_label(), "job 12 step 3");
@@ -462,6 +471,7 @@ mod tests {
             node_ips: Vec::new(),
             adopted: false,
             client: None,
+            launch: None,
         };
         assert_eq!(job.describe(), "job 12 on n1,n2");
         assert_eq!(job.status_label(), "job 12");
