@@ -401,7 +401,7 @@ fn full_state(p: &Prepared, deployment: &str) -> State {
                 )
             }
             graph::Target::Gate(_)
-            | graph::Target::Allocation
+            | graph::Target::Allocation(_)
             | graph::Target::Membership(_)
             | graph::Target::File(_) => (BTreeMap::new(), None),
         };

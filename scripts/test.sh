@@ -5,7 +5,7 @@
 # runs the documented walkthroughs and the README's demo, and fuzzes the recipe loader
 # for a bounded time ($SRT_FUZZ_SECONDS, default 60; 0 skips it).
 #
-# The SLURM tests (tests/e2e_slurm.rs) run on a real two-node cluster on this machine
+# The SLURM tests (tests/e2e_slurm.rs) run on a real four-node cluster on this machine
 # (scripts/slurm-cluster.sh, needs root): started before the tests (a healthy one is
 # reused) and stopped on exit, unless SRT_SLURM_KEEP=1.
 set -euo pipefail
@@ -21,6 +21,8 @@ cargo clippy --all-targets -- -D warnings
 if [[ -z "${SRT_SLURM_KEEP:-}" ]]; then
     trap 'scripts/slurm-cluster.sh stop' EXIT
 fi
+# Four nodes: a deployment's allocations grow onto nodes the others do not hold.
+export SRT_SLURM_NODE_COUNT="${SRT_SLURM_NODE_COUNT:-4}"
 slurm_env="$(scripts/slurm-cluster.sh start)"
 eval "$slurm_env"
 export SRT_SLURM_REQUIRED=1

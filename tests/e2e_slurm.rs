@@ -1,16 +1,17 @@
-//! End to end on the real SLURM test cluster (`scripts/slurm-cluster.sh`: nodes n1, n2
+//! End to end on the real SLURM test cluster (`scripts/slurm-cluster.sh`: nodes n1 to n4
 //! with 4 fake GPUs each, each node in its own network namespace with its own IP), with
 //! the real `vllm-router` and the vLLM simulator as workers.
 //!
 //! `scripts/test.sh` starts the cluster, exports its facts (`SRT_SLURM_*`) and sets
 //! `SRT_SLURM_REQUIRED=1`; without a cluster these tests say so and pass, unless it is
-//! required. Each scenario takes every node of the cluster, so they run one at a time.
-//! The Router listens on n1 (10.77.0.11:8000 inside n1's namespace): it is reached at
-//! the node's IP, never 127.0.0.1.
+//! required. Scenarios may take every node of the cluster, so they run one at a time.
+//! A deployment's allocations land where the scheduler puts them: its Router listens on
+//! its node 0's host (read from the state), reached at that node's IP, never 127.0.0.1.
 
 mod e2e_support;
 
 use e2e_support::{repo, tools_dir, tools_path, with_client};
+use std::collections::BTreeMap;
 use std::process::{Command, Output};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -134,6 +135,28 @@ impl Env {
         serde_json::to_value(store.load().unwrap().expect("the deployment has state")).unwrap()
     }
 
+    /// The runtime of each allocation of a deployment, by address.
+    fn allocations(&self, deployment: &str) -> BTreeMap<String, serde_json::Value> {
+        self.state(deployment)["resources"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(_, r)| r["kind"] == "allocation")
+            .map(|(a, r)| (a.clone(), r["runtime"].clone()))
+            .collect()
+    }
+
+    /// The job ids of a deployment's allocations, sorted.
+    fn jobs(&self, deployment: &str) -> Vec<u64> {
+        let mut jobs: Vec<u64> = self
+            .allocations(deployment)
+            .values()
+            .filter_map(|rt| rt["job_id"].as_u64())
+            .collect();
+        jobs.sort_unstable();
+        jobs
+    }
+
     fn runtime(&self, deployment: &str, address: &str) -> serde_json::Value {
         self.state(deployment)["resources"][address]["runtime"].clone()
     }
@@ -150,8 +173,42 @@ impl Env {
         )
     }
 
+    /// The host and IPv4 address plan node `n` of a deployment runs on: its
+    /// allocation's (each allocation is a job the scheduler places where it likes).
+    fn node(&self, deployment: &str, n: usize) -> (String, String) {
+        for rt in self.allocations(deployment).values() {
+            let slots: Vec<u64> = match rt["slots"].as_array() {
+                Some(s) => s.iter().filter_map(serde_json::Value::as_u64).collect(),
+                None => (0..rt["nodes"].as_array().map_or(0, Vec::len) as u64).collect(),
+            };
+            if let Some(at) = slots.iter().position(|&s| s == n as u64) {
+                return (
+                    rt["nodes"][at].as_str().unwrap().to_string(),
+                    rt["node_ips"][at].as_str().unwrap().to_string(),
+                );
+            }
+        }
+        panic!("no allocation of {deployment} holds node {n}")
+    }
+
+    fn host(&self, deployment: &str, n: usize) -> String {
+        self.node(deployment, n).0
+    }
+
+    fn ip(&self, deployment: &str, n: usize) -> String {
+        self.node(deployment, n).1
+    }
+
+    /// The public URL of this test's one deployment: port 8000 on its node 0.
     fn router(&self) -> String {
-        format!("http://{}:8000", self.cluster.ips[0])
+        let deployments: Vec<String> = std::fs::read_dir(self.dir.path().join(".srt"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().join("state.json").exists())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(deployments.len(), 1, "{deployments:?}");
+        format!("http://{}:8000", self.ip(&deployments[0], 0))
     }
 }
 
@@ -294,7 +351,7 @@ fn apply_and_serve(env: &Env, recipe: &str, deployment: &str) {
         t.elapsed().as_secs_f64()
     );
     assert!(
-        out.contains("allocation: allocated (job ")
+        out.contains("allocation[0]: allocated (job ")
             && out.contains("gate.router: passed")
             && out.contains("gate.workers: passed")
             && out.contains("smoke: passed")
@@ -303,15 +360,23 @@ fn apply_and_serve(env: &Env, recipe: &str, deployment: &str) {
     );
     completion(&env.router());
     let state = env.state(deployment);
-    let alloc = &state["resources"]["allocation"]["runtime"];
-    let job = alloc["job_id"].as_u64().unwrap();
-    assert_eq!(alloc["node_ips"][0], env.cluster.ips[0].as_str(), "{alloc}");
-    assert_eq!(jobs_named(&format!("srt-{deployment}")), [job.to_string()]);
-    let steps = live_steps(job);
+    let first = &env.allocations(deployment)["allocation[0]"];
+    assert!(
+        env.cluster
+            .ips
+            .iter()
+            .any(|ip| first["node_ips"][0] == ip.as_str()),
+        "{first}"
+    );
+    let jobs = env.jobs(deployment);
+    let mut named = jobs_named(&format!("srt-{deployment}"));
+    named.sort_by_key(|j| j.parse::<u64>().unwrap());
+    assert_eq!(named, jobs.iter().map(u64::to_string).collect::<Vec<_>>());
     for (address, r) in state["resources"].as_object().unwrap() {
         if let Some(step) = r["runtime"]["step_id"].as_u64() {
+            let job = r["runtime"]["job_id"].as_u64().unwrap();
             let line = format!("{job}.{step} {deployment}.{address}");
-            assert!(steps.contains(&line), "{line} not in {steps:?}");
+            assert!(live_steps(job).contains(&line), "{line} not live");
         }
     }
     // The srun clients own the steps and live in their own sessions: nothing ties them
@@ -339,16 +404,17 @@ fn apply_and_serve(env: &Env, recipe: &str, deployment: &str) {
 
 /// Destroy: no job, no step, no client, empty state.
 fn destroy(env: &Env, deployment: &str) {
-    let job = env.state(deployment)["resources"]["allocation"]["runtime"]["job_id"]
-        .as_u64()
-        .unwrap();
+    let jobs = env.jobs(deployment);
+    assert!(!jobs.is_empty());
     let out = env.ok(&["destroy", deployment, "--auto-approve"]);
     assert!(out.contains("Destroy complete"), "{out}");
     assert_eq!(
         jobs_named(&format!("srt-{deployment}")),
         Vec::<String>::new()
     );
-    assert_eq!(live_steps(job), Vec::<String>::new());
+    for job in jobs {
+        assert_eq!(live_steps(job), Vec::<String>::new());
+    }
     wait_until("the srun clients to exit", Duration::from_secs(10), || {
         live_processes(deployment).is_empty()
     });
@@ -365,13 +431,29 @@ fn disaggregated_across_nodes_heals_a_cancelled_step_and_replaces_one_role() {
     let d = "slurm-disagg";
     let recipe = env.file("pd.yaml", &example("slurm-disagg.yaml"));
     apply_and_serve(&env, &recipe, d);
-    // Prefill on n1, decode on n2: the KV went across nodes.
+    // Prefill on node 0, decode on node 1, two hosts: the KV went across nodes.
     let rt = |a: &str| env.runtime(d, a);
-    assert_eq!(rt("worker.prefill[0].node[0]")["nodes"][0], "n1");
-    assert_eq!(rt("worker.decode[0].node[0]")["nodes"][0], "n2");
-    let ips = env.cluster.ips.clone();
-    let prefill = http("GET", &format!("http://{}:6100/metrics", ips[0]), None).1;
-    let decode = http("GET", &format!("http://{}:6100/metrics", ips[1]), None).1;
+    assert_eq!(
+        rt("worker.prefill[0].node[0]")["nodes"][0],
+        env.host(d, 0).as_str()
+    );
+    assert_eq!(
+        rt("worker.decode[0].node[0]")["nodes"][0],
+        env.host(d, 1).as_str()
+    );
+    assert_ne!(env.host(d, 0), env.host(d, 1));
+    let prefill = http(
+        "GET",
+        &format!("http://{}:6100/metrics", env.ip(d, 0)),
+        None,
+    )
+    .1;
+    let decode = http(
+        "GET",
+        &format!("http://{}:6100/metrics", env.ip(d, 1)),
+        None,
+    )
+    .1;
     assert!(
         counter(&prefill, "srt_sim_requests_total{stage=\"prefill\"}") >= 1,
         "{prefill}"
@@ -425,12 +507,13 @@ fn disaggregated_across_nodes_heals_a_cancelled_step_and_replaces_one_role() {
             && plan.contains("{+--max-model-len 1024+}")
             && plan.contains("# router[0] will be replaced")
             && !plan.contains("# worker.prefill[0].node[0] will be replaced")
-            && !plan.contains("# allocation will be replaced"),
+            && !plan.contains("# allocation["),
         "{plan}"
     );
     env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
     assert_eq!(env.step(d, "worker.prefill[0].node[0]"), prefill_now);
     assert_ne!(env.step(d, "worker.decode[0].node[0]"), decode_step);
+    let job = decode_step.0;
     assert_eq!(env.step(d, "worker.decode[0].node[0]").0, job);
     // Exactly the old decode step was cancelled, and gracefully: TERM reached it first.
     let steps = live_steps(job);
@@ -440,10 +523,11 @@ fn disaggregated_across_nodes_heals_a_cancelled_step_and_replaces_one_role() {
             .any(|l| l.starts_with(&format!("{job}.{} ", decode_step.1))),
         "{steps:?}"
     );
+    let (prefill_job, prefill_step) = prefill_now;
     assert!(
-        steps
+        live_steps(prefill_job)
             .iter()
-            .any(|l| l.starts_with(&format!("{job}.{} ", prefill_now.1))),
+            .any(|l| l.starts_with(&format!("{prefill_job}.{prefill_step} "))),
         "{steps:?}"
     );
     assert!(
@@ -456,11 +540,11 @@ fn disaggregated_across_nodes_heals_a_cancelled_step_and_replaces_one_role() {
     assert!(log(&env, d, "worker.prefill[0].node[0]").contains("received SIGTERM; shutting down"));
 }
 
-/// A sweep of two points runs in one allocation: the second point replaces its decode
+/// A sweep of two points keeps its allocations: the second point replaces its decode
 /// step (and the Router routing to it) inside the same job, and the prefill step started
 /// for the first point serves the second too.
 #[test]
-fn a_two_point_sweep_runs_in_one_allocation() {
+fn a_two_point_sweep_keeps_its_allocations() {
     let _g = SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -481,17 +565,18 @@ fn a_two_point_sweep_runs_in_one_allocation() {
     let recipe = env.file("sweep.yaml", &text);
     let out = env.ok(&["sweep", "-f", &recipe, "--simulate", "--auto-approve"]);
     assert!(out.contains("Sweep: 2 of 2 points done, 0 failed"), "{out}");
-    assert!(!out.contains("allocation will be replaced"), "{out}");
-    let job = env.state(d)["resources"]["allocation"]["runtime"]["job_id"]
-        .as_u64()
-        .unwrap();
-    assert_eq!(jobs_named(&format!("srt-{d}")), [job.to_string()]);
-    let (prefill_job, prefill_step) = env.step(d, "worker.prefill[0].node[0]");
-    let (decode_job, decode_step) = env.step(d, "worker.decode[0].node[0]");
-    assert_eq!((prefill_job, decode_job), (job, job));
-    // The decode of the second point started after the prefill, in the same job; the
-    // prefill started once for both points, the decode once per point.
-    assert!(decode_step > prefill_step, "{prefill_step} {decode_step}");
+    assert!(!out.contains("] will be replaced"), "{out}");
+    let allocations = env.allocations(d);
+    let job = |a: &str| allocations[a]["job_id"].as_u64().unwrap();
+    assert_eq!(jobs_named(&format!("srt-{d}")).len(), allocations.len());
+    let (prefill_job, _) = env.step(d, "worker.prefill[0].node[0]");
+    let (decode_job, _) = env.step(d, "worker.decode[0].node[0]");
+    assert_eq!(
+        (prefill_job, decode_job),
+        (job("allocation[0]"), job("allocation[1]"))
+    );
+    // In the same jobs, the prefill started once for both points, the decode once per
+    // point.
     // Every start of the simulator logs once that it is ready.
     let starts = |a: &str| log(&env, d, a).matches("; ready in ").count();
     assert_eq!(starts("worker.prefill[0].node[0]"), 1);
@@ -519,10 +604,14 @@ fn dep8_over_two_nodes_serves_from_two_hybrid_lb_pools() {
     apply_and_serve(&env, &recipe, "slurm-dep8");
     for (address, node) in [("worker.agg[0].node[0]", 0), ("worker.agg[0].node[1]", 1)] {
         let rt = env.runtime("slurm-dep8", address);
-        assert_eq!(rt["nodes"][0], format!("n{}", node + 1), "{rt}");
+        assert_eq!(
+            rt["nodes"][0],
+            env.host("slurm-dep8", node).as_str(),
+            "{rt}"
+        );
         let m = http(
             "GET",
-            &format!("http://{}:6100/metrics", env.cluster.ips[node]),
+            &format!("http://{}:6100/metrics", env.ip("slurm-dep8", node)),
             None,
         )
         .1;
@@ -547,7 +636,7 @@ fn moriio_colocated_workers_register_with_the_router() {
     let recipe = env.file("moriio.yaml", &text);
     apply_and_serve(&env, &recipe, "slurm-moriio");
     let rt = env.runtime("slurm-moriio", "worker.decode[0].node[0]");
-    assert_eq!(rt["nodes"][0], "n1", "{rt}");
+    assert_eq!(rt["nodes"][0], env.host("slurm-moriio", 0).as_str(), "{rt}");
     destroy(&env, "slurm-moriio");
 }
 
@@ -587,8 +676,20 @@ fn inside_an_allocation_uses_it_and_never_cancels_it() {
         .unwrap();
     let out_text = text(&out);
     assert!(out.status.success(), "{out_text}");
+    let hosts = slurm(
+        "scontrol",
+        &[
+            "show",
+            "hostnames",
+            slurm("squeue", &["-h", "-j", &holder, "-o", "%N"]).trim(),
+        ],
+    );
+    let hosts: Vec<&str> = hosts.split_whitespace().collect();
     assert!(
-        out_text.contains(&format!("allocation: allocated (job {holder} on n1,n2)")),
+        out_text.contains(&format!(
+            "allocation[0]: allocated (job {holder} on {})",
+            hosts.join(",")
+        )),
         "{out_text}"
     );
     assert_eq!(
@@ -596,7 +697,13 @@ fn inside_an_allocation_uses_it_and_never_cancels_it() {
         Vec::<String>::new(),
         "no job submitted"
     );
-    let alloc = env.runtime("slurm-disagg", "allocation");
+    let allocations = env.allocations("slurm-disagg");
+    assert_eq!(
+        allocations.len(),
+        1,
+        "one job holds every node: {allocations:?}"
+    );
+    let alloc = &allocations["allocation[0]"];
     assert_eq!(alloc["adopted"], true, "{alloc}");
     completion(&env.router());
     let destroyed = env
@@ -745,9 +852,9 @@ impl Drop for Cancel {
     }
 }
 
-/// A failed allocation: a clear message in the scheduler's words, exit 7, no job left,
-/// and nothing recorded but the failed allocation (no job id, nothing on it).
-fn refused(env: &Env, args: &[&str], expected: &[&str]) {
+/// Failed allocations: a clear message in the scheduler's words, exit 7, no job left,
+/// and nothing recorded but the failed `allocations` (no job id, nothing on them).
+fn refused(env: &Env, args: &[&str], expected: &[&str], allocations: &[&str]) {
     let out = env.srt(args);
     let t = text(&out);
     assert_eq!(out.status.code(), Some(7), "{t}");
@@ -757,13 +864,11 @@ fn refused(env: &Env, args: &[&str], expected: &[&str]) {
     assert_eq!(jobs_named("srt-slurm-disagg"), Vec::<String>::new(), "{t}");
     let state = env.state("slurm-disagg");
     let resources = state["resources"].as_object().unwrap();
-    assert_eq!(
-        resources.keys().collect::<Vec<_>>(),
-        ["allocation"],
-        "{state}"
-    );
-    assert_eq!(resources["allocation"]["status"], "failed");
-    assert!(resources["allocation"].get("runtime").is_none(), "{state}");
+    assert_eq!(resources.keys().collect::<Vec<_>>(), allocations, "{state}");
+    for r in resources.values() {
+        assert_eq!(r["status"], "failed", "{state}");
+        assert!(r.get("runtime").is_none(), "{state}");
+    }
 }
 
 #[test]
@@ -798,15 +903,26 @@ fn scheduler_errors_are_reported_in_its_words_and_leave_nothing_behind() {
             "sbatch refused the allocation",
             "invalid partition specified: nosuch",
         ],
+        &["allocation[0]", "allocation[1]"],
     );
 
+    // One job of more nodes than the partition has (each node alone would fit).
+    let single = env.file(
+        "single.yaml",
+        &profile(
+            &env.cluster,
+            "allocations: single
+",
+        ),
+    );
     let mut args = apply.to_vec();
-    args.extend(["--nodes", "9"]);
+    args.extend(["--nodes", "9", "--cluster", single.as_str()]);
     refused(
         &env,
         &args,
         // PartitionConfig or PartitionNodeLimit, depending on when the reason is read.
         &["cannot start", "with reason `Partition", "cancelled job"],
+        &["allocation[0]"],
     );
 
     // Every node busy with another job: pending too long.
@@ -846,6 +962,7 @@ fn scheduler_errors_are_reported_in_its_words_and_leave_nothing_behind() {
             "scheduler reason",
             "cancelled job",
         ],
+        &["allocation[0]", "allocation[1]"],
     );
     drop(_cancel);
 
@@ -940,7 +1057,7 @@ fn dynamo_disaggregated_across_nodes_registers_at_the_infra_node() {
     let recipe = env.file("dyn.yaml", &text);
     let out = env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
     assert!(
-        out.contains("allocation: allocated (job ")
+        out.contains("allocation[0]: allocated (job ")
             && out.contains("gate.etcd: passed")
             && out.contains("gate.nats: passed")
             && out.contains("gate.frontend: passed")
@@ -1028,7 +1145,7 @@ fn two_dynamo_deployments_side_by_side_never_see_each_others_workers() {
     let frontends: Vec<String> = [a, b]
         .iter()
         .map(|d| {
-            let rt = env.runtime(d, "allocation");
+            let rt = env.runtime(d, "allocation[0]");
             rt["node_ips"][0].as_str().unwrap().to_string()
         })
         .collect();
@@ -1080,10 +1197,11 @@ fn two_dynamo_deployments_side_by_side_never_see_each_others_workers() {
     destroy(&env, b);
 }
 
-/// Prefill/decode behind smg across the nodes: nginx on n1 in front of the gateway on
-/// n2, which srt tells of every worker in its role. A decode args change rolls the
-/// decodes with the gateway's step kept, and the deployment serves prefill/decode
-/// (the decode on n2 served with the KV cache of a prefill on n1) before and after.
+/// Prefill/decode behind smg across the nodes: nginx on node 0 in front of the gateway
+/// on node 1, which srt tells of every worker in its role. A decode args change rolls
+/// the decodes with the gateway's step kept, and the deployment serves prefill/decode
+/// (the decode on node 1 served with the KV cache of a prefill on node 0) before and
+/// after.
 #[test]
 fn smg_prefill_decode_behind_nginx_rolls_without_restarting_the_gateway() {
     let _g = SERIAL
@@ -1104,8 +1222,11 @@ fn smg_prefill_decode_behind_nginx_rolls_without_restarting_the_gateway() {
         );
     };
     served("first apply");
-    assert_eq!(env.runtime(d, "router[0]")["nodes"][0], "n2");
-    assert_eq!(env.runtime(d, "nginx")["nodes"][0], "n1");
+    assert_eq!(
+        env.runtime(d, "router[0]")["nodes"][0],
+        env.host(d, 1).as_str()
+    );
+    assert_eq!(env.runtime(d, "nginx")["nodes"][0], env.host(d, 0).as_str());
     let gateway = env.step(d, "router[0]");
     let changed = env.file(
         "smg.yaml",
@@ -1121,7 +1242,7 @@ fn smg_prefill_decode_behind_nginx_rolls_without_restarting_the_gateway() {
     destroy(&env, d);
 }
 
-/// An SGLang worker of TP 8 over both nodes: the leader on n1 serves, the follower on n2
+/// An SGLang worker of TP 8 over two nodes: the leader on node 0 serves, the follower
 /// joins it at the leader's `--dist-init-addr` and answers its own stand-in `/health`;
 /// an args change replaces both, and the Router routes to the new leader.
 #[test]
@@ -1140,8 +1261,14 @@ fn sglang_worker_spanning_two_nodes_serves_from_its_leader_and_rolls() {
         assert_eq!(v["srt_sim"]["stage"], "agg", "{when}: {v}");
     };
     served("first apply");
-    assert_eq!(env.runtime(d, "worker.agg[0].node[0]")["nodes"][0], "n1");
-    assert_eq!(env.runtime(d, "worker.agg[0].node[1]")["nodes"][0], "n2");
+    assert_eq!(
+        env.runtime(d, "worker.agg[0].node[0]")["nodes"][0],
+        env.host(d, 0).as_str()
+    );
+    assert_eq!(
+        env.runtime(d, "worker.agg[0].node[1]")["nodes"][0],
+        env.host(d, 1).as_str()
+    );
     let status = env.ok(&["status", d, "--json"]);
     assert!(
         !status.contains("\"failed\"") && !status.contains("drifted"),
@@ -1191,14 +1318,13 @@ fn runtime_keys_run_their_scripts_on_the_nodes_before_the_workers() {
     assert!(text.contains("comment: srt-runtime-keys"), "{text}");
     let recipe = env.file("rt.yaml", &text);
     apply_and_serve(&env, &recipe, d);
-    let job = env.state(d)["resources"]["allocation"]["runtime"]["job_id"]
-        .as_u64()
-        .unwrap();
-    let comment = slurm("squeue", &["-h", "-j", &job.to_string(), "-o", "%k"]);
-    assert_eq!(comment.trim(), "srt-runtime-keys");
+    for job in env.jobs(d) {
+        let comment = slurm("squeue", &["-h", "-j", &job.to_string(), "-o", "%k"]);
+        assert_eq!(comment.trim(), "srt-runtime-keys");
+    }
     for (worker, node) in [
-        ("worker.prefill[0].node[0]", "n1"),
-        ("worker.decode[0].node[0]", "n2"),
+        ("worker.prefill[0].node[0]", env.host(d, 0)),
+        ("worker.decode[0].node[0]", env.host(d, 1)),
     ] {
         let text = log(&env, d, worker);
         let started = text.rfind("--- srt: starting").unwrap_or(0);
@@ -1216,17 +1342,17 @@ fn runtime_keys_run_their_scripts_on_the_nodes_before_the_workers() {
             "{worker}:\n{text}"
         );
     }
-    let steps = env.step(d, "router[0]");
+    let decode_job = env.step(d, "worker.decode[0].node[0]").0;
     script("worker-setup.sh", "echo srt-setup-second\n");
     let plan = env.ok(&["plan", "-f", &recipe, "--simulate"]);
     assert!(
         plan.contains("# worker.prefill[0].node[0] will be replaced")
             && plan.contains("# worker.decode[0].node[0] will be replaced")
-            && !plan.contains("# allocation will be replaced"),
+            && !plan.contains("# allocation["),
         "{plan}"
     );
     env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
-    assert_eq!(env.step(d, "worker.decode[0].node[0]").0, steps.0);
+    assert_eq!(env.step(d, "worker.decode[0].node[0]").0, decode_job);
     assert!(log(&env, d, "worker.decode[0].node[0]").contains("srt-setup-second"));
     completion(&env.router());
     destroy(&env, d);
@@ -1286,8 +1412,8 @@ fn a_containerized_worker_runs_its_host_setup_as_a_step_first() {
     assert!(out.contains("smoke: passed"), "{out}");
     completion(&env.router());
     for (worker, node) in [
-        ("worker.prefill[0].node[0]", "n1"),
-        ("worker.decode[0].node[0]", "n2"),
+        ("worker.prefill[0].node[0]", env.host(d, 0)),
+        ("worker.decode[0].node[0]", env.host(d, 1)),
     ] {
         let text = log(&env, d, worker);
         let (_, step) = env.step(d, worker);
@@ -1310,7 +1436,8 @@ fn a_containerized_worker_runs_its_host_setup_as_a_step_first() {
 }
 
 /// A TensorRT-LLM endpoint of TP 2 over two 1-GPU nodes is one MPI job: one `srun
-/// --mpi=pmix` step of two tasks, one on n1 and one on n2, each rank under the
+/// --mpi=pmix` step of two tasks, one on each of its nodes (one job holds both), each
+/// rank under the
 /// stand-in for `trtllm-llmapi-launch` (rank 0 runs the mocker, rank 1 waits with it);
 /// it registers with the frontend and serves, and destroy ends the step.
 #[test]
@@ -1338,10 +1465,17 @@ fn trtllm_endpoint_over_two_nodes_is_one_step_of_two_tasks() {
     completion(&env.router());
     let (job, step) = env.step(d, "worker.agg[0]");
     let shown = slurm("scontrol", &["show", "step", &format!("{job}.{step}")]);
-    assert!(
-        shown.contains("Tasks=2") && shown.contains("NodeList=n[1-2]"),
+    let list = shown
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("NodeList="))
+        .unwrap_or_default();
+    let on = slurm("scontrol", &["show", "hostnames", list]);
+    assert_eq!(
+        on.split_whitespace().collect::<Vec<_>>(),
+        [env.host(d, 0), env.host(d, 1)],
         "{shown}"
     );
+    assert!(shown.contains("Tasks=2"), "{shown}");
     let steps = live_steps(job);
     let workers: Vec<_> = steps.iter().filter(|l| l.contains(".worker.")).collect();
     assert_eq!(workers.len(), 1, "{steps:?}");

@@ -291,24 +291,27 @@ fn sbatch_directives_replace_the_allocation_and_srun_options_every_step() {
     let case = Case::new();
     let cluster = Some("test-cluster.yaml");
     let before = case.prepared("sbatch_directives:\n  mem: \"0\"\n", cluster);
-    let alloc = before.graph.get("allocation").unwrap();
-    assert!(
-        alloc.spec.as_str().contains("--mem=0"),
-        "{}",
-        alloc.spec.as_str()
-    );
+    let allocations: BTreeSet<String> = before
+        .graph
+        .resources
+        .iter()
+        .filter(|r| r.kind.name() == "allocation")
+        .map(|r| r.address.clone())
+        .collect();
+    assert!(!allocations.is_empty());
+    for a in &allocations {
+        let spec = before.graph.get(a).unwrap().spec.as_str();
+        assert!(spec.contains("--mem=0"), "{spec}");
+    }
     let after = case.prepared("sbatch_directives:\n  mem: 64G\n", cluster);
-    // The allocation's own spec; everything on it is replaced with it, as
-    // `dependencies changed: allocation`.
-    assert_eq!(
-        replaced(&before, &after),
-        BTreeSet::from(["allocation".to_string()])
-    );
+    // The allocations' own spec; everything on them is replaced with them, as
+    // `dependencies changed: allocation[N]`.
+    assert_eq!(replaced(&before, &after), allocations);
 
     let before = case.prepared("srun_options:\n  cpus-per-task: 16\n", cluster);
     let after = case.prepared("srun_options:\n  - --cpus-per-task=8\n", cluster);
     let steps = replaced(&before, &after);
-    assert!(!steps.contains("allocation"), "{steps:?}");
+    assert!(steps.is_disjoint(&allocations), "{steps:?}");
     assert_eq!(steps, addresses(&before, |_| true));
     // Locally there is no scheduler: a warning, nothing replaced by them.
     let local = case.prepared("srun_options:\n  cpus-per-task: 16\n", None);

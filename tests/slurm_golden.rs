@@ -1,6 +1,7 @@
 //! What a recipe becomes on SLURM, without a scheduler: the `sbatch` and `srun` command
-//! lines (`srt render --cluster FILE`), the plan with its `allocation` resource, and the
-//! plan once the allocation's job is gone (everything on it is replaced, with reasons).
+//! lines (`srt render --cluster FILE`), the plan with its `allocation[N]` resources, and
+//! the plan once one allocation's job is gone (what runs on it or names it is replaced,
+//! with reasons).
 //! Golden files live in `golden/slurm/`; every profile in `clusters/` must load.
 
 mod common;
@@ -41,12 +42,12 @@ fn lowered(profile: SlurmProfile) -> (LaunchPlan, ResourceGraph) {
         profile,
         &launch.deployment,
         Path::new("/state/slurm-disagg"),
-        launch.nodes.len(),
         launch.nodes[0].gpus,
         false,
         None,
     );
-    let graph = graph::lower_with(&launch, &exec.execution(), exec.allocation().as_ref()).unwrap();
+    let allocations = exec.allocations(launch.node_groups());
+    let graph = graph::lower_with(&launch, &exec.execution(), &allocations).unwrap();
     (launch, graph)
 }
 
@@ -103,19 +104,47 @@ fn srun_lines_of_mpi_launched_workers() {
     snapshot("render@slurm-dynamo-trtllm-dep.yaml", &text);
 }
 
-#[test]
-fn plan_creates_the_allocation_first() {
-    let (_, graph) = lowered(profile("test-cluster.yaml"));
-    let alloc = graph.get("allocation").expect("an allocation resource");
-    assert_eq!(alloc.kind.name(), "allocation");
-    for r in graph
-        .resources
-        .iter()
-        .filter(|r| r.kind.name() == "ports" || r.kind.is_process())
-    {
-        assert!(r.deps.contains(&"allocation".to_string()), "{}", r.address);
+/// The allocations each address holds, as `applied` records them: job 41 + i for the
+/// i-th allocation of the graph, each on hosts `n<node + 1>`.
+fn jobs(graph: &ResourceGraph) -> BTreeMap<usize, (String, u64)> {
+    let mut out = BTreeMap::new();
+    for (k, nodes) in graph.allocations.iter().enumerate() {
+        for &n in nodes {
+            out.insert(n, (graph::allocation_address(nodes[0]), 41 + k as u64));
+        }
     }
-    assert_eq!(graph.resources[0].address, "allocation");
+    out
+}
+
+/// slurm-disagg's prefill (with the Router) on node0 and its decode on node1 need not
+/// share a job: each node is an allocation of its own, created first; a port block
+/// depends on its node's, a process on those of the nodes it runs on or names (the
+/// Router lists both workers on its command line, every worker names node 0).
+#[test]
+fn plan_creates_one_allocation_per_group_of_nodes_first() {
+    let (_, graph) = lowered(profile("test-cluster.yaml"));
+    assert_eq!(graph.allocations, [vec![0], vec![1]]);
+    assert_eq!(graph.resources[0].address, "allocation[0]");
+    assert_eq!(graph.resources[1].address, "allocation[1]");
+    let deps = |a: &str| -> Vec<String> {
+        graph
+            .get(a)
+            .unwrap()
+            .deps
+            .iter()
+            .filter(|d| d.starts_with("allocation"))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(deps("ports.worker.decode[0].node[0]"), ["allocation[1]"]);
+    // Every vLLM worker is told node 0's address (`HEAD_NODE_IP`).
+    assert_eq!(
+        deps("worker.decode[0].node[0]"),
+        ["allocation[0]", "allocation[1]"]
+    );
+    assert_eq!(deps("worker.prefill[0].node[0]"), ["allocation[0]"]);
+    assert_eq!(deps("ports.router[0]"), ["allocation[0]"]);
+    assert_eq!(deps("router[0]"), ["allocation[0]", "allocation[1]"]);
     let p = plan::diff(
         &graph,
         &State::new("slurm-disagg"),
@@ -126,30 +155,60 @@ fn plan_creates_the_allocation_first() {
     snapshot("plan@slurm-disagg.yaml", &plan::render::render(&p));
 }
 
-/// State as if every resource of `graph` had been applied on job 41.
+/// `allocations: single` holds every node in one job, as srtctl does.
+#[test]
+fn a_single_allocation_holds_every_node() {
+    let mut single = profile("test-cluster.yaml");
+    single.allocations = srt::cluster::Allocations::Single;
+    let (launch, graph) = lowered(single.clone());
+    assert_eq!(graph.allocations, [vec![0, 1]]);
+    for r in graph
+        .resources
+        .iter()
+        .filter(|r| r.kind.name() == "ports" || r.kind.is_process())
+    {
+        assert!(
+            r.deps.contains(&"allocation[0]".to_string()),
+            "{}",
+            r.address
+        );
+    }
+    let text = srt::exec::slurm::render(&launch, &single);
+    assert_eq!(text.matches("sbatch").count(), 1, "{text}");
+    assert!(text.contains("--nodes 2"), "{text}");
+}
+
+/// State as if every resource of `graph` had been applied, the i-th allocation on job
+/// 41 + i.
 fn applied(graph: &ResourceGraph) -> State {
+    let jobs = jobs(graph);
     let mut state = State::new("slurm-disagg");
     for (i, r) in graph.resources.iter().enumerate() {
-        let runtime = match r.kind.name() {
-            "allocation" => Some(Runtime::Slurm {
-                job_id: 41,
-                step_id: None,
-                step_name: None,
-                nodes: vec!["n1".into(), "n2".into()],
-                node_ips: vec!["10.0.0.1".into(), "10.0.0.2".into()],
-                adopted: false,
-                client: None,
-                launch: None,
-            }),
+        let runtime = match (r.kind.name(), r.target) {
+            ("allocation", graph::Target::Allocation(k)) => {
+                let slots = graph.allocations[k].clone();
+                Some(Runtime::Slurm {
+                    job_id: 41 + k as u64,
+                    step_id: None,
+                    step_name: None,
+                    nodes: slots.iter().map(|n| format!("n{}", n + 1)).collect(),
+                    node_ips: slots.iter().map(|n| format!("10.0.0.{}", n + 1)).collect(),
+                    adopted: false,
+                    client: None,
+                    launch: None,
+                    slots,
+                })
+            }
             _ if r.kind.is_process() => Some(Runtime::Slurm {
-                job_id: 41,
+                job_id: jobs[&r.node.unwrap()].1,
                 step_id: Some(i as u64),
                 step_name: Some(format!("slurm-disagg.{}", r.address)),
-                nodes: vec!["n1".into()],
+                nodes: vec![format!("n{}", r.node.unwrap() + 1)],
                 node_ips: Vec::new(),
                 adopted: false,
                 client: None,
                 launch: None,
+                slots: Vec::new(),
             }),
             _ => None,
         };
@@ -164,8 +223,11 @@ fn applied(graph: &ResourceGraph) -> State {
     state
 }
 
+/// The job of allocation[1] (the decode's node) is gone: it is replaced, and with it
+/// only what runs on it or names it (the decode, and the Router that lists it on its
+/// command line); the prefill on allocation[0] is left alone.
 #[test]
-fn a_gone_job_replaces_everything_on_it() {
+fn a_gone_job_replaces_only_what_runs_on_it_or_names_it() {
     let (_, graph) = lowered(profile("test-cluster.yaml"));
     let state = applied(&graph);
     let none = plan::diff(
@@ -179,19 +241,35 @@ fn a_gone_job_replaces_everything_on_it() {
     let observed: BTreeMap<String, Observation> = state
         .resources
         .iter()
-        .filter(|(_, r)| r.runtime.is_some())
-        .map(|(a, _)| (a.clone(), Observation::Gone("job 41 is gone".into())))
+        .filter(|(_, r)| matches!(r.runtime, Some(Runtime::Slurm { job_id: 42, .. })))
+        .map(|(a, _)| (a.clone(), Observation::Gone("job 42 is gone".into())))
         .collect();
     let p = plan::diff(&graph, &state, &observed, "h", &PlanOptions::default());
-    for c in &p.changes {
-        let r = graph.get(&c.address).unwrap();
-        if r.kind.is_check() {
-            continue;
-        }
-        assert_eq!(c.action, plan::Action::Replace, "{}", c.address);
-        if c.address != "allocation" {
+    let replaced: Vec<&str> = p
+        .changes
+        .iter()
+        .filter(|c| c.action == plan::Action::Replace)
+        .map(|c| c.address.as_str())
+        .collect();
+    assert_eq!(
+        replaced,
+        [
+            "allocation[1]",
+            "ports.worker.decode[0].node[0]",
+            "worker.decode[0].node[0]",
+            "router[0]"
+        ],
+        "{}",
+        plan::render::render(&p)
+    );
+    for c in p
+        .changes
+        .iter()
+        .filter(|c| c.action == plan::Action::Replace)
+    {
+        if c.address != "allocation[1]" {
             assert!(
-                c.reasons.iter().any(|x| matches!(x, plan::Reason::DependencyChanged { dependencies } if dependencies == &["allocation".to_string()])),
+                c.reasons.iter().any(|x| matches!(x, plan::Reason::DependencyChanged { dependencies } if dependencies == &["allocation[1]".to_string()])),
                 "{}: {:?}",
                 c.address,
                 c.reasons
@@ -215,26 +293,31 @@ fn a_changed_allocation_replaces_everything_with_the_reason() {
         "h",
         &PlanOptions::default(),
     );
-    let alloc = p.change("allocation").unwrap();
-    assert_eq!(
-        alloc.reasons,
-        [plan::Reason::SpecChanged {
-            fields: vec!["time_limit".into()]
-        }]
-    );
+    for address in ["allocation[0]", "allocation[1]"] {
+        assert_eq!(
+            p.change(address).unwrap().reasons,
+            [plan::Reason::SpecChanged {
+                fields: vec!["time_limit".into()]
+            }]
+        );
+    }
     let replaced = p
         .changes
         .iter()
         .filter(|c| c.action == plan::Action::Replace)
         .count();
-    assert_eq!(replaced, 7, "{}", plan::render::render(&p));
+    assert_eq!(replaced, 8, "{}", plan::render::render(&p));
     // The local executor's graph has no allocation: local hashes stay as they were.
     let local = graph::lower(
         &common::plan_with(RECIPE, None, HostLayout::Shared),
         &serde_json::json!({"executor": "local", "simulate": true}),
     )
     .unwrap();
-    assert!(local.get("allocation").is_none());
+    assert!(local.allocations.is_empty());
+    assert!(local
+        .resources
+        .iter()
+        .all(|r| r.kind.name() != "allocation"));
 }
 
 #[test]

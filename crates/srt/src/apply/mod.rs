@@ -453,12 +453,13 @@ impl Apply<'_> {
     fn stop_targets(&self) -> Vec<&String> {
         // Replaced processes roll in the create phase (unless their allocation goes).
         let rolling = self.rolling();
+        let rolls = |a: &str| self.graph.position(a).is_some_and(|i| rolling[i]);
         self.plan
             .changes
             .iter()
             .filter(|c| match c.action {
                 Action::Destroy => true,
-                Action::Replace => !(rolling && c.kind.is_process()),
+                Action::Replace => !rolls(&c.address),
                 _ => false,
             })
             .map(|c| &c.address)
@@ -678,11 +679,13 @@ impl Apply<'_> {
     /// failure skips only what waits for it.
     async fn create_phase(&self, rec: &Recorder<'_>, outcome: &mut Outcome) {
         let actions = self.create_actions();
-        let roll = if self.rolling() {
-            self.plan_roll(&actions)
-        } else {
-            self.plan_roll(&vec![Action::NoOp; actions.len()])
-        };
+        let rolling = self.rolling();
+        let rolled: Vec<Action> = actions
+            .iter()
+            .zip(&rolling)
+            .map(|(&a, &rolls)| if rolls { a } else { Action::NoOp })
+            .collect();
+        let roll = self.plan_roll(&rolled);
         let (indegree, children) = self.start_order(&actions, &roll);
         let mut walk = Walk::new(indegree, children);
         let mut running: FuturesUnordered<Step<'_>> = FuturesUnordered::new();
@@ -1166,6 +1169,10 @@ impl Apply<'_> {
     /// identity, so nothing is left half-recorded.
     async fn allocate(&self, rec: &Recorder<'_>, i: usize) -> Result<String, String> {
         let address = &self.graph.resources[i].address;
+        let nodes: &[usize] = match self.graph.resources[i].target {
+            Target::Allocation(k) => &self.graph.allocations[k],
+            _ => &[],
+        };
         rec.record(address, |s| {
             s.resources
                 .insert(address.clone(), self.new_record(i, Status::Pending));
@@ -1179,7 +1186,7 @@ impl Apply<'_> {
             .map_err(crate::exec::ExecError::Record)
         };
         let result = tokio::select! {
-            r = self.exec.allocate(&submitted) => r.map_err(|e| e.to_string()),
+            r = self.exec.allocate(address, nodes, &submitted) => r.map_err(|e| e.to_string()),
             _ = self.cancel.cancelled() => Err("interrupted while waiting for the allocation".to_string()),
         };
         match result {

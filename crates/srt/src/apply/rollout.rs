@@ -137,16 +137,27 @@ impl Roll {
 }
 
 impl Apply<'_> {
-    /// Whether replaced processes roll: always, unless the allocation they run on is
-    /// replaced (then everything stops first, as nothing survives it) or apply was asked
-    /// to replace everything at once ([`Apply::at_once`]).
-    pub(super) fn rolling(&self) -> bool {
-        !self.at_once
-            && !self
-                .plan
-                .changes
-                .iter()
-                .any(|c| c.kind == Kind::Allocation && c.action == Action::Replace)
+    /// Which processes roll when replaced, by graph position: every one, unless apply
+    /// was asked to replace everything at once ([`Apply::at_once`]), but those on (or
+    /// naming) an allocation that is replaced: nothing on it survives, so they stop
+    /// first, with the rest of what goes.
+    pub(super) fn rolling(&self) -> Vec<bool> {
+        let replaced: std::collections::HashSet<&str> = self
+            .plan
+            .changes
+            .iter()
+            .filter(|c| c.kind == Kind::Allocation && c.action == Action::Replace)
+            .map(|c| c.address.as_str())
+            .collect();
+        self.graph
+            .resources
+            .iter()
+            .map(|r| {
+                !self.at_once
+                    && r.kind.is_process()
+                    && !r.deps.iter().any(|d| replaced.contains(d.as_str()))
+            })
+            .collect()
     }
 
     /// Group the processes `actions` replaces into units, and size each group's turns.

@@ -78,6 +78,32 @@ impl GpuRequest {
     }
 }
 
+/// How a deployment's nodes are held in SLURM jobs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Allocations {
+    /// One job per group of nodes that must share one (an endpoint's nodes, nodes
+    /// several endpoints share; `launch::LaunchPlan::node_groups`): growing adds jobs
+    /// for the new nodes, and a lost or ended job replaces only what ran on it.
+    #[default]
+    Split,
+    /// One job for every node of the deployment (srtctl's way): growing it, or losing
+    /// it, replaces everything.
+    Single,
+}
+
+impl Allocations {
+    /// Every value, as written in a profile.
+    pub const NAMES: &'static [&'static str] = &["split", "single"];
+
+    /// The value as written in a profile.
+    pub fn name(self) -> &'static str {
+        match self {
+            Allocations::Split => "split",
+            Allocations::Single => "single",
+        }
+    }
+}
+
 /// The container runtime processes run in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ContainerRuntime {
@@ -116,6 +142,8 @@ pub struct SlurmProfile {
     pub gpus_per_node: Option<u32>,
     /// How GPUs are requested.
     pub gpu_request: GpuRequest,
+    /// How the deployment's nodes are held in jobs.
+    pub allocations: Allocations,
     /// The interface whose IPv4 address workers advertise and the Router is reached at
     /// (e.g. `ib0`). When absent, node names are resolved on the machine running srt.
     pub network_interface: Option<String>,
@@ -150,6 +178,7 @@ impl Default for SlurmProfile {
             time_limit: None,
             gpus_per_node: None,
             gpu_request: GpuRequest::Gres,
+            allocations: Allocations::Split,
             network_interface: None,
             visible_devices_env: "CUDA_VISIBLE_DEVICES".into(),
             container: Container::default(),
@@ -171,6 +200,7 @@ pub const SLURM_KEYS: &[&str] = &[
     "time_limit",
     "gpus_per_node",
     "gpu_request",
+    "allocations",
     "network_interface",
     "visible_devices_env",
     "container",
@@ -761,6 +791,12 @@ impl Checker {
                         Some("gpus-per-node") => GpuRequest::GpusPerNode,
                         Some("none") => GpuRequest::None,
                         _ => GpuRequest::Gres,
+                    }
+                }
+                "allocations" => {
+                    p.allocations = match self.choice(node, k, Allocations::NAMES) {
+                        Some("single") => Allocations::Single,
+                        _ => Allocations::Split,
                     }
                 }
                 "visible_devices_env" => {

@@ -28,7 +28,7 @@ pub use error::ExecError;
 
 use crate::cluster::ClusterProfile;
 use crate::launch::HostLayout;
-use crate::launch::{Bindings, LaunchPlan, LaunchProcess};
+use crate::launch::{AllocationSpec, Bindings, LaunchPlan, LaunchProcess};
 use crate::plan::Observation;
 use crate::state::{Runtime, State};
 use futures::future::BoxFuture;
@@ -114,7 +114,6 @@ pub fn for_profile(
                     (**s).clone(),
                     d.name,
                     d.dir,
-                    d.nodes,
                     d.gpus_per_node,
                     d.simulate,
                     d.adopt,
@@ -288,22 +287,33 @@ pub trait Executor: Send + Sync {
         })
     }
 
-    /// The canonical spec of the allocation this executor runs everything on, if it has
-    /// one. `graph::lower_with` turns it into the `allocation` resource.
-    fn allocation(&self) -> Option<serde_json::Value> {
-        None
+    /// Whether it holds nodes in allocations (a scheduler's jobs), which scheduler
+    /// options shape.
+    fn allocates(&self) -> bool {
+        false
     }
 
-    /// Create (or adopt) the allocation and learn its nodes, so that [`bindings`]
-    /// resolve. `submitted` is called once the allocation has an identity, before
-    /// waiting for it. On error nothing of the allocation is left running.
+    /// The allocations it holds the plan's nodes in, given `groups`, the smallest sets
+    /// of nodes that must share one ([`LaunchPlan::node_groups`]): each a resource of
+    /// the graph (`graph::lower_with`). None for an executor without allocations.
+    fn allocations(&self, groups: Vec<Vec<usize>>) -> Vec<AllocationSpec> {
+        let _ = groups;
+        Vec::new()
+    }
+
+    /// Create (or adopt) allocation `address`, holding plan nodes `nodes`, and learn
+    /// its hosts, so that [`bindings`] resolve for them. `submitted` is called once the
+    /// allocation has an identity, before waiting for it. On error nothing of the
+    /// allocation is left running.
     ///
     /// [`bindings`]: Executor::bindings
     fn allocate<'a>(
         &'a self,
+        address: &'a str,
+        nodes: &'a [usize],
         submitted: OnSubmitted<'a>,
     ) -> BoxFuture<'a, Result<Started, ExecError>> {
-        let _ = submitted;
+        let _ = (address, nodes, submitted);
         Box::pin(async { Err(ExecError::NoAllocation) })
     }
 

@@ -46,15 +46,15 @@
 use super::local::{mark_env, write_files};
 use super::process::{self, Liveness, ProcessIdentity, ProcessSpec};
 use super::{ExecError, Executor, OnSubmitted, Started};
-use crate::cluster::{ContainerRuntime, GpuRequest, SlurmProfile};
+use crate::cluster::{Allocations, ContainerRuntime, GpuRequest, SlurmProfile};
 use crate::launch::render::command_lines;
 use crate::launch::HostLayout;
-use crate::launch::{Bindings, LaunchPlan, LaunchProcess, Ranks};
+use crate::launch::{AllocationSpec, Bindings, LaunchPlan, LaunchProcess, Ranks};
 use crate::plan::Observation;
 use crate::state::{Client, Runtime, State, Status};
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -121,13 +121,25 @@ const HOPELESS: &[(&str, &str)] = &[
     ),
 ];
 
-/// What srt knows about the allocation once it exists.
+/// What srt knows about an allocation once it exists.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Facts {
     job_id: u64,
+    /// The plan nodes it holds, in the order of `nodes`.
+    slots: Vec<usize>,
+    /// Their hosts.
     nodes: Vec<String>,
+    /// Their IPv4 addresses.
     ips: Vec<String>,
     adopted: bool,
+}
+
+impl Facts {
+    /// The host of plan node `n`, when this allocation holds it.
+    fn host(&self, n: usize) -> Option<&String> {
+        let at = self.slots.iter().position(|&s| s == n)?;
+        self.nodes.get(at)
+    }
 }
 
 /// One look at a job in `squeue`.
@@ -156,13 +168,15 @@ pub struct SlurmExecutor {
     profile: SlurmProfile,
     deployment: String,
     dir: PathBuf,
-    nodes: usize,
     gpus_per_node: u32,
     gpu_type: Option<String>,
     simulate: bool,
     adopt: Option<u64>,
-    facts: RwLock<Option<Facts>>,
+    /// The allocations known, by address.
+    facts: RwLock<BTreeMap<String, Facts>>,
     snapshots: Mutex<HashMap<u64, Snapshot>>,
+    /// The batch output of each job srt submitted or read back, by job id.
+    batch_logs: Mutex<HashMap<u64, PathBuf>>,
     /// Launches this executor staged and has not handed over yet (by launch id): on
     /// their way while it runs; one staged by an apply that is gone never happens.
     staged: Mutex<BTreeSet<String>>,
@@ -179,15 +193,13 @@ struct Launch<'a> {
 
 impl SlurmExecutor {
     /// An executor for `deployment` whose files live under `dir` (`<state dir>/<name>`,
-    /// on a filesystem the nodes share), needing `nodes` nodes with `gpus_per_node`
-    /// GPUs each. `adopt` is the job id of an existing allocation to use
+    /// on a filesystem the nodes share), needing `gpus_per_node` GPUs on each node. `adopt` is the job id of an existing allocation to use
     /// (`SLURM_JOB_ID`); `simulate` when the processes it is handed run the simulator
     /// (a mode hashed into every process spec).
     pub fn new(
         profile: SlurmProfile,
         deployment: &str,
         dir: &Path,
-        nodes: usize,
         gpus_per_node: u32,
         simulate: bool,
         adopt: Option<u64>,
@@ -203,13 +215,13 @@ impl SlurmExecutor {
             profile,
             deployment: deployment.to_string(),
             dir,
-            nodes: nodes.max(1),
             gpus_per_node,
             gpu_type: None,
             simulate,
             adopt,
-            facts: RwLock::new(None),
+            facts: RwLock::new(BTreeMap::new()),
             snapshots: Mutex::new(HashMap::new()),
+            batch_logs: Mutex::new(HashMap::new()),
             staged: Mutex::new(BTreeSet::new()),
         }
     }
@@ -226,16 +238,48 @@ impl SlurmExecutor {
         crate::state::log_file(&self.dir, address)
     }
 
-    fn facts(&self) -> Result<Facts, ExecError> {
+    /// The allocation holding plan node `n`.
+    fn holding(&self, n: usize) -> Result<Facts, ExecError> {
         self.facts
             .read()
             .expect("facts lock")
-            .clone()
+            .values()
+            .find(|f| f.slots.contains(&n))
+            .cloned()
             .ok_or(ExecError::AllocationUnknown)
     }
 
-    fn set_facts(&self, facts: Option<Facts>) {
-        *self.facts.write().expect("facts lock") = facts;
+    /// The hosts of `nodes`, all in one allocation (a step spans one job's nodes), and
+    /// that allocation; `address` names the process asking.
+    fn placed(&self, address: &str, nodes: &[usize]) -> Result<(Facts, Vec<String>), ExecError> {
+        let first = nodes.first().copied().unwrap_or(0);
+        let facts = self.holding(first)?;
+        let hosts = nodes
+            .iter()
+            .map(|&n| {
+                facts.host(n).cloned().ok_or_else(|| ExecError::NoSuchNode {
+                    address: address.to_string(),
+                    node: n,
+                    nodes: facts.nodes.len(),
+                })
+            })
+            .collect::<Result<Vec<String>, ExecError>>()?;
+        Ok((facts, hosts))
+    }
+
+    fn set_facts(&self, address: &str, facts: Facts) {
+        self.facts
+            .write()
+            .expect("facts lock")
+            .insert(address.to_string(), facts);
+    }
+
+    /// Forget the allocation that is job `job`.
+    fn forget_job(&self, job: u64) {
+        self.facts
+            .write()
+            .expect("facts lock")
+            .retain(|_, f| f.job_id != job);
     }
 
     fn invalidate(&self, job: u64) {
@@ -295,11 +339,13 @@ impl SlurmExecutor {
     /// The runtime of a step whose `srun` client a lease names, for a launch that was
     /// never recorded: stopping it cancels the step by its name, then ends the client.
     fn step_runtime(&self, address: &str, client: ProcessIdentity) -> Runtime {
+        // Only an adopted allocation has clients where srt runs (its agents').
         let job_id = self
             .facts
             .read()
             .expect("facts lock")
-            .as_ref()
+            .values()
+            .find(|f| f.adopted)
             .map_or(0, |f| f.job_id);
         Runtime::Slurm {
             job_id,
@@ -310,12 +356,30 @@ impl SlurmExecutor {
             adopted: false,
             client: Some(client_of(client)),
             launch: None,
+            slots: Vec::new(),
         }
     }
 
-    /// Submit the allocation; returns its job id.
-    async fn submit(&self) -> Result<u64, ExecError> {
-        let log = self.log_path("allocation");
+    /// The spec of an allocation holding plan nodes `nodes`: what is asked of the
+    /// scheduler for it.
+    fn allocation_spec(&self, nodes: &[usize]) -> Value {
+        json!({
+            "adopt_job_id": self.adopt,
+            "nodes": nodes,
+            "gpus_per_node": self.gpus_per_node,
+            "gpu_type": self.gpu_type,
+            "gpu_request": self.profile.gpu_request.name(),
+            "partition": self.profile.partition,
+            "account": self.profile.account,
+            "time_limit": self.profile.time_limit,
+            "sbatch_options": self.profile.sbatch_options,
+            "network_interface": self.profile.network_interface,
+        })
+    }
+
+    /// Submit allocation `address` of `nodes` nodes; returns its job id.
+    async fn submit(&self, address: &str, nodes: usize) -> Result<u64, ExecError> {
+        let log = self.log_path(address);
         if let Some(dir) = log.parent() {
             crate::files::private_dir(dir).map_err(|error| ExecError::File {
                 action: "create",
@@ -339,7 +403,7 @@ impl SlurmExecutor {
         let args = sbatch_args(
             &self.profile,
             &self.deployment,
-            self.nodes,
+            nodes,
             &gpu_count(self.gpu_type.as_deref(), self.gpus_per_node),
             &log.display().to_string(),
             &self.agent_argv()?,
@@ -351,13 +415,16 @@ impl SlurmExecutor {
             e => ExecError::during("sbatch refused the allocation", e),
         })?;
         let id = out.trim().split(';').next().unwrap_or_default();
-        id.parse::<u64>().map_err(|_| ExecError::NoJobId {
+        let job = id.parse::<u64>().map_err(|_| ExecError::NoJobId {
             output: out.trim().to_string(),
-        })
+        })?;
+        self.batch_logs.lock().expect("batch logs").insert(job, log);
+        Ok(job)
     }
 
-    /// Wait until `job` runs, bounded by the profile's allocation timeout.
-    async fn wait_running(&self, job: u64) -> Result<(), ExecError> {
+    /// Wait until `job` (allocation `address`) runs, bounded by the profile's
+    /// allocation timeout.
+    async fn wait_running(&self, address: &str, job: u64) -> Result<(), ExecError> {
         let timeout = Duration::from_secs(self.profile.allocation_timeout_seconds);
         let deadline = Instant::now() + timeout;
         let mut interval = Duration::from_millis(100);
@@ -394,14 +461,14 @@ impl SlurmExecutor {
                     return Err(ExecError::AllocationEnded {
                         job,
                         ended: Some((j.state, j.reason)),
-                        log: self.log_path("allocation"),
+                        log: self.log_path(address),
                     })
                 }
                 None => {
                     return Err(ExecError::AllocationEnded {
                         job,
                         ended: None,
-                        log: self.log_path("allocation"),
+                        log: self.log_path(address),
                     })
                 }
             }
@@ -410,8 +477,8 @@ impl SlurmExecutor {
         }
     }
 
-    /// The first `self.nodes` nodes of a running job.
-    async fn job_nodes(&self, job: u64) -> Result<Vec<String>, ExecError> {
+    /// The first `count` nodes of a running job.
+    async fn job_nodes(&self, job: u64, count: usize) -> Result<Vec<String>, ExecError> {
         let info = job_state(job)
             .await?
             .ok_or_else(|| ExecError::JobUnusable {
@@ -437,25 +504,24 @@ impl SlurmExecutor {
         .filter(|l| !l.is_empty())
         .map(str::to_string)
         .collect();
-        if nodes.len() < self.nodes {
+        if nodes.len() < count {
             return Err(ExecError::JobUnusable {
                 job,
                 detail: format!(
-                    "has {} node(s) ({}) but the deployment needs {}",
+                    "has {} node(s) ({}) but the deployment needs {count}",
                     nodes.len(),
                     info.nodes,
-                    self.nodes
                 ),
             });
         }
-        nodes.truncate(self.nodes);
+        nodes.truncate(count);
         Ok(nodes)
     }
 
     /// Start the agents of an adopted allocation (a submitted one starts its own, from
     /// its batch script): one client where srt runs, for every node.
     fn start_agents(&self, job: u64, nodes: &[String]) -> Result<Client, ExecError> {
-        let mut spec = ProcessSpec::new("srun", self.log_path("agents"));
+        let mut spec = ProcessSpec::new("srun", self.log_path(AGENT));
         spec.args = agent_step(
             Some(job),
             &self.deployment,
@@ -512,12 +578,20 @@ impl SlurmExecutor {
             node: node.to_string(),
             job,
             detail,
-            log: self.log_path(if self.adopt.is_some() {
-                "agents"
-            } else {
-                "allocation"
-            }),
+            log: self.agents_log(job),
         }
+    }
+
+    /// Where the agents of job `job` write: the allocation's batch output (the agents
+    /// of an adopted allocation, started by srt: their own log).
+    fn agents_log(&self, job: u64) -> PathBuf {
+        if self.adopt.is_some() {
+            return self.log_path(AGENT);
+        }
+        let logs = self.batch_logs.lock().expect("batch logs");
+        logs.get(&job)
+            .cloned()
+            .unwrap_or_else(|| self.log_path("allocation"))
     }
 
     /// The node's agent's last hello, refused when it is older than [`AGENT_SILENT`].
@@ -782,27 +856,46 @@ impl SlurmExecutor {
         Ok(())
     }
 
-    /// What [`Executor::restore`] does: learn the recorded allocation and read the
+    /// What [`Executor::restore`] does: learn the recorded allocations and read the
     /// scheduler.
     async fn read_back(&self, state: &State) -> Result<(), ExecError> {
-        let recorded = state
-            .resources
-            .get(crate::graph::ALLOCATION)
-            .filter(|r| r.status == Status::Running);
-        if let Some(Runtime::Slurm {
-            job_id,
-            nodes,
-            node_ips,
-            adopted,
-            ..
-        }) = recorded.and_then(|r| r.runtime.as_ref())
-        {
-            self.set_facts(Some(Facts {
-                job_id: *job_id,
-                nodes: nodes.clone(),
-                ips: node_ips.clone(),
-                adopted: *adopted,
-            }));
+        for (address, r) in &state.resources {
+            if r.kind != crate::graph::Kind::Allocation || r.status != Status::Running {
+                continue;
+            }
+            let Some(Runtime::Slurm {
+                job_id,
+                nodes,
+                node_ips,
+                adopted,
+                slots,
+                ..
+            }) = &r.runtime
+            else {
+                continue;
+            };
+            // A record written before allocations held some of the nodes holds all.
+            let slots = if slots.is_empty() {
+                (0..nodes.len()).collect()
+            } else {
+                slots.clone()
+            };
+            if let Some(log) = &r.log_path {
+                self.batch_logs
+                    .lock()
+                    .expect("batch logs")
+                    .insert(*job_id, log.clone());
+            }
+            self.set_facts(
+                address,
+                Facts {
+                    job_id: *job_id,
+                    slots,
+                    nodes: nodes.clone(),
+                    ips: node_ips.clone(),
+                    adopted: *adopted,
+                },
+            );
         }
         // Read the scheduler now, so that refresh works on a current snapshot and a
         // scheduler that does not answer fails the command instead of looking like drift.
@@ -1217,6 +1310,17 @@ pub fn agent_argv(srt: &str, agents: &str, profile: &SlurmProfile) -> Vec<String
     a
 }
 
+/// The nodes of each job: one per group of nodes that must share one (`groups`), or
+/// one for them all (the profile says `single`, or the job is adopted).
+fn job_groups(mode: Allocations, adopted: bool, groups: Vec<Vec<usize>>) -> Vec<Vec<usize>> {
+    if mode == Allocations::Split && !adopted {
+        return groups;
+    }
+    let mut all: Vec<usize> = groups.into_iter().flatten().collect();
+    all.sort_unstable();
+    vec![all]
+}
+
 /// The name the agents' step goes by, after the deployment's (a name no resource
 /// address can have).
 const AGENT: &str = "srt-agent";
@@ -1387,28 +1491,41 @@ fn host_setup_client(
 pub fn render(plan: &LaunchPlan, profile: &SlurmProfile) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# SLURM commands (executor slurm)");
-    let _ = writeln!(out);
-    let _ = writeln!(out, "## allocation");
     let gpus = gpu_count(
         plan.gpu_type.as_deref(),
         plan.nodes.first().map(|n| n.gpus).unwrap_or(0),
     );
-    let log = format!("<state-dir>/{}/logs/allocation.log", plan.deployment);
-    let mut sbatch = vec!["sbatch".to_string()];
     let agents = format!(
         "<state-dir>/{}/{}",
         plan.deployment,
         super::agent::AGENTS_DIR
     );
-    sbatch.extend(sbatch_args(
-        profile,
-        &plan.deployment,
-        plan.nodes.len(),
-        &gpus,
-        &log,
-        &agent_argv("<srt>", &agents, profile),
-    ));
-    write_lines(&mut out, &sbatch);
+    let groups = job_groups(profile.allocations, false, plan.node_groups());
+    let mut job_of = vec![String::new(); plan.nodes.len().max(1)];
+    for nodes in &groups {
+        let address = crate::graph::allocation_address(nodes[0]);
+        let _ = writeln!(out);
+        let held: Vec<String> = nodes.iter().map(|&n| crate::launch::node_name(n)).collect();
+        let _ = writeln!(out, "## {address} (holds {})", held.join(", "));
+        let log = format!("<state-dir>/{}/logs/{address}.log", plan.deployment);
+        let mut sbatch = vec!["sbatch".to_string()];
+        sbatch.extend(sbatch_args(
+            profile,
+            &plan.deployment,
+            nodes.len(),
+            &gpus,
+            &log,
+            &agent_argv("<srt>", &agents, profile),
+        ));
+        write_lines(&mut out, &sbatch);
+        for &n in nodes {
+            if n >= job_of.len() {
+                job_of.resize(n + 1, String::new());
+            }
+            job_of[n] = format!("<{address}-job-id>");
+        }
+    }
+    let _ = writeln!(out);
     let _ = writeln!(
         out,
         "# every step below is launched by the agent of its (first) node, not by srt"
@@ -1416,13 +1533,14 @@ pub fn render(plan: &LaunchPlan, profile: &SlurmProfile) -> String {
     for p in &plan.processes {
         let _ = writeln!(out);
         let _ = writeln!(out, "## {}", p.address);
-        let host = process_nodes(p)
+        let host = p
+            .nodes()
             .iter()
             .map(|n| format!("<node{n}-host>"))
             .collect::<Vec<_>>()
             .join(",");
         let name = step_name(&plan.deployment, &p.address);
-        let at = ("<job-id>", host.as_str(), name.as_str());
+        let at = (job_of[p.node].as_str(), host.as_str(), name.as_str());
         let keep = |w: &str| w.to_string();
         let scripts = host_scripts(profile, p, &keep);
         let step = step_args(profile, at, p, crate::launch::RUN_DIR, &keep);
@@ -1439,13 +1557,6 @@ pub fn render(plan: &LaunchPlan, profile: &SlurmProfile) -> String {
     out
 }
 
-/// The nodes process `p` runs on: its ranks' (rank 0's first), else its own.
-fn process_nodes(p: &LaunchProcess) -> Vec<usize> {
-    p.ranks
-        .as_ref()
-        .map_or_else(|| vec![p.node], |r| r.nodes.clone())
-}
-
 fn write_lines(out: &mut String, argv: &[String]) {
     let lines = command_lines(argv);
     let last = lines.len().saturating_sub(1);
@@ -1458,22 +1569,27 @@ fn write_lines(out: &mut String, argv: &[String]) {
 
 impl Executor for SlurmExecutor {
     fn bindings(&self) -> Bindings {
+        let facts = self.facts.read().expect("facts lock");
+        let size = facts
+            .values()
+            .flat_map(|f| f.slots.iter().map(|s| s + 1))
+            .max()
+            .unwrap_or(0);
+        // A node no known allocation holds keeps its placeholders.
+        let mut node_ips: Vec<String> = (0..size).map(crate::launch::node_ip).collect();
+        let mut node_hosts: Vec<String> = (0..size).map(crate::launch::node_host).collect();
+        for f in facts.values() {
+            for (at, &slot) in f.slots.iter().enumerate() {
+                if let (Some(ip), Some(host)) = (f.ips.get(at), f.nodes.get(at)) {
+                    node_ips[slot] = ip.clone();
+                    node_hosts[slot] = host.clone();
+                }
+            }
+        }
         Bindings {
-            node_ips: self
-                .facts
-                .read()
-                .expect("facts lock")
-                .as_ref()
-                .map(|f| f.ips.clone())
-                .unwrap_or_default(),
+            node_ips,
             run_dir: self.dir.join("run").display().to_string(),
-            node_hosts: self
-                .facts
-                .read()
-                .expect("facts lock")
-                .as_ref()
-                .map(|f| f.nodes.clone())
-                .unwrap_or_default(),
+            node_hosts,
         }
     }
 
@@ -1501,30 +1617,30 @@ impl Executor for SlurmExecutor {
         })
     }
 
-    fn allocation(&self) -> Option<Value> {
-        let gpu_request = self.profile.gpu_request.name();
-        Some(json!({
-            "adopt_job_id": self.adopt,
-            "nodes": self.nodes,
-            "gpus_per_node": self.gpus_per_node,
-            "gpu_type": self.gpu_type,
-            "gpu_request": gpu_request,
-            "partition": self.profile.partition,
-            "account": self.profile.account,
-            "time_limit": self.profile.time_limit,
-            "sbatch_options": self.profile.sbatch_options,
-            "network_interface": self.profile.network_interface,
-        }))
+    fn allocates(&self) -> bool {
+        true
+    }
+
+    fn allocations(&self, groups: Vec<Vec<usize>>) -> Vec<AllocationSpec> {
+        job_groups(self.profile.allocations, self.adopt.is_some(), groups)
+            .into_iter()
+            .map(|nodes| AllocationSpec {
+                spec: self.allocation_spec(&nodes),
+                nodes,
+            })
+            .collect()
     }
 
     fn allocate<'a>(
         &'a self,
+        address: &'a str,
+        slots: &'a [usize],
         submitted: OnSubmitted<'a>,
     ) -> BoxFuture<'a, Result<Started, ExecError>> {
         Box::pin(async move {
             let (job, adopted) = match self.adopt {
                 Some(job) => (job, true),
-                None => (self.submit().await?, false),
+                None => (self.submit(address, slots.len()).await?, false),
             };
             let base = Runtime::Slurm {
                 job_id: job,
@@ -1535,14 +1651,15 @@ impl Executor for SlurmExecutor {
                 adopted,
                 client: None,
                 launch: None,
+                slots: slots.to_vec(),
             };
             let mut agents = None;
             let result: Result<(Vec<String>, Vec<String>), ExecError> = async {
                 submitted(&base)?;
                 if !adopted {
-                    self.wait_running(job).await?;
+                    self.wait_running(address, job).await?;
                 }
-                let nodes = self.job_nodes(job).await.map_err(|e| {
+                let nodes = self.job_nodes(job, slots.len()).await.map_err(|e| {
                     if adopted {
                         ExecError::Adopted {
                             job,
@@ -1582,12 +1699,16 @@ impl Executor for SlurmExecutor {
                     return Err(e);
                 }
             };
-            self.set_facts(Some(Facts {
-                job_id: job,
-                nodes: nodes.clone(),
-                ips: ips.clone(),
-                adopted,
-            }));
+            self.set_facts(
+                address,
+                Facts {
+                    job_id: job,
+                    slots: slots.to_vec(),
+                    nodes: nodes.clone(),
+                    ips: ips.clone(),
+                    adopted,
+                },
+            );
             self.invalidate(job);
             Ok(Started {
                 runtime: Runtime::Slurm {
@@ -1599,8 +1720,9 @@ impl Executor for SlurmExecutor {
                     adopted,
                     client: agents,
                     launch: None,
+                    slots: slots.to_vec(),
                 },
-                log_path: self.log_path("allocation"),
+                log_path: self.log_path(address),
             })
         })
     }
@@ -1610,21 +1732,7 @@ impl Executor for SlurmExecutor {
     }
 
     fn start(&self, p: &LaunchProcess) -> Result<Started, ExecError> {
-        let facts = self.facts()?;
-        let hosts = process_nodes(p)
-            .iter()
-            .map(|&n| {
-                facts
-                    .nodes
-                    .get(n)
-                    .cloned()
-                    .ok_or_else(|| ExecError::NoSuchNode {
-                        address: p.address.clone(),
-                        node: n,
-                        nodes: facts.nodes.len(),
-                    })
-            })
-            .collect::<Result<Vec<String>, ExecError>>()?;
+        let (facts, hosts) = self.placed(&p.address, &p.nodes())?;
         let nodelist = hosts.join(",");
         let node = &nodelist;
         let bindings = self.bindings();
@@ -1683,6 +1791,7 @@ impl Executor for SlurmExecutor {
                 adopted: false,
                 client: None,
                 launch: Some(request.launch),
+                slots: Vec::new(),
             },
             log_path,
         })
@@ -1693,8 +1802,10 @@ impl Executor for SlurmExecutor {
     }
 
     fn leased_runtime(&self, address: &str, id: ProcessIdentity) -> Option<Runtime> {
-        // Known once restore() read the allocation; without one there is no step.
-        self.facts.read().expect("facts lock").as_ref()?;
+        // Known once restore() read the allocations; without one there is no step.
+        if self.facts.read().expect("facts lock").is_empty() {
+            return None;
+        }
         Some(self.step_runtime(address, id))
     }
 
@@ -1810,15 +1921,7 @@ impl Executor for SlurmExecutor {
                     client,
                     ..
                 } => {
-                    let ours = self
-                        .facts
-                        .read()
-                        .expect("facts lock")
-                        .as_ref()
-                        .is_some_and(|f| f.job_id == *job_id);
-                    if ours {
-                        self.set_facts(None);
-                    }
+                    self.forget_job(*job_id);
                     if *adopted {
                         // Never cancel an allocation srt did not submit: stop the
                         // agents srt started in it.
@@ -1850,15 +1953,8 @@ impl Executor for SlurmExecutor {
 
     fn check_ports<'a>(&'a self, p: &'a LaunchProcess) -> BoxFuture<'a, Result<(), ExecError>> {
         Box::pin(async move {
-            let facts = self.facts()?;
-            let node = facts
-                .nodes
-                .get(p.node)
-                .ok_or_else(|| ExecError::NoSuchNode {
-                    address: p.address.clone(),
-                    node: p.node,
-                    nodes: facts.nodes.len(),
-                })?;
+            let (facts, hosts) = self.placed(&p.address, &[p.node])?;
+            let node = &hosts[0];
             let listening = self.next_hello(facts.job_id, node).await?.listening;
             for (kind, block) in &p.ports {
                 for i in 0..block.count {
@@ -1959,7 +2055,6 @@ mod tests {
             SlurmProfile::default(),
             "d",
             Path::new(".srt/d"),
-            1,
             1,
             true,
             None,

@@ -134,8 +134,8 @@ pub enum Target {
     Membership(usize),
     /// `plan.files[i]`.
     File(usize),
-    /// The executor's allocation.
-    Allocation,
+    /// The executor's allocation holding the nodes `ResourceGraph::allocations[i]`.
+    Allocation(usize),
 }
 
 /// One resource.
@@ -187,6 +187,8 @@ pub struct ResourceGraph {
     index: AddressIndex,
     /// The petgraph view (node weights are positions in `resources`).
     pub dag: DiGraph<usize, ()>,
+    /// The plan nodes each allocation holds (by [`Target::Allocation`] index).
+    pub allocations: Vec<Vec<usize>>,
 }
 
 /// The graph is malformed (a bug in lowering, reported rather than panicking).
@@ -211,8 +213,11 @@ pub enum GraphError {
     Duplicate(String),
 }
 
-/// Address of the allocation resource.
-pub const ALLOCATION: &str = "allocation";
+/// Address of the allocation resource whose first node is `first`: named after it, so
+/// that adding or removing other allocations leaves its address alone.
+pub fn allocation_address(first: usize) -> String {
+    format!("allocation[{first}]")
+}
 
 /// Address of a process's port block.
 pub fn ports_address(process: &str) -> String {
@@ -410,32 +415,35 @@ impl std::hash::Hasher for AddressHasher {
 
 /// Lower a launch plan to the resource graph.
 pub fn lower(plan: &LaunchPlan, execution: &Value) -> Result<ResourceGraph, GraphError> {
-    lower_with(plan, execution, None)
+    lower_with(plan, execution, &[])
 }
 
-/// Lower a launch plan to the resource graph. With `allocation` (the executor's
-/// allocation spec), an [`ALLOCATION`] resource is added and every port block and
-/// process depends on it, so its hash cascades to everything that runs on it.
+/// Lower a launch plan to the resource graph. Each of `allocations` (the executor's,
+/// none for one without) is a resource ([`allocation_address`]); a port block depends on
+/// the allocation of its node, a process on those of every node it runs on or names
+/// ([`LaunchProcess::nodes_named`]), so an allocation's hash cascades to everything
+/// that runs on it or reaches it.
 pub fn lower_with(
     plan: &LaunchPlan,
     execution: &Value,
-    allocation: Option<&Value>,
+    allocations: &[crate::launch::AllocationSpec],
 ) -> Result<ResourceGraph, GraphError> {
     let mut pending: Vec<Resource> =
-        Vec::with_capacity(plan.processes.len() * 2 + plan.gates.len() + 1);
-    let base_deps: Vec<String> = match allocation {
-        Some(spec) => {
-            pending.push(Resource::new(
-                ALLOCATION.to_string(),
-                Kind::Allocation,
-                Spec::of(spec),
-                Vec::new(),
-                Target::Allocation,
-            ));
-            vec![ALLOCATION.to_string()]
+        Vec::with_capacity(plan.processes.len() * 2 + plan.gates.len() + allocations.len());
+    let mut holders = Holders::default();
+    for (k, a) in allocations.iter().enumerate() {
+        let address = allocation_address(a.nodes.first().copied().unwrap_or(0));
+        for &n in &a.nodes {
+            holders.set(n, &address);
         }
-        None => Vec::new(),
-    };
+        pending.push(Resource::new(
+            address,
+            Kind::Allocation,
+            Spec::of(&a.spec),
+            Vec::new(),
+            Target::Allocation(k),
+        ));
+    }
     for (i, f) in plan.files.iter().enumerate() {
         pending.push(Resource::new(
             f.address.clone(),
@@ -446,7 +454,7 @@ pub fn lower_with(
         ));
     }
     let threads = crate::parallel::threads_for(plan.processes.len());
-    pending.extend(lower_processes(plan, execution, &base_deps, threads));
+    pending.extend(lower_processes(plan, execution, &holders, threads));
     for (i, g) in plan.gates.iter().enumerate() {
         let mut deps = g.depends_on.clone();
         deps.sort();
@@ -508,7 +516,34 @@ pub fn lower_with(
             )
         });
     }
-    order_and_hash(pending)
+    let mut graph = order_and_hash(pending)?;
+    graph.allocations = allocations.iter().map(|a| a.nodes.clone()).collect();
+    Ok(graph)
+}
+
+/// The allocation holding each node, by node index (none without allocations).
+#[derive(Default)]
+struct Holders(Vec<Option<Arc<str>>>);
+
+impl Holders {
+    fn set(&mut self, node: usize, address: &str) {
+        if self.0.len() <= node {
+            self.0.resize(node + 1, None);
+        }
+        self.0[node] = Some(address.into());
+    }
+
+    /// The allocations holding `nodes`, in node order (repeats left for the caller to
+    /// drop).
+    fn of(&self, nodes: impl IntoIterator<Item = usize>) -> Vec<String> {
+        if self.0.is_empty() {
+            return Vec::new();
+        }
+        nodes
+            .into_iter()
+            .filter_map(|n| self.0.get(n)?.as_deref().map(str::to_string))
+            .collect()
+    }
 }
 
 /// A file's spec: where it is written and what it holds.
@@ -523,11 +558,11 @@ fn file_spec(f: &crate::launch::LaunchFile) -> Spec {
 fn lower_processes(
     plan: &LaunchPlan,
     execution: &Value,
-    base_deps: &[String],
+    holders: &Holders,
     threads: usize,
 ) -> Vec<Resource> {
     crate::parallel::in_ranges(slices(&plan.processes, threads), |range| {
-        process_resources(plan, execution, base_deps, range)
+        process_resources(plan, execution, holders, range)
     })
 }
 
@@ -545,7 +580,7 @@ fn slices(processes: &[LaunchProcess], n: usize) -> Vec<std::ops::Range<usize>> 
 fn process_resources(
     plan: &LaunchPlan,
     execution: &Value,
-    base_deps: &[String],
+    holders: &Holders,
     range: std::ops::Range<usize>,
 ) -> Vec<Resource> {
     let mut out = Vec::with_capacity(range.len() * 2);
@@ -559,13 +594,15 @@ fn process_resources(
         let p = &plan.processes[i];
         let ports_addr = ports_address(&p.address);
         ports_json(&p.ports, &mut ports);
+        let mut on = holders.of([p.node]);
+        on.dedup();
         out.push(Resource {
             node: Some(p.node),
             ..Resource::new(
                 ports_addr.clone(),
                 Kind::Ports,
                 ports_block_spec(p.node, &ports, &mut scratch),
-                base_deps.to_vec(),
+                on,
                 Target::Process(i),
             )
         });
@@ -586,7 +623,9 @@ fn process_resources(
         let watches = &sorted_watches.as_ref().expect("set above").1;
         let mut waits: Vec<String> = p.depends_on.clone();
         waits.push(ports_addr);
-        waits.extend(base_deps.iter().cloned());
+        if !holders.0.is_empty() {
+            waits.extend(holders.of(p.nodes_named()));
+        }
         let (deps, watched) = deps_of(waits, watches, &p.depends_on);
         out.push(Resource {
             watched,
@@ -750,6 +789,7 @@ fn order_and_hash(pending: Vec<Resource>) -> Result<ResourceGraph, GraphError> {
         resources,
         index,
         dag,
+        allocations: Vec::new(),
     })
 }
 
@@ -1117,7 +1157,10 @@ mod tests {
     fn processes_lower_the_same_on_any_number_of_threads() {
         let plan = plan_of(50);
         let execution = json!({"executor": "local"});
-        let base = vec![ALLOCATION.to_string()];
+        let mut base = Holders::default();
+        for n in 0..50 {
+            base.set(n, &allocation_address(n / 4 * 4));
+        }
         let key = |r: &Resource| {
             (
                 r.address.clone(),
@@ -1252,7 +1295,7 @@ mod tests {
                 Kind::Component(&crate::frontend::ROUTER),
                 Spec::of(&json!({})),
                 deps,
-                Target::Allocation,
+                Target::Allocation(0),
             )
         };
         assert_eq!(r.watches().collect::<Vec<_>>(), ["b", "e"]);

@@ -9,11 +9,13 @@
 pub mod argv;
 mod context;
 pub mod env;
+mod groups;
 pub mod render;
 pub mod wrap;
 
 pub use argv::Argv;
 pub use context::BuildContext;
+pub use groups::named_nodes;
 
 use crate::ports::PortBlock;
 use crate::recipe::RoleKind;
@@ -40,6 +42,17 @@ pub fn node_host(i: usize) -> String {
 /// Symbolic name of node `i`.
 pub fn node_name(i: usize) -> String {
     format!("node{i}")
+}
+
+/// An allocation an executor holds some of the plan's nodes in (a SLURM job): a
+/// resource of the graph that every process on those nodes, or naming them, depends on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AllocationSpec {
+    /// The plan nodes it holds, sorted (its hosts, in this order, are theirs).
+    pub nodes: Vec<usize>,
+    /// What the executor asks for it, canonical: a change replaces it, and everything
+    /// on it.
+    pub spec: serde_json::Value,
 }
 
 /// How nodes map to hosts when allocating per-node ports.

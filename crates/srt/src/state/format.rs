@@ -262,6 +262,10 @@ pub enum Runtime {
         /// on its way, and stopped once it is.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         launch: Option<String>,
+        /// The plan nodes an allocation holds, in the order of `nodes` (absent in
+        /// records written when one allocation held every node).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        slots: Vec<usize>,
     },
 }
 
@@ -425,6 +429,7 @@ mod tests {
             adopted: false,
             client: None,
             launch: None,
+            slots: Vec::new(),
         };
         let v = serde_json::to_value(&slurm).unwrap();
         assert_eq!(v, json!({"type": "slurm", "job_id": 77, "step_id": 1}));
@@ -458,6 +463,7 @@ mod tests {
                 lease: None,
             }),
             launch: None,
+            slots: Vec::new(),
         };
         assert_eq!(step.describe(), "step 12.3 on n2");
         assert_eq!(step.status_label(), "job 12 step 3");
@@ -472,6 +478,7 @@ mod tests {
             adopted: false,
             client: None,
             launch: None,
+            slots: Vec::new(),
         };
         assert_eq!(job.describe(), "job 12 on n1,n2");
         assert_eq!(job.status_label(), "job 12");

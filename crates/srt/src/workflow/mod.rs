@@ -536,7 +536,7 @@ pub fn effective_profile(profile: ClusterProfile, recipe: &Recipe) -> ClusterPro
 pub fn ignored_runtime_keys(recipe: &Recipe, exec: &dyn Executor) -> Vec<Problem> {
     let rt = &recipe.runtime;
     let mut out = Vec::new();
-    if exec.allocation().is_none() {
+    if !exec.allocates() {
         for (entries, key) in [
             (&rt.sbatch_directives, "sbatch_directives"),
             (&rt.srun_options, "srun_options"),
@@ -776,7 +776,8 @@ impl Setup {
         launch
             .warnings
             .extend(ignored_runtime_keys(recipe, &**exec));
-        let graph = graph::lower_with(&launch, &exec.execution(), exec.allocation().as_ref())?;
+        let allocations = exec.allocations(launch.node_groups());
+        let graph = graph::lower_with(&launch, &exec.execution(), &allocations)?;
         let recipe_hash = desired_hash(&graph);
         let simulated = match self.simulate {
             true => {
