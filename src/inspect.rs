@@ -199,7 +199,7 @@ pub(crate) fn list(args: ListArgs) -> CmdResult {
                 let _ = srt::workflow::restore(&*exec, &s);
                 let running = srt::workflow::refresh(&s, &*exec, None)
                     .values()
-                    .filter(|o| **o == srt::plan::Observation::Alive)
+                    .filter(|o| o.is_alive())
                     .count();
                 let state = if s.resources.is_empty() {
                     "empty"

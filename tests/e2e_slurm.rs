@@ -11,7 +11,7 @@
 mod e2e_support;
 
 use e2e_support::{repo, tools_dir, tools_path, with_client};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Output};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -1524,4 +1524,351 @@ fn the_machine_running_srt_may_go_away() {
     let plan = env.srt(&["plan", "-f", &recipe, "--simulate", "--detailed-exitcode"]);
     assert_eq!(plan.status.code(), Some(0), "{}", text(&plan));
     destroy(&env, "slurm-disagg");
+}
+
+/// An aggregate deployment of `nodes` nodes, two TP 2 workers on each, behind the Router
+/// (which srt tells of its workers through its admin API).
+fn agg_recipe(name: &str, nodes: u32) -> String {
+    format!(
+        "schema: 2\nname: {name}\nmodel:\n  path: /models/tiny\n  served_name: tiny\n\
+         resources:\n  gpus_per_node: 4\nfrontend:\n  enable_multiple_frontends: false\n\
+         roles:\n  agg:\n    nodes: {nodes}\n    workers: {workers}\n    gpus: 2\n    args:\n      tensor-parallel-size: 2\n\
+         health_check:\n  timeout_seconds: 120\nrollout:\n  drain_seconds: 10\n",
+        workers = 2 * nodes
+    )
+}
+
+/// Scaling out and back in is no outage: under load, an aggregate deployment grows from
+/// 1 node to 3 (two jobs added for the new nodes, the first job and the Router's step
+/// left alone, the new workers added to the Router) and back to 1 (the extra workers
+/// taken out of the Router and drained, their jobs cancelled); no request fails.
+#[test]
+fn scaling_out_and_in_adds_and_releases_allocations_with_no_failed_request() {
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(c) = cluster() else { return };
+    if c.ips.len() < 3 {
+        eprintln!("scaling to 3 nodes needs a cluster of 3: skipped");
+        return;
+    }
+    let env = Env::new(c);
+    let d = "slurm-scale";
+    let recipe = |nodes| env.file("agg.yaml", &agg_recipe(d, nodes));
+    env.ok(&["apply", "-f", &recipe(1), "--simulate", "--auto-approve"]);
+    let router = env.step(d, "router[0]");
+    let first = env.jobs(d);
+    assert_eq!(first.len(), 1);
+    let load = e2e_support::load::Load::start_in(None, &env.router(), 4);
+
+    let out = env.ok(&["apply", "-f", &recipe(3), "--simulate", "--auto-approve"]);
+    assert!(
+        out.contains("allocation[1]: allocated")
+            && out.contains("allocation[2]: allocated")
+            && out.contains(", 0 replaced, 0 destroyed"),
+        "{out}"
+    );
+    assert_eq!(
+        env.step(d, "router[0]"),
+        router,
+        "the Router's step is kept"
+    );
+    let grown = env.jobs(d);
+    assert_eq!(grown.len(), 3);
+    assert!(grown.contains(&first[0]), "{grown:?}");
+    let hosts: BTreeSet<String> = (0..3).map(|n| env.host(d, n)).collect();
+    assert_eq!(hosts.len(), 3, "three nodes: {hosts:?}");
+
+    let out = env.ok(&["apply", "-f", &recipe(1), "--simulate", "--auto-approve"]);
+    assert!(
+        out.contains("allocation[1]: destroyed") && out.contains("allocation[2]: destroyed"),
+        "{out}"
+    );
+    assert_eq!(
+        env.step(d, "router[0]"),
+        router,
+        "the Router's step is kept"
+    );
+    assert_eq!(env.jobs(d), first);
+    for job in grown.iter().filter(|j| !first.contains(j)) {
+        wait_until("a released job to leave", Duration::from_secs(30), || {
+            !jobs_named(&format!("srt-{d}")).contains(&job.to_string())
+        });
+    }
+    let (ok, failed) = load.finish();
+    assert!(
+        failed.is_empty(),
+        "{} of {} failed: {failed:?}",
+        failed.len(),
+        ok + failed.len()
+    );
+    assert!(ok > 20, "{ok}");
+    destroy(&env, d);
+}
+
+/// A job that ends takes only its allocation with it: `scancel` of the job holding node
+/// 2 of a 3-node aggregate deployment is drift of that allocation and of what ran in it,
+/// and the plan replaces those alone (the Router and the other nodes' workers are kept);
+/// under load, the rest serves meanwhile, and the apply heals it with a new job.
+#[test]
+fn a_cancelled_job_replaces_only_its_allocation_while_the_rest_serves() {
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(c) = cluster() else { return };
+    if c.ips.len() < 3 {
+        eprintln!("a 3-node deployment needs a cluster of 3: skipped");
+        return;
+    }
+    let env = Env::new(c);
+    let d = "slurm-lost-job";
+    let recipe = env.file("agg.yaml", &agg_recipe(d, 3));
+    env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
+    let kept: Vec<(String, (u64, u64))> = [
+        "router[0]",
+        "worker.agg[0].node[0]",
+        "worker.agg[1].node[0]",
+        "worker.agg[2].node[0]",
+        "worker.agg[3].node[0]",
+    ]
+    .iter()
+    .map(|a| (a.to_string(), env.step(d, a)))
+    .collect();
+    let allocations = env.allocations(d);
+    let job = |a: &str| allocations[a]["job_id"].as_u64().unwrap();
+    let lost = job("allocation[2]");
+    let load = e2e_support::load::Load::start_in(None, &env.router(), 4);
+    slurm("scancel", &[&lost.to_string()]);
+    wait_until("the job to end", Duration::from_secs(30), || {
+        !jobs_named(&format!("srt-{d}")).contains(&lost.to_string())
+    });
+    let served = load.ok();
+    wait_until(
+        "requests served by the rest",
+        Duration::from_secs(30),
+        || load.ok() > served + 20,
+    );
+    let plan = env.srt(&["plan", "-f", &recipe, "--simulate", "--detailed-exitcode"]);
+    let text_of_plan = text(&plan);
+    assert_eq!(plan.status.code(), Some(2), "{text_of_plan}");
+    let mut replaced: Vec<&str> = text_of_plan
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("# "))
+        .filter_map(|l| l.strip_suffix(" will be replaced"))
+        .collect();
+    replaced.sort_unstable();
+    assert_eq!(
+        replaced,
+        [
+            "allocation[2]",
+            "ports.worker.agg[4].node[0]",
+            "ports.worker.agg[5].node[0]",
+            "worker.agg[4].node[0]",
+            "worker.agg[5].node[0]"
+        ],
+        "{text_of_plan}"
+    );
+    env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
+    for (address, step) in &kept {
+        assert_eq!(&env.step(d, address), step, "{address} was kept");
+    }
+    let healed = env.allocations(d);
+    assert_ne!(healed["allocation[2]"]["job_id"].as_u64(), Some(lost));
+    assert_eq!(
+        healed["allocation[0]"]["job_id"].as_u64(),
+        Some(job("allocation[0]"))
+    );
+    let (ok, failed) = load.finish();
+    eprintln!(
+        "{ok} requests served, {} failed while the job was gone: {:?}",
+        failed.len(),
+        failed.iter().take(3).collect::<Vec<_>>()
+    );
+    completion(&env.router());
+    destroy(&env, d);
+}
+
+/// An allocation near the end of its time limit is renewed by a rolling move: with
+/// `renew_before` in the profile, the plan shows every allocation's time left; once a
+/// job has less than that left (its limit shortened with `scontrol`), its allocation is
+/// replaced by a new job created first, its workers move onto it one at a time while
+/// the others serve, and the old job is released. Under load, no request fails; the
+/// Router and the other allocation are kept.
+#[test]
+fn an_allocation_near_its_time_limit_moves_to_a_new_job_with_no_failed_request() {
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(c) = cluster() else { return };
+    if c.ips.len() < 3 {
+        eprintln!("a move beside a 2-node deployment needs a cluster of 3: skipped");
+        return;
+    }
+    let env = Env::new(c);
+    env.file(
+        "srt-cluster.yaml",
+        &profile(
+            &env.cluster,
+            "allocation_timeout_seconds: 60\ntime_limit: \"00:30:00\"\nrenew_before: \"00:05:50\"\n",
+        ),
+    );
+    let d = "slurm-renew";
+    let recipe = env.file("agg.yaml", &agg_recipe(d, 2));
+    env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
+    let plan = env.ok(&["plan", "-f", &recipe, "--simulate"]);
+    assert!(
+        plan.contains("Allocations:")
+            && plan.contains("left of 30:00, renewed with 5:50 left")
+            && plan.contains("No changes."),
+        "{plan}"
+    );
+    let router = env.step(d, "router[0]");
+    let first = env.allocations(d)["allocation[0]"]["job_id"]
+        .as_u64()
+        .unwrap();
+    let old = env.allocations(d)["allocation[1]"]["job_id"]
+        .as_u64()
+        .unwrap();
+    // Its job has run at least 10 s: with 6 minutes as its limit, less than 5:50 is left.
+    slurm(
+        "scontrol",
+        &["update", &format!("JobId={old}"), "TimeLimit=00:06:00"],
+    );
+    let mut plan = String::new();
+    wait_until("the job to be due", Duration::from_secs(30), || {
+        plan = env.ok(&["plan", "-f", &recipe, "--simulate"]);
+        plan.contains("about to end")
+    });
+    assert!(
+        plan.contains("# allocation[1] will be replaced, the new one first")
+            && plan.contains("because it is about to end: ")
+            && plan.contains("+/- allocation[1] (allocation)")
+            && plan.contains("# worker.agg[2].node[0] will be replaced")
+            && plan.contains("# worker.agg[3].node[0] will be replaced")
+            && !plan.contains("# worker.agg[0].node[0] will be replaced")
+            && !plan.contains("# router[0] will be replaced")
+            && !plan.contains("allocation[0] will be"),
+        "{plan}"
+    );
+    let load = e2e_support::load::Load::start_in(None, &env.router(), 4);
+    let out = env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
+    let (ok, failed) = load.finish();
+    assert!(
+        out.contains("allocation[1]: reallocated") && out.contains("allocation[1]: released"),
+        "{out}"
+    );
+    assert!(
+        failed.is_empty(),
+        "{} of {} failed: {failed:?}\n{out}",
+        failed.len(),
+        ok + failed.len()
+    );
+    assert!(ok > 20, "{ok}");
+    assert_eq!(env.step(d, "router[0]"), router);
+    let now = env.allocations(d);
+    assert_eq!(now["allocation[0]"]["job_id"].as_u64(), Some(first));
+    let new = now["allocation[1]"]["job_id"].as_u64().unwrap();
+    assert_ne!(new, old);
+    for w in ["worker.agg[2].node[0]", "worker.agg[3].node[0]"] {
+        assert_eq!(env.step(d, w).0, new, "{w} moved");
+    }
+    assert!(!jobs_named(&format!("srt-{d}")).contains(&old.to_string()));
+    let state = env.state(d);
+    assert!(
+        state["resources"]["allocation[1]"].get("deposed").is_none(),
+        "{state}"
+    );
+    let again = env.srt(&["plan", "-f", &recipe, "--simulate", "--detailed-exitcode"]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    destroy(&env, d);
+}
+
+/// A move killed half-way is finished by the next apply: SIGKILL of `srt apply` just
+/// after the new job of a renewed allocation is recorded leaves the workers on the old
+/// job, recorded as deposed; the next plan moves them (they run in a deposed job) and
+/// releases it once they are off it. Under load throughout, no request fails.
+#[test]
+fn a_move_killed_half_way_is_finished_by_the_next_apply() {
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(c) = cluster() else { return };
+    if c.ips.len() < 3 {
+        eprintln!("a move beside a 2-node deployment needs a cluster of 3: skipped");
+        return;
+    }
+    let env = Env::new(c);
+    env.file(
+        "srt-cluster.yaml",
+        &profile(
+            &env.cluster,
+            "allocation_timeout_seconds: 60\ntime_limit: \"00:30:00\"\nrenew_before: \"00:05:50\"\n",
+        ),
+    );
+    let d = "slurm-move-killed";
+    let recipe = env.file("agg.yaml", &agg_recipe(d, 2));
+    env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
+    let old = env.allocations(d)["allocation[1]"]["job_id"]
+        .as_u64()
+        .unwrap();
+    slurm(
+        "scontrol",
+        &["update", &format!("JobId={old}"), "TimeLimit=00:06:00"],
+    );
+    wait_until("the job to be due", Duration::from_secs(30), || {
+        env.ok(&["plan", "-f", &recipe, "--simulate"])
+            .contains("about to end")
+    });
+    let load = e2e_support::load::Load::start_in(None, &env.router(), 4);
+    let mut apply = env
+        .command(&[
+            "apply",
+            "-f",
+            &recipe,
+            "--simulate",
+            "--auto-approve",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let events = std::io::BufReader::new(apply.stdout.take().unwrap());
+    for line in std::io::BufRead::lines(events) {
+        let line = line.unwrap();
+        if line.contains("\"apply_complete\"") && line.contains("\"allocation[1]\"") {
+            break;
+        }
+    }
+    let _ = apply.kill();
+    let _ = apply.wait();
+    let plan = env.ok(&["plan", "-f", &recipe, "--simulate"]);
+    assert!(
+        plan.contains(&format!(
+            "because it runs in job {old}, which its allocation's replacement deposed"
+        )) && plan.contains("# allocation[1] will be updated in-place")
+            && plan.contains(&format!(
+                "because its replaced job {old} released once nothing runs in it"
+            )),
+        "{plan}"
+    );
+    env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
+    let (ok, failed) = load.finish();
+    assert!(
+        failed.is_empty(),
+        "{} of {} failed: {failed:?}",
+        failed.len(),
+        ok + failed.len()
+    );
+    let new = env.allocations(d)["allocation[1]"]["job_id"]
+        .as_u64()
+        .unwrap();
+    assert_ne!(new, old);
+    for w in ["worker.agg[2].node[0]", "worker.agg[3].node[0]"] {
+        assert_eq!(env.step(d, w).0, new, "{w} moved");
+    }
+    assert!(!jobs_named(&format!("srt-{d}")).contains(&old.to_string()));
+    let again = env.srt(&["plan", "-f", &recipe, "--simulate", "--detailed-exitcode"]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    destroy(&env, d);
 }

@@ -38,6 +38,24 @@ const fn case(
 
 const CASES: &[Case] = &[
     case(
+        "allocations-value.yaml",
+        "srt::cluster::value",
+        "many",
+        "expected one of: split, single",
+    ),
+    case(
+        "renew-before-duration.yaml",
+        "srt::cluster::value",
+        "\"half an hour\"",
+        "SLURM's syntax",
+    ),
+    case(
+        "renew-before-time-limit.yaml",
+        "srt::cluster::range",
+        "\"4:00:00\"",
+        "must be shorter than `time_limit`",
+    ),
+    case(
         "unknown-key.yaml",
         "srt::cluster::unknown_key",
         "partiton",

@@ -402,6 +402,42 @@ fn slurm_disagg_prefill_and_decode_on_different_nodes() {
     assert_eq!(single_router(&plan).node, 0);
 }
 
+/// Two TP 2 workers on each of three nodes, the Router on node 0: each node a group of
+/// its own, so that on SLURM each is an allocation that can come and go alone.
+#[test]
+fn slurm_agg_puts_two_workers_on_each_of_three_nodes_each_its_own_group() {
+    let plan = plan("examples/slurm-agg.yaml");
+    assert_eq!(plan.nodes.len(), 3);
+    let placed: Vec<(usize, Vec<u32>)> = workers(&plan)
+        .iter()
+        .map(|w| (w.node, w.devices.clone()))
+        .collect();
+    assert_eq!(
+        placed,
+        [
+            (0, vec![0, 1]),
+            (0, vec![2, 3]),
+            (1, vec![0, 1]),
+            (1, vec![2, 3]),
+            (2, vec![0, 1]),
+            (2, vec![2, 3])
+        ]
+    );
+    assert_eq!(single_router(&plan).node, 0);
+    assert_eq!(plan.node_groups(), [vec![0], vec![1], vec![2]]);
+    // The endpoints of an MPI job or of a replica spanning nodes share a group.
+    let tp16 = plan_with(
+        "examples/seed/agg-tp-multinode.yaml",
+        None,
+        HostLayout::Distinct,
+    );
+    assert!(
+        tp16.node_groups().iter().any(|g| g.len() > 1),
+        "{:?}",
+        tp16.node_groups()
+    );
+}
+
 /// The runtime keys change nothing of the topology: the same processes, nodes and
 /// ports as `slurm-disagg.yaml`, with what runs around each worker's program.
 #[test]
@@ -1473,6 +1509,7 @@ fn every_example_has_a_topology_test() {
         "examples/local-sglang-agg.yaml",
         "examples/local-sglang-disagg.yaml",
         "examples/slurm-sglang-multinode.yaml",
+        "examples/slurm-agg.yaml",
         "examples/srtctl-v1/agg-vllm.yaml",
         "examples/srtctl-v1/disagg-sglang.yaml",
         "examples/srtctl-v1/disagg-trtllm.yaml",

@@ -37,7 +37,11 @@ fn snapshot(name: &str, text: &str) {
 }
 
 fn lowered(profile: SlurmProfile) -> (LaunchPlan, ResourceGraph) {
-    let launch = common::plan_with(RECIPE, None, HostLayout::Distinct);
+    lowered_from(RECIPE, profile)
+}
+
+fn lowered_from(recipe: &str, profile: SlurmProfile) -> (LaunchPlan, ResourceGraph) {
+    let launch = common::plan_with(recipe, None, HostLayout::Distinct);
     let exec = SlurmExecutor::new(
         profile,
         &launch.deployment,
@@ -357,4 +361,179 @@ fn recipe_slurm_settings_override_the_profile() {
         text.contains("--gres gpu:h100:8") && text.contains("--time 01:00:00"),
         "{text}"
     );
+}
+
+/// The addresses a plan replaces, and the reasons of each, as text.
+fn replaced(p: &plan::Plan) -> BTreeMap<String, Vec<String>> {
+    p.changes
+        .iter()
+        .filter(|c| c.action == plan::Action::Replace)
+        .map(|c| {
+            (
+                c.address.clone(),
+                c.reasons.iter().map(plan::Reason::describe).collect(),
+            )
+        })
+        .collect()
+}
+
+/// A live allocation whose spec changes is replaced by one created first (`+/-`): what
+/// runs on it moves with it, rolling, and the Router of slurm-agg (on allocation[0]),
+/// which listens on the public address, says that address moves. One whose job is gone
+/// is destroyed first.
+#[test]
+fn a_live_allocation_is_replaced_by_one_created_first_and_what_runs_on_it_moves() {
+    let (_, before) = lowered_from("examples/slurm-agg.yaml", profile("test-cluster.yaml"));
+    let state = applied(&before);
+    let mut longer = profile("test-cluster.yaml");
+    longer.time_limit = Some("04:00:00".into());
+    let (_, after) = lowered_from("examples/slurm-agg.yaml", longer);
+    let p = plan::diff(
+        &after,
+        &state,
+        &BTreeMap::new(),
+        "h",
+        &PlanOptions::default(),
+    );
+    for a in ["allocation[0]", "allocation[1]", "allocation[2]"] {
+        let c = p.change(a).unwrap();
+        assert!(c.create_first, "{a}");
+        assert_eq!(c.steps(), ["create", "delete"]);
+    }
+    let worker = p.change("worker.agg[2].node[0]").unwrap();
+    assert!(
+        worker.reasons.contains(&plan::Reason::MovesWith {
+            allocation: "allocation[1]".into()
+        }),
+        "{:?}",
+        worker.reasons
+    );
+    let router = p.change("router[0]").unwrap();
+    assert!(
+        router
+            .note
+            .as_deref()
+            .is_some_and(|n| n.contains("public address")),
+        "{router:?}"
+    );
+    snapshot("plan-move@slurm-agg.yaml", &plan::render::render(&p));
+
+    let observed = BTreeMap::from([(
+        "allocation[1]".to_string(),
+        Observation::Gone("job 42 is gone".into()),
+    )]);
+    let (_, graph) = lowered_from("examples/slurm-agg.yaml", profile("test-cluster.yaml"));
+    let p = plan::diff(&graph, &state, &observed, "h", &PlanOptions::default());
+    assert!(!p.change("allocation[1]").unwrap().create_first);
+}
+
+/// An allocation refresh finds near the end of its time limit is renewed: replaced by
+/// one created first, only its own processes moving; nothing else changes.
+#[test]
+fn a_renewal_moves_only_what_runs_on_the_allocation() {
+    let (_, graph) = lowered_from("examples/slurm-agg.yaml", profile("test-cluster.yaml"));
+    let state = applied(&graph);
+    let observed = BTreeMap::from([(
+        "allocation[2]".to_string(),
+        Observation::Renew("5:00 left of its time limit 4:00:00, under renew_before 30:00".into()),
+    )]);
+    let p = plan::diff(&graph, &state, &observed, "h", &PlanOptions::default());
+    assert!(p.drift.is_empty(), "a renewal is not drift");
+    let replaced = replaced(&p);
+    assert_eq!(
+        replaced.keys().collect::<Vec<_>>(),
+        [
+            "allocation[2]",
+            "ports.worker.agg[4].node[0]",
+            "ports.worker.agg[5].node[0]",
+            "worker.agg[4].node[0]",
+            "worker.agg[5].node[0]"
+        ],
+        "{}",
+        plan::render::render(&p)
+    );
+    assert!(p.change("allocation[2]").unwrap().create_first);
+    assert_eq!(
+        replaced["worker.agg[4].node[0]"],
+        ["it moves to the new job of `allocation[2]`, which replaces the old one"]
+    );
+    snapshot("plan-renew@slurm-agg.yaml", &plan::render::render(&p));
+}
+
+/// After a move cut short: allocation[1] is a new job, and its old one, deposed, still
+/// runs a worker that has not moved. The worker moves; the allocation is updated in
+/// place (its deposed job released once nothing runs in it); nothing else changes.
+#[test]
+fn a_process_left_in_a_deposed_job_moves_and_the_job_is_released() {
+    let (_, graph) = lowered_from("examples/slurm-agg.yaml", profile("test-cluster.yaml"));
+    let mut state = applied(&graph);
+    let alloc = state.resources.get_mut("allocation[1]").unwrap();
+    let old = alloc.runtime.clone().unwrap();
+    let Some(Runtime::Slurm { job_id, .. }) = &mut alloc.runtime else {
+        unreachable!()
+    };
+    *job_id = 90;
+    alloc.deposed = vec![old];
+    // worker.agg[3] moved to job 90; worker.agg[2] still runs in job 42.
+    if let Some(Runtime::Slurm { job_id, .. }) = &mut state
+        .resources
+        .get_mut("worker.agg[3].node[0]")
+        .unwrap()
+        .runtime
+    {
+        *job_id = 90;
+    }
+    let p = plan::diff(
+        &graph,
+        &state,
+        &BTreeMap::new(),
+        "h",
+        &PlanOptions::default(),
+    );
+    let replaced = replaced(&p);
+    assert_eq!(
+        replaced.keys().collect::<Vec<_>>(),
+        ["worker.agg[2].node[0]"],
+        "{}",
+        plan::render::render(&p)
+    );
+    assert_eq!(
+        replaced["worker.agg[2].node[0]"],
+        ["it runs in job 42, which its allocation's replacement deposed"]
+    );
+    let alloc = p.change("allocation[1]").unwrap();
+    assert_eq!(alloc.action, plan::Action::Update);
+    assert_eq!(
+        alloc.reasons,
+        [plan::Reason::Deposed {
+            runtimes: vec!["job 42".into()]
+        }]
+    );
+}
+
+/// A job that is gone restarts its workers elsewhere: the Router they are listed in
+/// (through its admin API) is updated in place, each taken out and added back.
+#[test]
+fn workers_restarted_on_a_new_job_rejoin_their_router() {
+    let (_, graph) = lowered_from("examples/slurm-agg.yaml", profile("test-cluster.yaml"));
+    let state = applied(&graph);
+    let observed = BTreeMap::from([(
+        "allocation[2]".to_string(),
+        Observation::Gone("job 43 is gone".into()),
+    )]);
+    let p = plan::diff(&graph, &state, &observed, "h", &PlanOptions::default());
+    let members = p.change("members.router[0]").unwrap();
+    assert_eq!(members.action, plan::Action::Update);
+    assert_eq!(
+        members.reasons,
+        [plan::Reason::Rejoin {
+            workers: vec![
+                "worker.agg[4].node[0]".into(),
+                "worker.agg[5].node[0]".into()
+            ]
+        }]
+    );
+    let diff = members.members.as_ref().unwrap();
+    assert_eq!((diff.added.len(), diff.removed.len()), (2, 2));
+    assert!(p.change("router[0]").unwrap().action == plan::Action::NoOp);
 }

@@ -57,6 +57,7 @@ fn resource(i: usize) -> ResourceState {
             urls: vec![format!("http://<node{}-ip>:{}", i % 8, 8000 + i)],
             path: "/health".into(),
         }),
+        deposed: Vec::new(),
     }
 }
 

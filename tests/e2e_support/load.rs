@@ -20,15 +20,21 @@ pub(crate) struct Load {
 impl Load {
     /// Start `in_flight` request loops against `url`, inside the scenario's namespace.
     pub(crate) fn start(env: &Env, url: &str, in_flight: usize) -> Load {
+        let netns = env
+            .netns
+            .as_ref()
+            .map(|n| format!("/var/run/netns/{}", n.name()));
+        Load::start_in(netns, url, in_flight)
+    }
+
+    /// Start `in_flight` request loops against `url`, in the network namespace at
+    /// `netns` (this process's own without one).
+    pub(crate) fn start_in(netns: Option<String>, url: &str, in_flight: usize) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let ok = Arc::new(AtomicUsize::new(0));
         let failed = Arc::new(Mutex::new(Vec::new()));
         let failed_at = Arc::new(Mutex::new(Vec::new()));
         let began = Instant::now();
-        let netns = env
-            .netns
-            .as_ref()
-            .map(|n| format!("/var/run/netns/{}", n.name()));
         let (s, o, f, url) = (stop.clone(), ok.clone(), failed.clone(), url.to_string());
         let fa = failed_at.clone();
         let thread = std::thread::spawn(move || {
@@ -87,6 +93,11 @@ impl Load {
             failed_at,
             thread: Some(thread),
         }
+    }
+
+    /// How many requests succeeded so far.
+    pub(crate) fn ok(&self) -> usize {
+        self.ok.load(Ordering::SeqCst)
     }
 
     /// How long requests kept failing: from the first failure to the last.

@@ -194,11 +194,13 @@ impl Apply<'_> {
             }
         }
         let mut out = Vec::new();
+        // Its URL as it was started (in a job its allocation may have replaced since).
+        let bindings = self.exec.bindings_for(rec.runtime(worker).as_ref());
         for (membership, frontend, admin_url, router, url) in targets {
             let Some(api) = self.router_api(&frontend, &admin_url) else {
                 continue;
             };
-            let resolved = self.exec.bindings().resolve(&url);
+            let resolved = bindings.resolve(&url);
             if !api.admin.live(&http, &api.url).await {
                 continue;
             }
@@ -225,8 +227,14 @@ impl Apply<'_> {
 
     /// Wait until the workers at `urls` have no request left (running or queued), at
     /// most `rollout.drain_seconds`. Unknown counts (an engine that cannot tell) wait
-    /// the whole time only if nothing else is known; the wait never fails.
-    pub(super) async fn drain(&self, worker: &str, urls: &[String]) {
+    /// the whole time only if nothing else is known; the wait never fails. `runtime`
+    /// is the worker's record's: its URLs resolve as it was started.
+    pub(super) async fn drain(
+        &self,
+        worker: &str,
+        urls: &[String],
+        runtime: Option<&crate::state::Runtime>,
+    ) {
         let limit = Duration::from_secs(self.launch.rollout.drain_seconds);
         let Some(engine) = crate::engine::lookup(&self.launch.engine) else {
             return;
@@ -242,10 +250,11 @@ impl Apply<'_> {
             .expect("http client");
         let start = Instant::now();
         let mut reported = Instant::now();
+        let bindings = self.exec.bindings_for(runtime);
         loop {
             let mut left = 0;
             for url in urls {
-                let url = self.exec.bindings().resolve(url);
+                let url = bindings.resolve(url);
                 left += engine.in_flight(&http, &url).await.unwrap_or(0);
             }
             if left == 0 || start.elapsed() >= limit {

@@ -273,6 +273,8 @@ pub type Shared = Arc<Mutex<State>>;
 struct Stops {
     order: Vec<String>,
     runtimes: Vec<Option<crate::state::Runtime>>,
+    /// An allocation's deposed runtimes, released with it.
+    deposed: Vec<Vec<crate::state::Runtime>>,
     kinds: Vec<Kind>,
     /// A file resource's recorded spec (where it is), for removing it.
     specs: Vec<Option<crate::graph::spec::Spec>>,
@@ -396,6 +398,7 @@ impl Apply<'_> {
         self.stop_phase(&rec, &mut outcome).await;
         if !self.cancel.is_cancelled() {
             self.create_phase(&rec, &mut outcome).await;
+            self.release_deposed(&rec, &mut outcome).await;
             // Check results are saved with the next launch; whatever came after the
             // last one is saved here.
             if let Err(e) = rec.save() {
@@ -459,6 +462,8 @@ impl Apply<'_> {
             .iter()
             .filter(|c| match c.action {
                 Action::Destroy => true,
+                // Its replacement comes first; it is released after the walk.
+                Action::Replace if c.create_first => false,
                 Action::Replace => !rolls(&c.address),
                 _ => false,
             })
@@ -497,6 +502,10 @@ impl Apply<'_> {
                 runtimes: order
                     .iter()
                     .map(|a| s.resources[a].runtime.clone())
+                    .collect(),
+                deposed: order
+                    .iter()
+                    .map(|a| s.resources[a].deposed.clone())
                     .collect(),
                 kinds: order.iter().map(|a| s.resources[a].kind).collect(),
                 specs: order
@@ -541,9 +550,9 @@ impl Apply<'_> {
                     Err(e) => return (i, t, Err(e.message)),
                 };
                 let urls: Vec<String> = withdrawn.iter().map(|w| w.url.clone()).collect();
-                self.drain(address, &urls).await;
+                self.drain(address, &urls, runtime.as_ref()).await;
             }
-            let result = match runtime {
+            let mut result = match runtime {
                 Some(rt) => self.exec.stop(rt).await.map_err(|e| e.to_string()),
                 None if stops.destroyed[i] => match &stops.specs[i] {
                     Some(spec) => self.remove_file(spec),
@@ -551,6 +560,11 @@ impl Apply<'_> {
                 },
                 None => Ok(()),
             };
+            for rt in &stops.deposed[i] {
+                if let Err(e) = self.exec.stop(rt).await {
+                    result = result.and(Err(format!("releasing {}: {e}", rt.describe())));
+                }
+            }
             (i, t, result)
         })
     }
@@ -794,6 +808,10 @@ impl Apply<'_> {
                     (i, Ok("replaced with its endpoint".to_string()))
                 }
             }));
+        }
+        if kind == Kind::Allocation && action == Action::Update {
+            // Its deposed runtimes are released after the walk, once nothing runs there.
+            return Some(Box::pin(async move { (i, Ok("kept".to_string())) }));
         }
         if kind == Kind::Membership || action == Action::Update {
             (self.events)(Event::Started {
@@ -1164,6 +1182,67 @@ impl Apply<'_> {
 }
 
 impl Apply<'_> {
+    /// Release what replacements created first deposed: every earlier runtime of an
+    /// allocation in which no recorded process runs any more (one whose processes did
+    /// not all move, a halted roll, keeps it for the next apply).
+    async fn release_deposed(&self, rec: &Recorder<'_>, outcome: &mut Outcome) {
+        let free: Vec<(String, crate::state::Runtime)> = rec.read(|s| {
+            let busy: std::collections::HashSet<String> = s
+                .resources
+                .values()
+                .filter_map(|r| r.runtime.as_ref()?.inside())
+                .collect();
+            s.resources
+                .iter()
+                .flat_map(|(a, r)| r.deposed.iter().map(move |d| (a, d)))
+                .filter(|(_, d)| d.allocation_id().is_some_and(|id| !busy.contains(&id)))
+                .map(|(a, d)| (a.clone(), d.clone()))
+                .collect()
+        });
+        for (address, runtime) in free {
+            (self.events)(Event::Started {
+                address: address.clone(),
+                action: "releasing its deposed runtime",
+            });
+            let t = Instant::now();
+            match self.exec.stop(&runtime).await {
+                Ok(()) => {
+                    let saved = rec.update(&address, |r| r.deposed.retain(|d| d != &runtime));
+                    if let Err(error) = saved {
+                        self.fail(
+                            outcome,
+                            Failure {
+                                address,
+                                error,
+                                log: None,
+                                help: None,
+                            },
+                        );
+                        continue;
+                    }
+                    (self.events)(Event::Done {
+                        address,
+                        action: "released",
+                        detail: format!(
+                            "{}, in {:.1}s",
+                            runtime.describe(),
+                            t.elapsed().as_secs_f64()
+                        ),
+                    });
+                }
+                Err(e) => self.fail(
+                    outcome,
+                    Failure {
+                        address,
+                        error: format!("releasing {}: {e}", runtime.describe()),
+                        log: None,
+                        help: None,
+                    },
+                ),
+            }
+        }
+    }
+
     /// Create the executor's allocation. Its identity is recorded as soon as it exists;
     /// on failure or interrupt it is cancelled and recorded as failed without an
     /// identity, so nothing is left half-recorded.
@@ -1173,9 +1252,18 @@ impl Apply<'_> {
             Target::Allocation(k) => &self.graph.allocations[k],
             _ => &[],
         };
+        let prior = rec.read(|s| s.resources.get(address).cloned());
         rec.record(address, |s| {
-            s.resources
-                .insert(address.clone(), self.new_record(i, Status::Pending));
+            let mut record = self.new_record(i, Status::Pending);
+            // A live allocation replaced by one created first: its runtime is deposed,
+            // released once nothing runs in it any more.
+            if let Some(prior) = &prior {
+                record.deposed = prior.deposed.clone();
+                if prior.status == Status::Running {
+                    record.deposed.extend(prior.runtime.clone());
+                }
+            }
+            s.resources.insert(address.clone(), record);
         })?;
         let submitted = |runtime: &crate::state::Runtime| {
             rec.record(address, |s| {
@@ -1208,11 +1296,18 @@ impl Apply<'_> {
                     Some(rt) => self.exec.stop(rt).await.err().map(|_| rt.clone()),
                     None => None,
                 };
-                rec.record(address, |s| {
-                    if let Some(r) = s.resources.get_mut(address) {
-                        r.status = Status::Failed;
-                        r.runtime = kept;
-                        r.error = Some(e.clone());
+                // The live allocation it was to replace keeps serving, as recorded.
+                let live = prior.filter(|p| p.status == Status::Running && kept.is_none());
+                rec.record(address, |s| match live {
+                    Some(prior) => {
+                        s.resources.insert(address.clone(), prior);
+                    }
+                    None => {
+                        if let Some(r) = s.resources.get_mut(address) {
+                            r.status = Status::Failed;
+                            r.runtime = kept;
+                            r.error = Some(e.clone());
+                        }
                     }
                 })?;
                 Err(e)

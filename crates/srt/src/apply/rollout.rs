@@ -139,14 +139,17 @@ impl Roll {
 impl Apply<'_> {
     /// Which processes roll when replaced, by graph position: every one, unless apply
     /// was asked to replace everything at once ([`Apply::at_once`]), but those on (or
-    /// naming) an allocation that is replaced: nothing on it survives, so they stop
-    /// first, with the rest of what goes.
+    /// naming) an allocation that is replaced before it is created again (it is not
+    /// live): nothing on it survives, so they stop first, with the rest of what goes.
+    /// (What runs on a live allocation replaced by one created first rolls onto it.)
     pub(super) fn rolling(&self) -> Vec<bool> {
         let replaced: std::collections::HashSet<&str> = self
             .plan
             .changes
             .iter()
-            .filter(|c| c.kind == Kind::Allocation && c.action == Action::Replace)
+            .filter(|c| {
+                c.kind == Kind::Allocation && c.action == Action::Replace && !c.create_first
+            })
             .map(|c| c.address.as_str())
             .collect();
         self.graph
@@ -604,9 +607,9 @@ impl UnitRoll<'_> {
     /// exited) serves nothing to drain.
     async fn drain(&self, withdrawn: &[Withdrawn]) {
         if !withdrawn.is_empty() && !self.unit.down {
-            self.apply
-                .drain(&self.resources[0].address, &self.urls)
-                .await;
+            let leader = &self.resources[0].address;
+            let runtime = self.rec.runtime(leader);
+            self.apply.drain(leader, &self.urls, runtime.as_ref()).await;
         }
     }
 

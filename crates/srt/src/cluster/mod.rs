@@ -128,6 +128,44 @@ pub struct Container {
     pub flags: Vec<String>,
 }
 
+/// A duration written as SLURM writes and reads times (`squeue %L`, `--time`):
+/// `minutes`, `minutes:seconds`, `hours:minutes:seconds`, `days-hours`,
+/// `days-hours:minutes`, `days-hours:minutes:seconds`. `None` for `UNLIMITED`,
+/// `NOT_SET`, `INVALID` or anything else.
+pub fn slurm_duration(text: &str) -> Option<std::time::Duration> {
+    let text = text.trim();
+    let (days, rest) = match text.split_once('-') {
+        Some((d, r)) => (d.parse::<u64>().ok()?, Some(r)),
+        None => (0, None),
+    };
+    let parts: Vec<u64> = rest
+        .unwrap_or(text)
+        .split(':')
+        .map(|p| p.parse::<u64>().ok())
+        .collect::<Option<Vec<u64>>>()?;
+    let seconds = match (rest.is_some(), parts.as_slice()) {
+        (false, [m]) => m * 60,
+        (false, [m, s]) => m * 60 + s,
+        (false, [h, m, s]) => h * 3600 + m * 60 + s,
+        (true, [h]) => h * 3600,
+        (true, [h, m]) => h * 3600 + m * 60,
+        (true, [h, m, s]) => h * 3600 + m * 60 + s,
+        _ => return None,
+    };
+    Some(std::time::Duration::from_secs(days * 86_400 + seconds))
+}
+
+/// A duration as `squeue` shows it: `1-02:03:04`, `2:03:04`, `3:04`.
+pub fn slurm_time(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    let (days, h, m, s) = (s / 86_400, s % 86_400 / 3600, s % 3600 / 60, s % 60);
+    match (days, h) {
+        (0, 0) => format!("{m}:{s:02}"),
+        (0, _) => format!("{h}:{m:02}:{s:02}"),
+        _ => format!("{days}-{h:02}:{m:02}:{s:02}"),
+    }
+}
+
 /// The settings of `executor: slurm`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SlurmProfile {
@@ -144,6 +182,9 @@ pub struct SlurmProfile {
     pub gpu_request: GpuRequest,
     /// How the deployment's nodes are held in jobs.
     pub allocations: Allocations,
+    /// An allocation with less than this left of its time limit is renewed: a new job
+    /// is created and what runs on the old one moves over, rolling, before it ends.
+    pub renew_before: Option<std::time::Duration>,
     /// The interface whose IPv4 address workers advertise and the Router is reached at
     /// (e.g. `ib0`). When absent, node names are resolved on the machine running srt.
     pub network_interface: Option<String>,
@@ -179,6 +220,7 @@ impl Default for SlurmProfile {
             gpus_per_node: None,
             gpu_request: GpuRequest::Gres,
             allocations: Allocations::Split,
+            renew_before: None,
             network_interface: None,
             visible_devices_env: "CUDA_VISIBLE_DEVICES".into(),
             container: Container::default(),
@@ -201,6 +243,7 @@ pub const SLURM_KEYS: &[&str] = &[
     "gpus_per_node",
     "gpu_request",
     "allocations",
+    "renew_before",
     "network_interface",
     "visible_devices_env",
     "container",
@@ -772,6 +815,7 @@ impl Checker {
             return Some(ClusterProfile::Local);
         }
         let mut p = SlurmProfile::default();
+        let mut renew_at = None;
         for (key, node) in entries {
             let k = key.name.as_str();
             if node.value == Value::Null && k != "executor" {
@@ -792,6 +836,10 @@ impl Checker {
                         Some("none") => GpuRequest::None,
                         _ => GpuRequest::Gres,
                     }
+                }
+                "renew_before" => {
+                    p.renew_before = self.duration(node, k);
+                    renew_at = Some(node.span);
                 }
                 "allocations" => {
                     p.allocations = match self.choice(node, k, Allocations::NAMES) {
@@ -825,6 +873,23 @@ impl Checker {
                 "model_paths" => p.model_paths = self.aliases(node, k),
                 "containers" => p.containers = self.aliases(node, k),
                 _ => self.unknown_key(key, "", &all),
+            }
+        }
+        let limit = p.time_limit.as_deref().and_then(slurm_duration);
+        if let (Some(at), Some(renew), Some(limit)) = (renew_at, p.renew_before, limit) {
+            if renew >= limit {
+                self.push(
+                    Problem::new(
+                        "srt::cluster::range",
+                        at,
+                        format!(
+                            "`renew_before` ({}) must be shorter than `time_limit` ({}): every allocation would be renewed as soon as it runs",
+                            slurm_time(renew),
+                            slurm_time(limit)
+                        ),
+                    )
+                    .label("not shorter than the time limit"),
+                );
             }
         }
         Some(ClusterProfile::Slurm(Box::new(p)))
@@ -869,6 +934,26 @@ impl Checker {
             return None;
         }
         Some(s)
+    }
+
+    /// A duration in SLURM's syntax (`"00:30:00"`, `"30"` minutes, `"1-00:00:00"`).
+    fn duration(&mut self, node: &Node, key: &str) -> Option<std::time::Duration> {
+        let s = match &node.value {
+            Value::Int(_) => {
+                self.type_error(node, key, "a SLURM duration as a string, e.g. \"00:30:00\"");
+                return None;
+            }
+            _ => self.string(node, key)?,
+        };
+        let d = slurm_duration(&s).filter(|d| !d.is_zero());
+        if d.is_none() {
+            self.bad_value(
+                node,
+                format!("`{key}` must be a SLURM duration, found {s:?}"),
+                "SLURM's syntax: \"MM\", \"MM:SS\", \"HH:MM:SS\", \"D-HH\", \"D-HH:MM\" or \"D-HH:MM:SS\", e.g. \"00:30:00\"".into(),
+            );
+        }
+        d
     }
 
     fn variable(&mut self, node: &Node, key: &str) -> Option<String> {
@@ -1149,6 +1234,25 @@ impl Checker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slurm_durations_read_and_write_as_slurm_does() {
+        let d = |s: &str| slurm_duration(s).map(|d| d.as_secs());
+        assert_eq!(d("30"), Some(1800));
+        assert_eq!(d("4:59"), Some(299));
+        assert_eq!(d("01:02:03"), Some(3723));
+        assert_eq!(d("2-03"), Some(2 * 86_400 + 3 * 3600));
+        assert_eq!(d("1-00:10"), Some(86_400 + 600));
+        assert_eq!(d("1-00:00:05"), Some(86_405));
+        for bad in ["UNLIMITED", "NOT_SET", "", "1:2:3:4", "a:b", "half an hour"] {
+            assert_eq!(d(bad), None, "{bad}");
+        }
+        let t = |secs| slurm_time(std::time::Duration::from_secs(secs));
+        assert_eq!(
+            (t(299), t(3723), t(86_405)),
+            ("4:59".into(), "1:02:03".into(), "1-00:00:05".into())
+        );
+    }
 
     fn parse(text: &str) -> Result<ClusterProfile, String> {
         ClusterProfile::parse(text, Path::new("p.yaml")).map_err(|e| e.to_string())

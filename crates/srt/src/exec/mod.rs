@@ -227,6 +227,14 @@ pub(crate) fn exited(id: &process::ProcessIdentity) -> String {
 pub trait Executor: Send + Sync {
     /// Placeholder values (node IPs, run directory), as known now.
     fn bindings(&self) -> Bindings;
+    /// The placeholder values a recorded process was started under (`runtime`, its
+    /// record's): [`bindings`](Self::bindings), but for the nodes of an allocation
+    /// replaced since, the values of the one it still runs in. What resolves a recorded
+    /// process's own addresses (its URL in a Router, its health probe).
+    fn bindings_for(&self, runtime: Option<&Runtime>) -> Bindings {
+        let _ = runtime;
+        self.bindings()
+    }
     /// How nodes map to hosts for port allocation.
     fn host_layout(&self) -> HostLayout;
     /// How processes are run, hashed into every process spec (switching modes replaces them).
@@ -315,6 +323,14 @@ pub trait Executor: Send + Sync {
     ) -> BoxFuture<'a, Result<Started, ExecError>> {
         let _ = (address, nodes, submitted);
         Box::pin(async { Err(ExecError::NoAllocation) })
+    }
+
+    /// What it can say of each allocation `state` records, for the plan (its job, hosts
+    /// and what is left of its time limit), as (address, detail), from what refresh
+    /// read: no more scheduler calls.
+    fn allocation_notes(&self, state: &State) -> Vec<crate::plan::Note> {
+        let _ = state;
+        Vec::new()
     }
 
     /// Learn what the state records (the allocation's nodes and IPs) before refresh or

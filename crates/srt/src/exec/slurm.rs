@@ -46,7 +46,9 @@
 use super::local::{mark_env, write_files};
 use super::process::{self, Liveness, ProcessIdentity, ProcessSpec};
 use super::{ExecError, Executor, OnSubmitted, Started};
-use crate::cluster::{Allocations, ContainerRuntime, GpuRequest, SlurmProfile};
+use crate::cluster::{
+    slurm_duration, slurm_time, Allocations, ContainerRuntime, GpuRequest, SlurmProfile,
+};
 use crate::launch::render::command_lines;
 use crate::launch::HostLayout;
 use crate::launch::{AllocationSpec, Bindings, LaunchPlan, LaunchProcess, Ranks};
@@ -148,11 +150,20 @@ struct Snapshot {
     at: Instant,
     /// Job state (`RUNNING`, ...); `None` when the scheduler does not list the job.
     state: Option<String>,
+    /// What is left of its time limit when looked at; `None` without one.
+    time_left: Option<Duration>,
+    /// Its time limit; `None` without one.
+    time_limit: Option<Duration>,
     /// Live steps: (step id, name).
     steps: Vec<(u64, String)>,
 }
 
 impl Snapshot {
+    /// What is left of the job's time limit now.
+    fn left(&self) -> Option<Duration> {
+        self.time_left.map(|l| l.saturating_sub(self.at.elapsed()))
+    }
+
     fn step_by_name(&self, name: &str) -> Option<u64> {
         // A name is reused only after its step was stopped; the newest one is ours.
         self.steps
@@ -174,6 +185,9 @@ pub struct SlurmExecutor {
     adopt: Option<u64>,
     /// The allocations known, by address.
     facts: RwLock<BTreeMap<String, Facts>>,
+    /// Allocations' earlier jobs that processes not moved yet may still run in (their
+    /// replacements were created first): how those processes' addresses resolve.
+    deposed: RwLock<Vec<Facts>>,
     snapshots: Mutex<HashMap<u64, Snapshot>>,
     /// The batch output of each job srt submitted or read back, by job id.
     batch_logs: Mutex<HashMap<u64, PathBuf>>,
@@ -220,6 +234,7 @@ impl SlurmExecutor {
             simulate,
             adopt,
             facts: RwLock::new(BTreeMap::new()),
+            deposed: RwLock::new(Vec::new()),
             snapshots: Mutex::new(HashMap::new()),
             batch_logs: Mutex::new(HashMap::new()),
             staged: Mutex::new(BTreeSet::new()),
@@ -267,11 +282,23 @@ impl SlurmExecutor {
         Ok((facts, hosts))
     }
 
+    /// Learn allocation `address`: the job it had before, if another, is deposed.
     fn set_facts(&self, address: &str, facts: Facts) {
-        self.facts
+        let before = self
+            .facts
             .write()
             .expect("facts lock")
-            .insert(address.to_string(), facts);
+            .insert(address.to_string(), facts.clone());
+        if let Some(old) = before.filter(|b| b.job_id != facts.job_id) {
+            self.depose(old);
+        }
+    }
+
+    fn depose(&self, facts: Facts) {
+        let mut deposed = self.deposed.write().expect("deposed lock");
+        if !deposed.iter().any(|d| d.job_id == facts.job_id) {
+            deposed.push(facts);
+        }
     }
 
     /// Forget the allocation that is job `job`.
@@ -280,13 +307,20 @@ impl SlurmExecutor {
             .write()
             .expect("facts lock")
             .retain(|_, f| f.job_id != job);
+        self.deposed
+            .write()
+            .expect("deposed lock")
+            .retain(|f| f.job_id != job);
     }
 
     fn invalidate(&self, job: u64) {
         self.snapshots.lock().expect("snapshots").remove(&job);
     }
 
-    /// `squeue` for one job, reused for [`SNAPSHOT_TTL`] unless `fresh`.
+    /// `squeue` of `job`, reused for [`SNAPSHOT_TTL`] unless `fresh`. A look reads
+    /// every job of the deployment srt knows of at once, in two scheduler calls however
+    /// many there are: refresh and gates cost the controller the same for one
+    /// allocation or hundreds.
     async fn snapshot(&self, job: u64, fresh: bool) -> Result<Snapshot, ExecError> {
         if !fresh {
             if let Some(s) = self.snapshots.lock().expect("snapshots").get(&job) {
@@ -295,22 +329,26 @@ impl SlurmExecutor {
                 }
             }
         }
-        let state = job_state(job).await?.map(|j| j.state);
-        let steps = if state.is_some() {
-            job_steps(job).await?
-        } else {
-            Vec::new()
-        };
-        let snap = Snapshot {
-            at: Instant::now(),
-            state,
-            steps,
-        };
-        self.snapshots
-            .lock()
-            .expect("snapshots")
-            .insert(job, snap.clone());
-        Ok(snap)
+        let mut jobs = self.known_jobs();
+        jobs.insert(job);
+        let looks = read_jobs(&jobs).await?;
+        let mut cache = self.snapshots.lock().expect("snapshots");
+        cache.extend(looks);
+        Ok(cache[&job].clone())
+    }
+
+    /// The jobs srt knows of this deployment: its allocations', their deposed ones,
+    /// and those it looked at.
+    fn known_jobs(&self) -> BTreeSet<u64> {
+        let facts = self.facts.read().expect("facts lock");
+        let deposed = self.deposed.read().expect("deposed lock");
+        let looked = self.snapshots.lock().expect("snapshots");
+        facts
+            .values()
+            .chain(deposed.iter())
+            .map(|f| f.job_id)
+            .chain(looked.keys().copied())
+            .collect()
     }
 
     fn step_name(&self, address: &str) -> String {
@@ -860,46 +898,27 @@ impl SlurmExecutor {
     /// scheduler.
     async fn read_back(&self, state: &State) -> Result<(), ExecError> {
         for (address, r) in &state.resources {
+            // Processes not moved yet still run in an allocation's deposed jobs.
+            for facts in r.deposed.iter().filter_map(facts_of) {
+                self.depose(facts);
+            }
             if r.kind != crate::graph::Kind::Allocation || r.status != Status::Running {
                 continue;
             }
-            let Some(Runtime::Slurm {
-                job_id,
-                nodes,
-                node_ips,
-                adopted,
-                slots,
-                ..
-            }) = &r.runtime
-            else {
+            let Some(facts) = r.runtime.as_ref().and_then(facts_of) else {
                 continue;
-            };
-            // A record written before allocations held some of the nodes holds all.
-            let slots = if slots.is_empty() {
-                (0..nodes.len()).collect()
-            } else {
-                slots.clone()
             };
             if let Some(log) = &r.log_path {
                 self.batch_logs
                     .lock()
                     .expect("batch logs")
-                    .insert(*job_id, log.clone());
+                    .insert(facts.job_id, log.clone());
             }
-            self.set_facts(
-                address,
-                Facts {
-                    job_id: *job_id,
-                    slots,
-                    nodes: nodes.clone(),
-                    ips: node_ips.clone(),
-                    adopted: *adopted,
-                },
-            );
+            self.set_facts(address, facts);
         }
         // Read the scheduler now, so that refresh works on a current snapshot and a
         // scheduler that does not answer fails the command instead of looking like drift.
-        let jobs: BTreeSet<u64> = state
+        let mut jobs: BTreeSet<u64> = state
             .resources
             .values()
             .filter_map(|r| match &r.runtime {
@@ -907,12 +926,32 @@ impl SlurmExecutor {
                 _ => None,
             })
             .collect();
-        for job in jobs {
-            self.snapshot(job, true)
-                .await
-                .map_err(|e| ExecError::during("cannot read the SLURM scheduler", e))?;
+        if jobs.is_empty() {
+            return Ok(());
         }
+        jobs.extend(self.known_jobs());
+        let looks = read_jobs(&jobs)
+            .await
+            .map_err(|e| ExecError::during("cannot read the SLURM scheduler", e))?;
+        self.snapshots.lock().expect("snapshots").extend(looks);
         Ok(())
+    }
+
+    /// Why a job seen in `snap` is due for renewal: less than the profile's
+    /// `renew_before` left of its time limit (and that limit longer than it: a job that
+    /// starts due would be renewed forever).
+    fn due(&self, snap: &Snapshot) -> Option<String> {
+        let renew = self.profile.renew_before?;
+        let left = snap.left()?;
+        let limit = snap.time_limit?;
+        (left < renew && limit > renew).then(|| {
+            format!(
+                "{} left of its time limit {}, under renew_before {}",
+                slurm_time(left),
+                slurm_time(limit),
+                slurm_time(renew)
+            )
+        })
     }
 
     /// What [`Executor::observe`] does.
@@ -952,7 +991,10 @@ impl SlurmExecutor {
                     "the srt agents of job {job_id} are not running (step `{agents}`)"
                 ));
             }
-            return Observation::Alive;
+            return match self.due(&snap) {
+                Some(why) => Observation::Renew(why),
+                None => Observation::Alive,
+            };
         };
         let found = match step_id {
             Some(id) => snap.steps.iter().any(|(s, _)| *s == id),
@@ -971,6 +1013,33 @@ impl SlurmExecutor {
             Observation::Gone(format!("step {id} (`{name}`) is no longer running"))
         }
     }
+}
+
+/// What an allocation's runtime records of it, when it is one.
+fn facts_of(runtime: &Runtime) -> Option<Facts> {
+    let Runtime::Slurm {
+        job_id,
+        step_name: None,
+        nodes,
+        node_ips,
+        adopted,
+        slots,
+        ..
+    } = runtime
+    else {
+        return None;
+    };
+    Some(Facts {
+        job_id: *job_id,
+        slots: if slots.is_empty() {
+            (0..nodes.len()).collect()
+        } else {
+            slots.clone()
+        },
+        nodes: nodes.clone(),
+        ips: node_ips.clone(),
+        adopted: *adopted,
+    })
 }
 
 /// A job as `squeue` lists it.
@@ -1023,6 +1092,54 @@ async fn job_steps(job: u64) -> Result<Vec<(u64, String)>, ExecError> {
     )
     .await?;
     Ok(parse_steps(job, &out))
+}
+
+/// One look at each of `jobs`: `squeue -j J1,J2,...` for their states and time left,
+/// and `squeue --steps -j J1,J2,...` for their live steps (a job the scheduler no longer
+/// lists has neither).
+async fn read_jobs(jobs: &BTreeSet<u64>) -> Result<HashMap<u64, Snapshot>, ExecError> {
+    let list = jobs
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let states = squeue(&["-h", "-j", &list, "-o", "%i|%T|%L|%l"]).await?;
+    let steps = squeue(&["--steps", "-h", "-j", &list, "-o", "%i %j"]).await?;
+    let at = Instant::now();
+    let mut looks: HashMap<u64, Snapshot> = jobs
+        .iter()
+        .map(|&j| {
+            let snap = Snapshot {
+                at,
+                state: None,
+                time_left: None,
+                time_limit: None,
+                steps: parse_steps(j, &steps),
+            };
+            (j, snap)
+        })
+        .collect();
+    for line in states.lines() {
+        let mut f = line.trim().splitn(4, '|');
+        let (Some(id), Some(state)) = (f.next(), f.next()) else {
+            continue;
+        };
+        if let Some(snap) = id.parse::<u64>().ok().and_then(|j| looks.get_mut(&j)) {
+            snap.state = Some(state.to_string());
+            snap.time_left = f.next().and_then(slurm_duration);
+            snap.time_limit = f.next().and_then(slurm_duration);
+        }
+    }
+    Ok(looks)
+}
+
+/// `squeue` with `args`; a job list the scheduler no longer knows at all is no output.
+async fn squeue(args: &[&str]) -> Result<String, ExecError> {
+    let args: Vec<String> = args.iter().map(ToString::to_string).collect();
+    match run("squeue", &args).await {
+        Err(e) if invalid_job(&e) => Ok(String::new()),
+        other => other,
+    }
 }
 
 fn parse_steps(job: u64, out: &str) -> Vec<(u64, String)> {
@@ -1593,6 +1710,27 @@ impl Executor for SlurmExecutor {
         }
     }
 
+    fn bindings_for(&self, runtime: Option<&Runtime>) -> Bindings {
+        let mut b = self.bindings();
+        let Some(Runtime::Slurm { job_id, .. }) = runtime else {
+            return b;
+        };
+        let deposed = self.deposed.read().expect("deposed lock");
+        if let Some(f) = deposed.iter().find(|f| f.job_id == *job_id) {
+            for (at, &slot) in f.slots.iter().enumerate() {
+                if let (Some(ip), Some(host)) = (f.ips.get(at), f.nodes.get(at)) {
+                    if b.node_ips.len() <= slot {
+                        b.node_ips.resize_with(slot + 1, Default::default);
+                        b.node_hosts.resize_with(slot + 1, Default::default);
+                    }
+                    b.node_ips[slot] = ip.clone();
+                    b.node_hosts[slot] = host.clone();
+                }
+            }
+        }
+        b
+    }
+
     fn host_layout(&self) -> HostLayout {
         HostLayout::Distinct
     }
@@ -1729,6 +1867,38 @@ impl Executor for SlurmExecutor {
 
     fn restore<'a>(&'a self, state: &'a State) -> BoxFuture<'a, Result<(), ExecError>> {
         Box::pin(self.read_back(state))
+    }
+
+    fn allocation_notes(&self, state: &State) -> Vec<crate::plan::Note> {
+        let looks = self.snapshots.lock().expect("snapshots");
+        state
+            .resources
+            .iter()
+            .filter(|(_, r)| r.kind == crate::graph::Kind::Allocation)
+            .filter_map(|(address, r)| {
+                let rt = r.runtime.as_ref()?;
+                let Runtime::Slurm { job_id, .. } = rt else {
+                    return None;
+                };
+                let snap = looks.get(job_id).filter(|s| s.state.is_some())?;
+                let left = match (snap.left(), snap.time_limit) {
+                    (Some(left), Some(limit)) => {
+                        format!("{} left of {}", slurm_time(left), slurm_time(limit))
+                    }
+                    _ => "no time limit".to_string(),
+                };
+                let renew = match (self.profile.renew_before, snap.time_limit) {
+                    (Some(r), Some(limit)) if limit > r => {
+                        format!(", renewed with {} left", slurm_time(r))
+                    }
+                    _ => String::new(),
+                };
+                Some(crate::plan::Note {
+                    address: address.clone(),
+                    detail: format!("{}: {left}{renew}", rt.describe()),
+                })
+            })
+            .collect()
     }
 
     fn start(&self, p: &LaunchProcess) -> Result<Started, ExecError> {

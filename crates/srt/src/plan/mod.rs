@@ -102,6 +102,34 @@ pub enum Reason {
         /// Why it cannot take them in while running.
         why: String,
     },
+    /// An allocation about to end (its time limit): renewed before it does.
+    Renew {
+        /// What refresh observed (time left, the profile's `renew_before`).
+        detail: String,
+    },
+    /// Its allocation is replaced by one created first: it moves onto it, rolling (and
+    /// what it listens on gets that allocation's new hosts).
+    MovesWith {
+        /// The allocation.
+        allocation: String,
+    },
+    /// A process runs in an allocation's earlier runtime, which that allocation's
+    /// replacement deposed: it moves to the current one.
+    Moved {
+        /// Where it runs.
+        from: String,
+    },
+    /// Workers of a Router's membership stop before the walk and start again elsewhere
+    /// (their allocation is replaced): taken out, then added back at their new address.
+    Rejoin {
+        /// The workers.
+        workers: Vec<String>,
+    },
+    /// An allocation's earlier runtimes wait to be released, once nothing runs in them.
+    Deposed {
+        /// Their identities (`job 12`).
+        runtimes: Vec<String>,
+    },
 }
 
 impl Reason {
@@ -121,6 +149,22 @@ impl Reason {
             Reason::MustRestart { dependencies, why } => format!(
                 "it must restart: {why} (dependencies changed: {})",
                 dependencies.join(", ")
+            ),
+            Reason::Renew { detail } => format!("it is about to end: {detail}"),
+            Reason::MovesWith { allocation } => {
+                format!("it moves to the new job of `{allocation}`, which replaces the old one")
+            }
+            Reason::Moved { from } => {
+                format!("it runs in {from}, which its allocation's replacement deposed")
+            }
+            Reason::Rejoin { workers } => format!(
+                "its workers {} start again on a new allocation: added back once they serve",
+                workers.join(", ")
+            ),
+            Reason::Deposed { runtimes } => format!(
+                "its replaced {} released once nothing runs in {}",
+                runtimes.join(", "),
+                if runtimes.len() == 1 { "it" } else { "them" }
             ),
         }
     }
@@ -153,6 +197,30 @@ pub struct Change {
     /// with its Router stays routed for a while after it stops).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// A replacement created before what it replaces is released (a live allocation:
+    /// what runs on it moves over, rolling, then it goes); else it is destroyed first.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub create_first: bool,
+}
+
+impl Change {
+    /// The plan's symbol for it: a replacement created first is `+/-`.
+    pub fn symbol(&self) -> &'static str {
+        if self.create_first {
+            "+/-"
+        } else {
+            self.action.symbol()
+        }
+    }
+
+    /// Its JSON `actions`: a replacement created first is a create, then a delete.
+    pub fn steps(&self) -> &'static [&'static str] {
+        if self.create_first {
+            &["create", "delete"]
+        } else {
+            self.action.steps()
+        }
+    }
 }
 
 /// Workers of a Router as (URL, worker address), sorted.
@@ -166,6 +234,16 @@ pub struct MemberDiff {
     pub added: MemberList,
     /// Taken out of the Router.
     pub removed: Vec<(String, String)>,
+}
+
+/// What refresh saw of a resource that needs no change, for the plan's reader (an
+/// allocation's job and what is left of its time limit).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Note {
+    /// Address.
+    pub address: String,
+    /// What was seen.
+    pub detail: String,
 }
 
 /// A drifted resource found by refresh.
@@ -212,6 +290,10 @@ pub struct Plan {
     /// Processes no record tracks, to stop (absent from the JSON when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub orphans: Vec<Orphan>,
+    /// What refresh saw of the allocations: their jobs and time left (absent from the
+    /// JSON when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allocations: Vec<Note>,
     /// Whether the live deployment was refreshed before the diff: false for a plan
     /// against the records alone ([`PlanOptions::skip_refresh`]), which cannot show drift
     /// (absent from the JSON when true).
@@ -286,6 +368,16 @@ pub enum Observation {
     Alive,
     /// Gone (with a detail such as "process 123 exited").
     Gone(String),
+    /// Running, and due for a replacement before it ends (an allocation near its time
+    /// limit), with a detail such as "12m left, renew_before 30m".
+    Renew(String),
+}
+
+impl Observation {
+    /// Whether it runs (as recorded, or due for a renewal).
+    pub fn is_alive(&self) -> bool {
+        matches!(self, Observation::Alive | Observation::Renew(_))
+    }
 }
 
 /// Options that change planning.
@@ -385,6 +477,29 @@ pub fn diff(
     if !options.destroy {
         // Replaced resources whose dependents cannot outlive them (the allocation).
         let mut replaced_hosts: BTreeSet<&str> = BTreeSet::new();
+        // Those of them destroyed before they are created again (not live), and the
+        // processes that stop with them before the walk (they leave their Routers, and
+        // come back once started again).
+        let mut stopped_hosts: BTreeSet<&str> = BTreeSet::new();
+        // Those created first (live): what runs on them moves over, rolling.
+        let mut moving_hosts: BTreeSet<&str> = BTreeSet::new();
+        // The resources that change only because they move with theirs.
+        let mut only_moving: BTreeSet<&str> = BTreeSet::new();
+        // The allocation holding each node, by node index.
+        let mut holders: Vec<Option<&str>> = Vec::new();
+        for r in &graph.resources {
+            if let crate::graph::Target::Allocation(k) = r.target {
+                for &n in &graph.allocations[k] {
+                    if holders.len() <= n {
+                        holders.resize(n + 1, None);
+                    }
+                    holders[n] = Some(r.address.as_str());
+                }
+            }
+        }
+        // How a process spec holds a public port (the deployment's public address).
+        let public_port = format!("\"{}\":{{", crate::ports::PUBLIC);
+        let mut rejoining: BTreeSet<&str> = BTreeSet::new();
         // Each resource's record, looked up once: a changed dependency is looked up by
         // position below (a Router depends on every worker it lists).
         let priors: Vec<Option<&ResourceState>> = graph
@@ -442,6 +557,7 @@ pub fn diff(
                 after_command: None,
                 members: None,
                 note: None,
+                create_first: false,
             };
             let Some(prior) = prior else {
                 change.action = if r.kind.is_check() {
@@ -518,9 +634,31 @@ pub fn diff(
                 Status::Pending => reasons.push(Reason::Interrupted),
                 Status::Running => {}
             }
-            if let Some(Observation::Gone(detail)) = observed.get(&r.address) {
-                reasons.push(Reason::Drift {
-                    detail: detail.clone(),
+            let gone = match observed.get(&r.address) {
+                Some(Observation::Gone(detail)) => {
+                    reasons.push(Reason::Drift {
+                        detail: detail.clone(),
+                    });
+                    true
+                }
+                Some(Observation::Renew(detail)) => {
+                    reasons.push(Reason::Renew {
+                        detail: detail.clone(),
+                    });
+                    false
+                }
+                _ => false,
+            };
+            if let Some(from) = moved(r, prior, &priors) {
+                reasons.push(Reason::Moved { from });
+            }
+            if !prior.deposed.is_empty() {
+                reasons.push(Reason::Deposed {
+                    runtimes: prior
+                        .deposed
+                        .iter()
+                        .filter_map(crate::state::Runtime::allocation_id)
+                        .collect(),
                 });
             }
             if options.replace.contains(&r.address) {
@@ -542,21 +680,71 @@ pub fn diff(
                     dependencies: forced,
                 });
             }
-            if !reasons.is_empty() && r.kind.replaces_dependents() {
+            // On an allocation replaced by one created first, it moves with it (and so
+            // do its dependencies that change for that alone: its port block).
+            let own = r.node.and_then(|n| holders.get(n).copied().flatten());
+            if let Some(own) = own.filter(|a| moving_hosts.contains(a)) {
+                moves_with(&mut reasons, own, &only_moving);
+                if reasons.len() == 1 {
+                    only_moving.insert(&r.address);
+                }
+            }
+            if r.kind == Kind::Membership {
+                let workers: Vec<String> = desired_members(&r.spec)
+                    .iter()
+                    .filter(|m| rejoining.contains(m.worker.as_ref()))
+                    .map(|m| m.worker.to_string())
+                    .collect();
+                if !workers.is_empty() {
+                    reasons.push(Reason::Rejoin { workers });
+                }
+            }
+            let in_place = in_place(r.kind, &reasons);
+            if !reasons.is_empty() && !in_place && r.kind.replaces_dependents() {
                 replaced_hosts.insert(&r.address);
             }
             if !reasons.is_empty() {
-                change.action = if in_place(r.kind, &reasons) {
+                change.action = if in_place {
                     Action::Update
                 } else {
                     Action::Replace
                 };
+                // A live allocation's replacement comes first: what runs on it moves
+                // over, rolling, before it is released.
+                change.create_first = change.action == Action::Replace
+                    && r.kind == Kind::Allocation
+                    && !gone
+                    && prior.status == Status::Running
+                    && prior
+                        .runtime
+                        .as_ref()
+                        .is_some_and(crate::state::Runtime::doubles);
+                if r.kind == Kind::Allocation && change.action == Action::Replace {
+                    match change.create_first {
+                        true => moving_hosts.insert(&r.address),
+                        false => stopped_hosts.insert(&r.address),
+                    };
+                }
+
+                if r.kind.is_process() && r.deps.iter().any(|d| stopped_hosts.contains(d.as_str()))
+                {
+                    rejoining.insert(&r.address);
+                }
                 change.reasons = reasons;
                 if r.kind.is_process() {
                     recorded.push((changes.len(), &prior.spec));
                     commands.push((changes.len(), &r.spec));
                 }
                 change.note = r.leave_note.clone();
+                let moves = change
+                    .reasons
+                    .iter()
+                    .any(|x| matches!(x, Reason::MovesWith { .. }));
+                if moves && r.kind.is_process() && r.spec.as_str().contains(&public_port) {
+                    change.note = Some(
+                        "it listens on the deployment's public address, which moves with it to the new job's host: clients must follow".into(),
+                    );
+                }
                 if r.kind == Kind::Membership {
                     // A replaced Router starts with no member: every one is added again.
                     let restarted = change.reasons.iter().any(|x| {
@@ -577,7 +765,7 @@ pub fn diff(
                             diff
                         }
                     };
-                    change.members = Some(members);
+                    change.members = Some(rejoined(members, &r.spec, &rejoining));
                 }
             }
             changes.push(change);
@@ -615,6 +803,7 @@ pub fn diff(
             note: (prior.kind == Kind::Worker)
                 .then(|| discovery_note.clone())
                 .flatten(),
+            create_first: false,
         });
     }
     for ((at, _), line) in commands.iter().zip(command_lines(&commands)) {
@@ -638,6 +827,7 @@ pub fn diff(
         drift,
         changes,
         orphans: Vec::new(),
+        allocations: Vec::new(),
         refreshed: !options.skip_refresh,
         identity: None,
     }
@@ -646,9 +836,72 @@ pub fn diff(
 /// Whether a resource with these reasons changes in place: a membership always (its
 /// Router's worker list is edited, the Router keeps running); a component that reloads
 /// its files (nginx) when only they changed.
+/// `reasons` of a resource on allocation `own`, which is replaced by one created first:
+/// `own` taken out of the dependencies that changed, and said as a move.
+fn moves_with(reasons: &mut Vec<Reason>, own: &str, only_moving: &BTreeSet<&str>) {
+    for r in reasons.iter_mut() {
+        if let Reason::DependencyChanged { dependencies } = r {
+            dependencies.retain(|d| d != own && !only_moving.contains(d.as_str()));
+        }
+    }
+    reasons.retain(
+        |r| !matches!(r, Reason::DependencyChanged { dependencies } if dependencies.is_empty()),
+    );
+    reasons.push(Reason::MovesWith {
+        allocation: own.to_string(),
+    });
+}
+
+/// `members` with the workers of membership `spec` that start again elsewhere
+/// (`restarted`) as taken out and added back.
+fn rejoined(mut members: MemberDiff, spec: &Spec, restarted: &BTreeSet<&str>) -> MemberDiff {
+    let again: Vec<(String, String)> = desired_members(spec)
+        .iter()
+        .filter(|m| restarted.contains(m.worker.as_ref()))
+        .map(|m| (m.url.to_string(), m.worker.to_string()))
+        .collect();
+    if again.is_empty() {
+        return members;
+    }
+    let mut added: Vec<(String, String)> = members.added.to_vec();
+    for m in &again {
+        if !added.contains(m) {
+            added.push(m.clone());
+        }
+        if !members.removed.contains(m) {
+            members.removed.push(m.clone());
+        }
+    }
+    members.added = added.into();
+    members
+}
+
+/// Where process `r` runs, when that is a runtime one of its allocations deposed (its
+/// replacement was created and the process has not moved yet): it must move.
+fn moved(
+    r: &crate::graph::Resource,
+    prior: &ResourceState,
+    priors: &[Option<&ResourceState>],
+) -> Option<String> {
+    if !r.kind.is_process() {
+        return None;
+    }
+    let inside = prior.runtime.as_ref()?.inside()?;
+    r.dependencies()
+        .filter_map(|(_, at)| priors[at])
+        .filter(|a| a.kind == Kind::Allocation)
+        .any(|a| {
+            a.deposed
+                .iter()
+                .any(|d| d.allocation_id().as_deref() == Some(inside.as_str()))
+        })
+        .then_some(inside)
+}
+
 fn in_place(kind: Kind, reasons: &[Reason]) -> bool {
     match kind {
         Kind::Membership => true,
+        Kind::Allocation => reasons.iter().all(|r| matches!(r, Reason::Deposed { .. })),
         Kind::Component(c) if c.reloads_files => reasons.iter().all(
             |r| matches!(r, Reason::SpecChanged { fields } if fields.iter().all(|f| f == "files")),
         ),

@@ -115,6 +115,13 @@ pub fn render_to<W: Write>(plan: &Plan, out: &mut W) -> std::fmt::Result {
         }
         out.write_char('\n')?;
     }
+    if !plan.allocations.is_empty() {
+        out.write_str("Allocations:\n\n")?;
+        for n in &plan.allocations {
+            writeln!(out, "  {}: {}", n.address, n.detail)?;
+        }
+        out.write_char('\n')?;
+    }
     if !plan.orphans.is_empty() {
         out.write_str(
             "Note: processes srt started that no record tracks (left by an interrupted srt); apply and destroy stop them:\n\n",
@@ -143,16 +150,27 @@ pub fn render_to<W: Write>(plan: &Plan, out: &mut W) -> std::fmt::Result {
     .filter(|a| plan.changes.iter().any(|c| c.action == *a))
     .collect();
     out.write_str("srt will perform the following actions:\n")?;
+    let replaced = |first: bool| {
+        plan.changes
+            .iter()
+            .any(|c| c.action == Action::Replace && c.create_first == first)
+    };
     for a in &present {
         let legend = match a {
             Action::Create => "create",
             Action::Update => "update in-place",
-            Action::Replace => "destroy and then create replacement",
+            Action::Replace if replaced(false) => "destroy and then create replacement",
+            Action::Replace => "",
             Action::Destroy => "destroy",
             Action::Check => "check (re-run every apply)",
             Action::NoOp => "",
         };
-        writeln!(out, "  {:>3} {legend}", a.symbol())?;
+        if !legend.is_empty() {
+            writeln!(out, "  {:>3} {legend}", a.symbol())?;
+        }
+        if *a == Action::Replace && replaced(true) {
+            writeln!(out, "  +/- create replacement and then destroy")?;
+        }
     }
     out.write_char('\n')?;
     // The command-line diffs of replaced processes, worked out first: on threads when
@@ -164,14 +182,18 @@ pub fn render_to<W: Write>(plan: &Plan, out: &mut W) -> std::fmt::Result {
     })
     .into_iter();
     for c in plan.changes.iter().filter(|c| c.action != Action::NoOp) {
-        writeln!(out, "  # {} {}", c.address, verb(c.action))?;
+        let verb = match c.create_first {
+            true => "will be replaced, the new one first",
+            false => verb(c.action),
+        };
+        writeln!(out, "  # {} {verb}", c.address)?;
         for r in &c.reasons {
             writeln!(out, "  #   because {}", r.describe())?;
         }
         if let Some(note) = &c.note {
             writeln!(out, "  #   note: {note}")?;
         }
-        writeln!(out, "  {:>3} {} ({})", c.action.symbol(), c.address, c.kind)?;
+        writeln!(out, "  {:>3} {} ({})", c.symbol(), c.address, c.kind)?;
         if replaced_lines(c).is_some() {
             let diff = diffs.next().expect("one diff per replaced command line");
             writeln!(out, "      command: {diff}")?;
@@ -271,6 +293,8 @@ pub fn json(plan: &Plan) -> String {
         refreshed: bool,
         #[serde(skip_serializing_if = "Option::is_none")]
         identity: &'a Option<serde_json::Value>,
+        #[serde(skip_serializing_if = "<[_]>::is_empty")]
+        allocations: &'a [super::Note],
     }
     let doc = JsonPlan {
         format_version: plan.format_version,
@@ -285,6 +309,7 @@ pub fn json(plan: &Plan) -> String {
         untracked_processes: &plan.orphans,
         refreshed: plan.refreshed,
         identity: &plan.identity,
+        allocations: &plan.allocations,
         resource_changes: plan
             .changes
             .iter()
@@ -292,7 +317,7 @@ pub fn json(plan: &Plan) -> String {
                 address: &c.address,
                 kind: c.kind.name(),
                 action: c.action,
-                actions: c.action.steps(),
+                actions: c.steps(),
                 reasons: &c.reasons,
                 before_hash: &c.before_hash,
                 after_hash: &c.after_hash,

@@ -172,6 +172,12 @@ pub struct ResourceState {
     /// as `GET /health` on the process's HTTP port, as srt probed them then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<Probe>,
+    /// What a replacement created first has yet to release: an allocation's earlier
+    /// runtimes (SLURM jobs), which processes not moved yet may still run in
+    /// (Terraform's deposed objects). Each is released once no recorded process runs in
+    /// it. Absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deposed: Vec<Runtime>,
 }
 
 impl ResourceState {
@@ -191,6 +197,7 @@ impl ResourceState {
             log_path: None,
             error: None,
             health: None,
+            deposed: Vec::new(),
         }
     }
 }
@@ -322,6 +329,38 @@ impl Runtime {
         Some(std::time::Duration::from_secs(now.saturating_sub(started)))
     }
 
+    /// The allocation a process runs in, when the state records it as an allocation's
+    /// runtime (a SLURM step's job, as [`Runtime::allocation_id`] names it).
+    pub fn inside(&self) -> Option<String> {
+        match self {
+            Runtime::Slurm {
+                job_id,
+                step_name: Some(_),
+                ..
+            } => Some(format!("job {job_id}")),
+            _ => None,
+        }
+    }
+
+    /// The identity of the allocation this runtime is (a SLURM job, not one of its
+    /// steps): what [`Runtime::inside`] of the processes in it names.
+    pub fn allocation_id(&self) -> Option<String> {
+        match self {
+            Runtime::Slurm {
+                job_id,
+                step_name: None,
+                ..
+            } => Some(format!("job {job_id}")),
+            _ => None,
+        }
+    }
+
+    /// Whether a replacement of this allocation may be created beside it, before it is
+    /// released: not for a job srt adopted (it has no other).
+    pub fn doubles(&self) -> bool {
+        matches!(self, Runtime::Slurm { adopted: false, .. })
+    }
+
     /// The local process behind this runtime, as (pid, start time): the process itself,
     /// or a SLURM step's `srun` client. `None` for an allocation.
     pub fn process_key(&self) -> Option<(u32, u64)> {
@@ -380,6 +419,7 @@ mod tests {
                 urls: vec!["http://<node1-ip>:8000".into()],
                 path: "/health".into(),
             }),
+            deposed: Vec::new(),
         }
     }
 

@@ -657,6 +657,7 @@ mod tests {
                 log_path: None,
                 error: None,
                 health: None,
+                deposed: Vec::new(),
             },
         );
         s

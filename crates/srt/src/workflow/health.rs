@@ -493,6 +493,7 @@ mod listed {
                 log_path: None,
                 error: None,
                 health: None,
+                deposed: Vec::new(),
             }
         };
         let state_of = |url: &str| {

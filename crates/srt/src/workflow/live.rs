@@ -127,7 +127,9 @@ pub fn plan_live<L: Desired, R: Send>(
     };
     let state = slot.into_inner().expect("read succeeded");
     let (mut plan, mut diff_time) = first.expect("lowered and read");
-    let rediffed = seen.values().any(|o| matches!(o, Observation::Gone(_)));
+    let rediffed = seen
+        .values()
+        .any(|o| matches!(o, Observation::Gone(_) | Observation::Renew(_)));
     if rediffed {
         let t = Instant::now();
         let graph = lowered.graph();
@@ -135,6 +137,9 @@ pub fn plan_live<L: Desired, R: Send>(
         diff_time += t.elapsed();
     }
     plan.orphans = orphans;
+    if !options.skip_refresh {
+        plan.allocations = exec.allocation_notes(&state);
+    }
     let live = Live {
         read,
         state,

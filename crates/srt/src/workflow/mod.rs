@@ -986,7 +986,7 @@ pub async fn refresh_async(
         let [router, frontend, admin_url] = r.spec.get_strs(["router", "frontend", "admin_url"]);
         let router_alive = router
             .and_then(|router| observed.get(&router))
-            .is_some_and(|o| *o == Observation::Alive);
+            .is_some_and(Observation::is_alive);
         if !router_alive {
             continue;
         }
@@ -1018,7 +1018,7 @@ pub async fn refresh_async(
         None => Vec::new(),
         Some(_) => observed
             .iter()
-            .filter(|(_, o)| **o == Observation::Alive)
+            .filter(|(_, o)| o.is_alive())
             .filter_map(|(a, _)| {
                 let (address, r) = state.resources.get_key_value(a)?;
                 if r.kind != crate::graph::Kind::Worker {

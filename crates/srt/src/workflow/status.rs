@@ -105,6 +105,7 @@ pub async fn status(state: &State, exec: &dyn Executor) -> Vec<ResourceStatus> {
             (_, Status::Tainted) => "tainted".to_string(),
             (Some(_), Status::Running) => match seen.get(address) {
                 Some(Observation::Alive) => "running".to_string(),
+                Some(Observation::Renew(_)) => "renew due".to_string(),
                 _ => "drifted".to_string(),
             },
             (None, Status::Running) if r.kind.is_check() => "passed".to_string(),
