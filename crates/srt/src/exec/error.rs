@@ -413,6 +413,14 @@ pub enum ExecError {
         tail: String,
     },
 
+    /// `scancel` of a batch of steps failed.
+    #[error("scancel: {said}")]
+    #[diagnostic(code(srt::exec::scheduler))]
+    Scancel {
+        /// What it said.
+        said: String,
+    },
+
     /// A step survived `scancel`.
     #[error("step {target} is still running {}s after scancel{said}", waited.as_secs())]
     #[diagnostic(code(srt::exec::step))]

@@ -74,6 +74,20 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 const SNAPSHOT_TTL: Duration = Duration::from_secs(1);
 /// How long to wait for a cancelled step or job to leave `squeue`.
 const GONE_WAIT: Duration = Duration::from_secs(30);
+/// The least time between two reads of the scheduler: however many steps wait for one
+/// (confirmed, stopped), srt asks it at most this often.
+const READ_GAP: Duration = Duration::from_millis(200);
+
+/// How long the first stop of a wave waits for the others, to signal them with one
+/// `scancel`.
+const CANCEL_WINDOW: Duration = Duration::from_millis(20);
+
+/// A step waiting to be signalled, and who to tell how it went.
+struct Cancel {
+    target: String,
+    done: tokio::sync::oneshot::Sender<Result<(), String>>,
+}
+
 /// How long a step's `srun` client may linger once its step is gone.
 const CLIENT_WAIT: Duration = Duration::from_secs(5);
 /// Pending reasons the scheduler will not resolve by itself: fail at once instead of
@@ -150,6 +164,8 @@ struct Snapshot {
     at: Instant,
     /// Job state (`RUNNING`, ...); `None` when the scheduler does not list the job.
     state: Option<String>,
+    /// Why it is in that state (`Resources`, `None`, ...).
+    reason: String,
     /// What is left of its time limit when looked at; `None` without one.
     time_left: Option<Duration>,
     /// Its time limit; `None` without one.
@@ -191,6 +207,12 @@ pub struct SlurmExecutor {
     snapshots: Mutex<HashMap<u64, Snapshot>>,
     /// The batch output of each job srt submitted or read back, by job id.
     batch_logs: Mutex<HashMap<u64, PathBuf>>,
+    /// Held while the scheduler is read, with when the last read began: a caller that
+    /// needs a fresh look while another reads takes that one's, and reads are at least
+    /// [`READ_GAP`] apart.
+    reading: tokio::sync::Mutex<Option<Instant>>,
+    /// Steps to signal, gathered for one `scancel` of them all, by signal.
+    cancels: Mutex<HashMap<&'static str, Vec<Cancel>>>,
     /// Launches this executor staged and has not handed over yet (by launch id): on
     /// their way while it runs; one staged by an apply that is gone never happens.
     staged: Mutex<BTreeSet<String>>,
@@ -237,6 +259,8 @@ impl SlurmExecutor {
             deposed: RwLock::new(Vec::new()),
             snapshots: Mutex::new(HashMap::new()),
             batch_logs: Mutex::new(HashMap::new()),
+            reading: tokio::sync::Mutex::new(None),
+            cancels: Mutex::new(HashMap::new()),
             staged: Mutex::new(BTreeSet::new()),
         }
     }
@@ -321,20 +345,100 @@ impl SlurmExecutor {
     /// every job of the deployment srt knows of at once, in two scheduler calls however
     /// many there are: refresh and gates cost the controller the same for one
     /// allocation or hundreds.
+    ///
+    /// A fresh look is one taken after the call began; callers that want one while
+    /// another reads wait for that read and share it, so that steps confirmed or stopped
+    /// together (a launch batch, a roll, a destroy) cost the same few reads.
     async fn snapshot(&self, job: u64, fresh: bool) -> Result<Snapshot, ExecError> {
-        if !fresh {
-            if let Some(s) = self.snapshots.lock().expect("snapshots").get(&job) {
-                if s.at.elapsed() < SNAPSHOT_TTL {
-                    return Ok(s.clone());
-                }
-            }
+        let asked = Instant::now();
+        let young = |s: &Snapshot| match fresh {
+            true => s.at >= asked,
+            false => s.at.elapsed() < SNAPSHOT_TTL,
+        };
+        let cached = |young: &dyn Fn(&Snapshot) -> bool| {
+            let cache = self.snapshots.lock().expect("snapshots");
+            cache.get(&job).filter(|s| young(s)).cloned()
+        };
+        if let Some(s) = cached(&young) {
+            return Ok(s);
         }
+        let mut last = self.reading.lock().await;
+        // Read by whoever held the lock meanwhile.
+        if let Some(s) = cached(&young) {
+            return Ok(s);
+        }
+        if let Some(wait) = last.and_then(|t| READ_GAP.checked_sub(t.elapsed())) {
+            tokio::time::sleep(wait).await;
+        }
+        *last = Some(Instant::now());
         let mut jobs = self.known_jobs();
         jobs.insert(job);
         let looks = read_jobs(&jobs).await?;
         let mut cache = self.snapshots.lock().expect("snapshots");
         cache.extend(looks);
         Ok(cache[&job].clone())
+    }
+
+    /// The live steps of `job`, as a fresh look lists them.
+    async fn live_steps(&self, job: u64) -> Result<Vec<(u64, String)>, ExecError> {
+        Ok(self.snapshot(job, true).await?.steps)
+    }
+
+    /// `scancel --ctld [--signal=SIGNAL] TARGET`, sent with the other targets asked
+    /// within [`CANCEL_WINDOW`] as one command: stopping many steps at once (a roll, a
+    /// destroy) costs the controller one call per wave, not one per step.
+    async fn scancel(&self, signal: Option<&'static str>, target: String) -> Result<(), ExecError> {
+        let key = signal.unwrap_or("KILL");
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let leads = {
+            let mut queue = self.cancels.lock().expect("cancels");
+            let waiting = queue.entry(key).or_default();
+            waiting.push(Cancel { target, done: tx });
+            waiting.len() == 1
+        };
+        if leads {
+            tokio::time::sleep(CANCEL_WINDOW).await;
+            let batch = self
+                .cancels
+                .lock()
+                .expect("cancels")
+                .remove(key)
+                .unwrap_or_default();
+            let mut args = vec!["--ctld".to_string()];
+            if let Some(s) = signal {
+                args.push(format!("--signal={s}"));
+            }
+            args.extend(batch.iter().map(|c| c.target.clone()));
+            let result = run("scancel", &args).await.map(|_| ());
+            // scancel goes on past a target it cannot signal (a step already gone) but
+            // does not say which: each is then sent alone, for its own answer.
+            let alone = result.is_err() && batch.len() > 1;
+            let flags: Vec<String> = args
+                .iter()
+                .filter(|a| a.starts_with("--"))
+                .cloned()
+                .collect();
+            for c in batch {
+                let own = match alone {
+                    true => {
+                        let one = [flags.clone(), vec![c.target.clone()]].concat();
+                        run("scancel", &one)
+                            .await
+                            .map(|_| ())
+                            .map_err(|e| e.to_string())
+                    }
+                    false => result.as_ref().map(|_| ()).map_err(ToString::to_string),
+                };
+                let _ = c.done.send(own);
+            }
+        }
+        match rx.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(said)) => Err(ExecError::Scancel { said }),
+            Err(_) => Err(ExecError::Scancel {
+                said: "the batch it was in was dropped".into(),
+            }),
+        }
     }
 
     /// The jobs srt knows of this deployment: its allocations', their deposed ones,
@@ -468,9 +572,14 @@ impl SlurmExecutor {
         let mut interval = Duration::from_millis(100);
         loop {
             // A scheduler that does not answer for a moment is waited out like a
-            // pending job, within the same bound.
-            let state = match job_state(job).await {
-                Ok(s) => s,
+            // pending job, within the same bound. Allocations waited for together
+            // share each look.
+            let state = match self.snapshot(job, true).await {
+                Ok(s) => s.state.map(|state| JobInfo {
+                    state,
+                    reason: s.reason,
+                    nodes: String::new(),
+                }),
                 Err(e) if Instant::now() >= deadline => return Err(e),
                 Err(_) => {
                     tokio::time::sleep(interval).await;
@@ -744,7 +853,7 @@ impl SlurmExecutor {
             }
         };
         let running = outcome.is_some_and(|o| o.client.is_some() && !o.ended);
-        if running && !job_steps(l.job).await?.iter().any(|(_, n)| n == name) {
+        if running && !self.live_steps(l.job).await?.iter().any(|(_, n)| n == name) {
             super::agent::request_stop(&dir, l.address, l.id).map_err(|error| ExecError::File {
                 action: "write",
                 path: dir.join("in"),
@@ -801,11 +910,11 @@ impl SlurmExecutor {
         }
         let deadline = Instant::now() + GONE_WAIT;
         loop {
-            match job_state(job).await {
+            match self.snapshot(job, true).await.map(|s| s.state) {
                 Ok(None) => break,
-                Ok(Some(j))
+                Ok(Some(state))
                     if !matches!(
-                        j.state.as_str(),
+                        state.as_str(),
                         "RUNNING" | "PENDING" | "CONFIGURING" | "COMPLETING" | "SUSPENDED"
                     ) =>
                 {
@@ -830,7 +939,12 @@ impl SlurmExecutor {
         let deadline = Instant::now() + wait;
         let mut interval = Duration::from_millis(50);
         loop {
-            if !job_steps(job).await?.iter().any(|(id, _)| *id == step) {
+            if !self
+                .live_steps(job)
+                .await?
+                .iter()
+                .any(|(id, _)| *id == step)
+            {
                 return Ok(true);
             }
             if Instant::now() >= deadline {
@@ -848,7 +962,7 @@ impl SlurmExecutor {
         name: &str,
         client: Option<&Client>,
     ) -> Result<(), ExecError> {
-        let live = job_steps(job).await?;
+        let live = self.live_steps(job).await?;
         let step = match step {
             Some(id) => live.iter().any(|(s, _)| *s == id).then_some(id),
             None => live
@@ -860,15 +974,11 @@ impl SlurmExecutor {
         if let Some(id) = step {
             let target = format!("{job}.{id}");
             let grace = Duration::from_secs(self.profile.stop_grace_seconds);
-            let term = run(
-                "scancel",
-                &["--ctld".into(), "--signal=TERM".into(), target.clone()],
-            )
-            .await;
+            let term = self.scancel(Some("TERM"), target.clone()).await;
             if !self.wait_step_gone(job, id, grace).await? {
                 // The step may end between the two looks; only a step still listed
                 // afterwards is an error, reported with what scancel said.
-                let kill = run("scancel", &["--ctld".into(), target.clone()]).await;
+                let kill = self.scancel(None, target.clone()).await;
                 if !self.wait_step_gone(job, id, GONE_WAIT).await? {
                     let said: Vec<String> = [term.err(), kill.err()]
                         .into_iter()
@@ -1076,24 +1186,6 @@ async fn job_state(job: u64) -> Result<Option<JobInfo>, ExecError> {
     }
 }
 
-/// `squeue --steps -h -j J -o '%i %j'`: live numbered steps (the batch and extern
-/// steps are left out).
-async fn job_steps(job: u64) -> Result<Vec<(u64, String)>, ExecError> {
-    let out = run(
-        "squeue",
-        &[
-            "--steps".into(),
-            "-h".into(),
-            "-j".into(),
-            job.to_string(),
-            "-o".into(),
-            "%i %j".into(),
-        ],
-    )
-    .await?;
-    Ok(parse_steps(job, &out))
-}
-
 /// One look at each of `jobs`: `squeue -j J1,J2,...` for their states and time left,
 /// and `squeue --steps -j J1,J2,...` for their live steps (a job the scheduler no longer
 /// lists has neither).
@@ -1103,7 +1195,7 @@ async fn read_jobs(jobs: &BTreeSet<u64>) -> Result<HashMap<u64, Snapshot>, ExecE
         .map(u64::to_string)
         .collect::<Vec<_>>()
         .join(",");
-    let states = squeue(&["-h", "-j", &list, "-o", "%i|%T|%L|%l"]).await?;
+    let states = squeue(&["-h", "-j", &list, "-o", "%i|%T|%L|%l|%r"]).await?;
     let steps = squeue(&["--steps", "-h", "-j", &list, "-o", "%i %j"]).await?;
     let at = Instant::now();
     let mut looks: HashMap<u64, Snapshot> = jobs
@@ -1112,6 +1204,7 @@ async fn read_jobs(jobs: &BTreeSet<u64>) -> Result<HashMap<u64, Snapshot>, ExecE
             let snap = Snapshot {
                 at,
                 state: None,
+                reason: String::new(),
                 time_left: None,
                 time_limit: None,
                 steps: parse_steps(j, &steps),
@@ -1120,7 +1213,7 @@ async fn read_jobs(jobs: &BTreeSet<u64>) -> Result<HashMap<u64, Snapshot>, ExecE
         })
         .collect();
     for line in states.lines() {
-        let mut f = line.trim().splitn(4, '|');
+        let mut f = line.trim().splitn(5, '|');
         let (Some(id), Some(state)) = (f.next(), f.next()) else {
             continue;
         };
@@ -1128,6 +1221,7 @@ async fn read_jobs(jobs: &BTreeSet<u64>) -> Result<HashMap<u64, Snapshot>, ExecE
             snap.state = Some(state.to_string());
             snap.time_left = f.next().and_then(slurm_duration);
             snap.time_limit = f.next().and_then(slurm_duration);
+            snap.reason = f.next().unwrap_or_default().to_string();
         }
     }
     Ok(looks)
@@ -2167,7 +2261,7 @@ impl Executor for SlurmExecutor {
             else {
                 return Err(not_running());
             };
-            let live = job_steps(*job_id).await?;
+            let live = self.live_steps(*job_id).await?;
             let step = match step_id {
                 Some(id) => live.iter().any(|(s, _)| s == id).then_some(*id),
                 None => live
@@ -2178,16 +2272,7 @@ impl Executor for SlurmExecutor {
             }
             .ok_or_else(not_running)?;
             write_files(&self.bindings(), p)?;
-            run(
-                "scancel",
-                &[
-                    "--ctld".into(),
-                    "--signal=HUP".into(),
-                    format!("{job_id}.{step}"),
-                ],
-            )
-            .await?;
-            Ok(())
+            self.scancel(Some("HUP"), format!("{job_id}.{step}")).await
         })
     }
 }
