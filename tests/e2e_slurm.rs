@@ -1482,6 +1482,20 @@ fn trtllm_endpoint_over_two_nodes_is_one_step_of_two_tasks() {
     destroy(&env, d);
 }
 
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
 /// The network namespace of process `pid` (the test cluster's nodes are namespaces of
 /// this machine: a process in this test's own namespace runs where srt runs).
 fn netns(pid: u32) -> Option<std::path::PathBuf> {
@@ -1490,7 +1504,8 @@ fn netns(pid: u32) -> Option<std::path::PathBuf> {
 
 /// The machine running srt may go away while the deployment serves: nothing of it runs
 /// there, since every step's `srun` client runs on the step's node, started by srt's
-/// agent there. Every process of the deployment found where srt runs is killed with
+/// agent there (the environment it is handed, a token included, is in no file once
+/// the step runs). Every process of the deployment found where srt runs is killed with
 /// SIGKILL (there is none); the deployment serves, the next plan shows no change, and
 /// destroy leaves nothing on any node.
 #[test]
@@ -1500,8 +1515,30 @@ fn the_machine_running_srt_may_go_away() {
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let Some(c) = cluster() else { return };
     let env = Env::new(c);
-    let recipe = env.file("pd.yaml", &example("slurm-disagg.yaml"));
+    // A token the steps get: it reaches them through the agents' private files, and
+    // no file is left holding it.
+    let secret = "hf_srt_e2e_agent_secret_7f3a";
+    let with_secret = example("slurm-disagg.yaml").replace(
+        "roles:\n  prefill:\n",
+        &format!("roles:\n  prefill:\n    env:\n      HF_TOKEN: {secret}\n"),
+    );
+    assert!(with_secret.contains(secret));
+    let recipe = env.file("pd.yaml", &with_secret);
     env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
+    let deployment = env.dir.path().join(".srt/slurm-disagg");
+    for file in walk(&deployment) {
+        let bytes = std::fs::read(&file).unwrap_or_default();
+        assert!(
+            !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+            "{} holds the secret",
+            file.display()
+        );
+    }
+    let prefill = live_processes("slurm-disagg").into_iter().find(|p| {
+        std::fs::read(format!("/proc/{p}/environ"))
+            .is_ok_and(|e| e.windows(secret.len()).any(|w| w == secret.as_bytes()))
+    });
+    assert!(prefill.is_some(), "the prefill worker got the secret");
     let here = netns(std::process::id());
     let all = live_processes("slurm-disagg");
     let local: Vec<u32> = all.iter().copied().filter(|p| netns(*p) == here).collect();
@@ -1870,5 +1907,88 @@ fn a_move_killed_half_way_is_finished_by_the_next_apply() {
     assert!(!jobs_named(&format!("srt-{d}")).contains(&old.to_string()));
     let again = env.srt(&["plan", "-f", &recipe, "--simulate", "--detailed-exitcode"]);
     assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    destroy(&env, d);
+}
+
+/// A node that fails takes only its allocation: the node of a 3-node aggregate
+/// deployment's allocation[2] is declared down (its job is killed, as on a failure) and
+/// kept out of use; the plan replaces that allocation and what ran on it alone, and
+/// apply heals it on another node while the rest serves.
+#[test]
+fn a_failed_node_takes_only_its_allocation_which_apply_moves_to_another_node() {
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(c) = cluster() else { return };
+    if c.ips.len() < 4 {
+        eprintln!("healing a 3-node deployment on another node needs a cluster of 4: skipped");
+        return;
+    }
+    let env = Env::new(c);
+    let d = "slurm-agg";
+    let recipe = env.file("agg.yaml", &example("slurm-agg.yaml"));
+    env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
+    let router = env.step(d, "router[0]");
+    let lost = env.host(d, 2);
+    let load = e2e_support::load::Load::start_in(None, &env.router(), 4);
+    slurm(
+        "scontrol",
+        &[
+            "update",
+            &format!("NodeName={lost}"),
+            "State=DOWN",
+            "Reason=srt-test",
+        ],
+    );
+    // Restored whatever happens below.
+    struct Resume(String);
+    impl Drop for Resume {
+        fn drop(&mut self) {
+            let _ = Command::new("scontrol")
+                .args(["update", &format!("NodeName={}", self.0), "State=RESUME"])
+                .output();
+            // Back in use once its daemon answers again (`idle`, not `idle*`).
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while Instant::now() < deadline {
+                let state = Command::new("sinfo")
+                    .args(["-h", "-n", &self.0, "-o", "%t"])
+                    .output()
+                    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+                    .unwrap_or_default();
+                if state == "idle" || state == "mix" || state == "alloc" {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        }
+    }
+    let _resume = Resume(lost.clone());
+    slurm(
+        "scontrol",
+        &[
+            "update",
+            &format!("NodeName={lost}"),
+            "State=DRAIN",
+            "Reason=srt-test",
+        ],
+    );
+    let plan = env.srt(&["plan", "-f", &recipe, "--simulate", "--detailed-exitcode"]);
+    let shown = text(&plan);
+    assert_eq!(plan.status.code(), Some(2), "{shown}");
+    assert!(
+        shown.contains("# allocation[2] will be replaced")
+            && !shown.contains("# allocation[0] will be")
+            && !shown.contains("# allocation[1] will be")
+            && !shown.contains("# router[0] will be"),
+        "{shown}"
+    );
+    let served = load.ok();
+    env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
+    assert_ne!(env.host(d, 2), lost, "healed on another node");
+    assert_eq!(env.step(d, "router[0]"), router);
+    let (ok, failed) = load.finish();
+    assert!(ok > served + 20, "{served} then {ok}");
+    eprintln!("{ok} served, {} failed", failed.len());
+    completion(&env.router());
     destroy(&env, d);
 }
