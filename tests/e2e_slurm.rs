@@ -1725,6 +1725,43 @@ fn a_cancelled_job_replaces_only_its_allocation_while_the_rest_serves() {
     destroy(&env, d);
 }
 
+/// A 2-node aggregate deployment `d` on a profile that renews allocations with 5:50 left
+/// of a 30-minute limit: applied, then allocation[1]'s job given a 6-minute limit
+/// (`scontrol`), and waited for until the plan renews it. Returns the recipe's path and
+/// that job's id, and the last plan.
+fn due_for_renewal(env: &Env, d: &str) -> (String, u64, String) {
+    env.file(
+        "srt-cluster.yaml",
+        &profile(
+            &env.cluster,
+            "allocation_timeout_seconds: 60\ntime_limit: \"00:30:00\"\nrenew_before: \"00:05:50\"\n",
+        ),
+    );
+    let recipe = env.file("agg.yaml", &agg_recipe(d, 2));
+    env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
+    let plan = env.ok(&["plan", "-f", &recipe, "--simulate"]);
+    assert!(
+        plan.contains("Allocations:")
+            && plan.contains("left of 30:00, renewed with 5:50 left")
+            && plan.contains("No changes."),
+        "{plan}"
+    );
+    let old = env.allocations(d)["allocation[1]"]["job_id"]
+        .as_u64()
+        .unwrap();
+    // Its job has run at least 10 s: with 6 minutes as its limit, less than 5:50 is left.
+    slurm(
+        "scontrol",
+        &["update", &format!("JobId={old}"), "TimeLimit=00:06:00"],
+    );
+    let mut plan = String::new();
+    wait_until("the job to be due", Duration::from_secs(30), || {
+        plan = env.ok(&["plan", "-f", &recipe, "--simulate"]);
+        plan.contains("about to end")
+    });
+    (recipe, old, plan)
+}
+
 /// An allocation near the end of its time limit is renewed by a rolling move: with
 /// `renew_before` in the profile, the plan shows every allocation's time left; once a
 /// job has less than that left (its limit shortened with `scontrol`), its allocation is
@@ -1742,40 +1779,12 @@ fn an_allocation_near_its_time_limit_moves_to_a_new_job_with_no_failed_request()
         return;
     }
     let env = Env::new(c);
-    env.file(
-        "srt-cluster.yaml",
-        &profile(
-            &env.cluster,
-            "allocation_timeout_seconds: 60\ntime_limit: \"00:30:00\"\nrenew_before: \"00:05:50\"\n",
-        ),
-    );
     let d = "slurm-renew";
-    let recipe = env.file("agg.yaml", &agg_recipe(d, 2));
-    env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
-    let plan = env.ok(&["plan", "-f", &recipe, "--simulate"]);
-    assert!(
-        plan.contains("Allocations:")
-            && plan.contains("left of 30:00, renewed with 5:50 left")
-            && plan.contains("No changes."),
-        "{plan}"
-    );
+    let (recipe, old, plan) = due_for_renewal(&env, d);
     let router = env.step(d, "router[0]");
     let first = env.allocations(d)["allocation[0]"]["job_id"]
         .as_u64()
         .unwrap();
-    let old = env.allocations(d)["allocation[1]"]["job_id"]
-        .as_u64()
-        .unwrap();
-    // Its job has run at least 10 s: with 6 minutes as its limit, less than 5:50 is left.
-    slurm(
-        "scontrol",
-        &["update", &format!("JobId={old}"), "TimeLimit=00:06:00"],
-    );
-    let mut plan = String::new();
-    wait_until("the job to be due", Duration::from_secs(30), || {
-        plan = env.ok(&["plan", "-f", &recipe, "--simulate"]);
-        plan.contains("about to end")
-    });
     assert!(
         plan.contains("# allocation[1] will be replaced, the new one first")
             && plan.contains("because it is about to end: ")
@@ -1835,27 +1844,8 @@ fn a_move_killed_half_way_is_finished_by_the_next_apply() {
         return;
     }
     let env = Env::new(c);
-    env.file(
-        "srt-cluster.yaml",
-        &profile(
-            &env.cluster,
-            "allocation_timeout_seconds: 60\ntime_limit: \"00:30:00\"\nrenew_before: \"00:05:50\"\n",
-        ),
-    );
     let d = "slurm-move-killed";
-    let recipe = env.file("agg.yaml", &agg_recipe(d, 2));
-    env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
-    let old = env.allocations(d)["allocation[1]"]["job_id"]
-        .as_u64()
-        .unwrap();
-    slurm(
-        "scontrol",
-        &["update", &format!("JobId={old}"), "TimeLimit=00:06:00"],
-    );
-    wait_until("the job to be due", Duration::from_secs(30), || {
-        env.ok(&["plan", "-f", &recipe, "--simulate"])
-            .contains("about to end")
-    });
+    let (recipe, old, _) = due_for_renewal(&env, d);
     let load = e2e_support::load::Load::start_in(None, &env.router(), 4);
     let mut apply = env
         .command(&[

@@ -311,16 +311,37 @@ fn report(written: io::Result<()>) {
 }
 
 /// The requests handed over, each claimed by moving it out of `in/` (srt withdraws a
-/// launch by removing it there, so exactly one of the two gets it) and read. A file
-/// that is not the user's alone is removed unread.
+/// launch by removing it there, so exactly one of the two gets it) and read; the claim
+/// stays until the launch's outcome is written.
 fn pending(dir: &Path) -> Vec<Request> {
+    claim::<Request>(dir, "json")
+        .into_iter()
+        .map(|(request, _)| request)
+        .collect()
+}
+
+/// The stops asked, each claimed, read and its claim removed.
+fn stops(dir: &Path) -> Vec<Stop> {
+    claim::<Stop>(dir, "stop")
+        .into_iter()
+        .map(|(stop, claimed)| {
+            let _ = std::fs::remove_file(claimed);
+            stop
+        })
+        .collect()
+}
+
+/// The files of `in/` ending in `.extension` (not the hidden, staged ones), in name
+/// order, each moved to `claimed/` and read, with where it now is. A file that is not
+/// the user's alone is removed unread.
+fn claim<T: for<'de> Deserialize<'de>>(dir: &Path, extension: &str) -> Vec<(T, PathBuf)> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir.join("in"))
         .into_iter()
         .flatten()
         .flatten()
         .map(|e| e.path())
         .filter(|p| {
-            p.extension().is_some_and(|x| x == "json")
+            p.extension().is_some_and(|x| x == extension)
                 && !p
                     .file_name()
                     .is_some_and(|n| n.to_string_lossy().starts_with('.'))
@@ -332,37 +353,14 @@ fn pending(dir: &Path) -> Vec<Request> {
         .filter_map(|path| {
             let claimed = dir.join("claimed").join(path.file_name()?);
             std::fs::rename(&path, &claimed).ok()?;
-            match private_file::<Request>(&claimed) {
-                Ok(r) => Some(r),
+            match private_file::<T>(&claimed) {
+                Ok(value) => Some((value, claimed)),
                 Err(e) => {
                     let _ = std::fs::remove_file(&claimed);
                     eprintln!("srt agent: ignored {}: {e}", path.display());
                     None
                 }
             }
-        })
-        .collect()
-}
-
-/// The stops asked, each claimed and removed as it is read.
-fn stops(dir: &Path) -> Vec<Stop> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir.join("in"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "stop"))
-        .collect();
-    paths.sort();
-    paths
-        .into_iter()
-        .filter_map(|path| {
-            let claimed = dir.join("claimed").join(path.file_name()?);
-            std::fs::rename(&path, &claimed).ok()?;
-            let stop = private_file::<Stop>(&claimed);
-            let _ = std::fs::remove_file(&claimed);
-            stop.map_err(|e| eprintln!("srt agent: ignored {}: {e}", path.display()))
-                .ok()
         })
         .collect()
 }
