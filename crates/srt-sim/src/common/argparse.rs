@@ -328,6 +328,11 @@ impl Catalog {
         self.options.iter().find(|o| o.dest == dest)
     }
 
+    /// The option `flag` (one of its option strings, written in full) names.
+    pub fn by_flag(&self, flag: &str) -> Option<&OptionSpec> {
+        self.options.iter().find(|o| o.flags.iter().any(|f| f == flag))
+    }
+
     /// Its long option strings by destination (`tp_size` -> `tp-size`), for logging.
     pub fn long_name<'c>(&'c self, dest: &str) -> Option<&'c str> {
         self.option(dest)

@@ -1,7 +1,9 @@
-//! `python3 -m sglang.launch_server`'s command line, read from SGLang 0.5.23's own flag
-//! catalog (the one srt checks recipes against) by argparse's rules
-//! ([`crate::common::argparse`]), and the options the simulator interprets, with SGLang's
-//! defaults.
+//! `python3 -m sglang.launch_server`'s command line, read by argparse's rules
+//! ([`crate::common::argparse`]) from SGLang's own flag catalogs, the ones srt checks
+//! recipes against: the newest release whose parser takes the command line (srt
+//! checked it against the recipe's release, one of them), and the options the
+//! simulator interprets, found by their option names (releases name some destinations
+//! differently), with SGLang's defaults.
 
 use std::sync::OnceLock;
 
@@ -9,15 +11,16 @@ use serde_json::Value;
 
 use crate::common::argparse::{Catalog, Converter, OptionSpec, ParseError, Parsed};
 
-/// The catalog srt ships for SGLang 0.5.23.
-const CATALOG_JSON: &str =
-    include_str!("../../../srt/src/engine/sglang/catalog/sglang-0.5.23.json");
+include!(concat!(env!("OUT_DIR"), "/sglang_catalogs.rs"));
 
-/// SGLang's option catalog, parsed once.
-pub fn catalog() -> &'static Catalog {
-    static CATALOG: OnceLock<Catalog> = OnceLock::new();
-    CATALOG.get_or_init(|| {
-        Catalog::parse_json(CATALOG_JSON).expect("the shipped SGLang catalog parses")
+/// SGLang's option catalogs, newest release first, parsed once.
+pub fn catalogs() -> &'static [Catalog] {
+    static PARSED: OnceLock<Vec<Catalog>> = OnceLock::new();
+    PARSED.get_or_init(|| {
+        CATALOG_FILES
+            .iter()
+            .map(|(_, text)| Catalog::parse_json(text).expect("a shipped SGLang catalog parses"))
+            .collect()
     })
 }
 
@@ -86,8 +89,10 @@ const CONVERTERS: &[(&str, Converter)] = &[
 ];
 
 /// The options the simulator interprets, SGLang's defaults applied.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct LaunchArgs {
+    /// The catalog of the release it was read as.
+    pub catalog: &'static Catalog,
     /// Every option given, by destination, as parsed.
     pub parsed: Parsed,
     /// `--model-path` (`--model`), required.
@@ -149,76 +154,102 @@ pub struct LaunchArgs {
 /// Why the command line was not accepted.
 pub type ArgsError = ParseError;
 
-/// Parses the words after `python3 -m sglang.launch_server`.
+/// Parses the words after `python3 -m sglang.launch_server`, as the newest release
+/// whose parser takes them; the newest's refusal when none does.
 pub fn parse(argv: &[String]) -> Result<LaunchArgs, ArgsError> {
-    let p = catalog().parse(argv, CONVERTERS)?;
-    let s = |dest: &str| p.str(dest).map(str::to_string);
-    let int = |dest: &str, default: i64| p.int(dest).unwrap_or(default);
-    let model_path = s("model_path").unwrap_or_default();
-    Ok(LaunchArgs {
-        tokenizer_path: s("tokenizer_path").unwrap_or_else(|| model_path.clone()),
-        served_model_name: s("served_model_name").unwrap_or_else(|| model_path.clone()),
-        host: s("host").unwrap_or_else(|| "127.0.0.1".into()),
-        port: int("port", 30000),
-        nccl_port: p.int("nccl_port"),
-        dist_init_addr: s("dist_init_addr"),
-        nnodes: int("nnodes", 1),
-        node_rank: int("node_rank", 0),
-        tp_size: int("tp_size", 1),
-        pp_size: int("pp_size", 1),
-        dp_size: int("dp_size", 1),
-        attn_dp_size: int("attn_dp_size", 1),
-        enable_dp_attention: p.flag("enable_dp_attention", false),
-        ep_size: int("ep_size", 1),
-        moe_dense_tp_size: p.int("moe_dense_tp_size"),
-        base_gpu_id: int("base_gpu_id", 0),
-        gpu_id_step: int("gpu_id_step", 1),
-        load_balance_method: s("load_balance_method").unwrap_or_else(|| "auto".into()),
-        disaggregation_mode: s("disaggregation_mode").unwrap_or_else(|| "null".into()),
-        disaggregation_bootstrap_port: int("disaggregation_bootstrap_port", 8998),
-        disaggregation_transfer_backend: s("disaggregation_transfer_backend")
-            .unwrap_or_else(|| "mooncake".into()),
-        skip_server_warmup: p.flag("skip_server_warmup", false),
-        enable_metrics: p.flag("enable_metrics", false),
-        max_running_requests: p.int("max_running_requests"),
-        chunked_prefill_size: p.int("chunked_prefill_size"),
-        context_length: p.int("context_length"),
-        model_path,
-        parsed: p,
-    })
+    let mut refused = None;
+    for catalog in catalogs() {
+        match catalog.parse(argv, CONVERTERS) {
+            Ok(p) => return Ok(read(catalog, p)),
+            Err(e) => {
+                refused.get_or_insert(e);
+            }
+        }
+    }
+    Err(refused.expect("at least one catalog"))
 }
 
-/// The destinations the simulator interprets (the rest is logged as accepted without
-/// simulation).
+/// What the simulator interprets of `p`, parsed by `catalog`, each option found by its
+/// name: `--tp-size` is `tp_size` in one release and `tensor_parallel_size` in another.
+fn read(catalog: &'static Catalog, p: Parsed) -> LaunchArgs {
+    let dest = |flag: &str| catalog.by_flag(flag).map_or("", |o| o.dest.as_str());
+    let s = |flag: &str| p.str(dest(flag)).map(str::to_string);
+    let int = |flag: &str| p.int(dest(flag));
+    let flag = |flag: &str| p.flag(dest(flag), false);
+    let model_path = s("--model-path").unwrap_or_default();
+    LaunchArgs {
+        tokenizer_path: s("--tokenizer-path").unwrap_or_else(|| model_path.clone()),
+        served_model_name: s("--served-model-name").unwrap_or_else(|| model_path.clone()),
+        host: s("--host").unwrap_or_else(|| "127.0.0.1".into()),
+        port: int("--port").unwrap_or(30000),
+        nccl_port: int("--nccl-port"),
+        dist_init_addr: s("--dist-init-addr"),
+        nnodes: int("--nnodes").unwrap_or(1),
+        node_rank: int("--node-rank").unwrap_or(0),
+        tp_size: int("--tp-size").unwrap_or(1),
+        pp_size: int("--pp-size").unwrap_or(1),
+        dp_size: int("--dp-size").unwrap_or(1),
+        attn_dp_size: int("--attn-dp-size").unwrap_or(1),
+        enable_dp_attention: flag("--enable-dp-attention"),
+        ep_size: int("--ep-size").unwrap_or(1),
+        moe_dense_tp_size: int("--moe-dense-tp-size"),
+        base_gpu_id: int("--base-gpu-id").unwrap_or(0),
+        gpu_id_step: int("--gpu-id-step").unwrap_or(1),
+        load_balance_method: s("--load-balance-method").unwrap_or_else(|| "auto".into()),
+        disaggregation_mode: s("--disaggregation-mode").unwrap_or_else(|| "null".into()),
+        disaggregation_bootstrap_port: int("--disaggregation-bootstrap-port").unwrap_or(8998),
+        disaggregation_transfer_backend: s("--disaggregation-transfer-backend")
+            .unwrap_or_else(|| "mooncake".into()),
+        skip_server_warmup: flag("--skip-server-warmup"),
+        enable_metrics: flag("--enable-metrics"),
+        max_running_requests: int("--max-running-requests"),
+        chunked_prefill_size: int("--chunked-prefill-size"),
+        context_length: int("--context-length"),
+        model_path,
+        catalog,
+        parsed: p,
+    }
+}
+
+/// The options the simulator interprets, by name (the rest is logged as accepted
+/// without simulation).
 pub(crate) const INTERPRETED: &[&str] = &[
-    "model_path",
-    "tokenizer_path",
-    "served_model_name",
-    "host",
-    "port",
-    "nccl_port",
-    "dist_init_addr",
-    "nnodes",
-    "node_rank",
-    "tp_size",
-    "pp_size",
-    "dp_size",
-    "attn_dp_size",
-    "enable_dp_attention",
-    "ep_size",
-    "moe_dense_tp_size",
-    "base_gpu_id",
-    "gpu_id_step",
-    "load_balance_method",
-    "disaggregation_mode",
-    "disaggregation_bootstrap_port",
-    "disaggregation_transfer_backend",
-    "skip_server_warmup",
-    "enable_metrics",
-    "max_running_requests",
-    "chunked_prefill_size",
-    "context_length",
+    "--model-path",
+    "--tokenizer-path",
+    "--served-model-name",
+    "--host",
+    "--port",
+    "--nccl-port",
+    "--dist-init-addr",
+    "--nnodes",
+    "--node-rank",
+    "--tp-size",
+    "--pp-size",
+    "--dp-size",
+    "--attn-dp-size",
+    "--enable-dp-attention",
+    "--ep-size",
+    "--moe-dense-tp-size",
+    "--base-gpu-id",
+    "--gpu-id-step",
+    "--load-balance-method",
+    "--disaggregation-mode",
+    "--disaggregation-bootstrap-port",
+    "--disaggregation-transfer-backend",
+    "--skip-server-warmup",
+    "--enable-metrics",
+    "--max-running-requests",
+    "--chunked-prefill-size",
+    "--context-length",
 ];
+
+/// Whether the option at destination `dest` of `catalog` is one the simulator
+/// interprets.
+pub(crate) fn interpreted(catalog: &Catalog, dest: &str) -> bool {
+    catalog
+        .option(dest)
+        .is_some_and(|o| o.flags.iter().any(|f| INTERPRETED.contains(&f.as_str())))
+}
 
 #[cfg(test)]
 mod tests {
@@ -250,6 +281,19 @@ mod tests {
         assert_eq!(a.disaggregation_mode, "prefill");
         assert_eq!(a.disaggregation_bootstrap_port, 7200);
         assert_eq!(a.disaggregation_transfer_backend, "nixl");
+    }
+
+    /// A flag only an older release has is read as that release: the newest whose
+    /// parser takes the command line; its parallel sizes are found by option name.
+    #[test]
+    fn an_older_releases_command_line_is_read_as_that_release() {
+        let newest = &catalogs()[0].version;
+        let a = p("--model-path /m --tp-size 2 --dp-size 2 --cuda-graph-max-bs 64").unwrap();
+        assert_ne!(&a.catalog.version, newest, "no newest takes --cuda-graph-max-bs");
+        assert_eq!((a.tp_size, a.dp_size), (2, 2));
+        let b = p("--model-path /m --tp-size 2").unwrap();
+        assert_eq!(&b.catalog.version, newest);
+        assert!(matches!(p("--model-path /m --no-such-flag 1"), Err(ParseError::Usage(_))));
     }
 
     #[test]
@@ -308,12 +352,12 @@ mod tests {
             usage("--model /m --log-requests-level 5"),
             "argument --log-requests-level: invalid choice: 5 (choose from 0, 1, 2, 3)"
         );
-        assert_eq!(p("--model /m -h"), Err(ParseError::Help));
+        assert!(matches!(p("--model /m -h"), Err(ParseError::Help)));
     }
 
     #[test]
     fn human_readable_ints() {
-        let o = &catalog().option("context_length").unwrap().clone();
+        let o = &catalogs()[0].option("context_length").unwrap().clone();
         assert_eq!(human_readable_int("25.6k", o), Ok(Value::from(25_600)));
         assert_eq!(human_readable_int("1Ki", o), Ok(Value::from(1024)));
         assert_eq!(human_readable_int(" 7 ", o), Ok(Value::from(7)));

@@ -61,11 +61,11 @@ fn banner(cfg: &SimConfig) {
         &["SGLANG_", "MOONCAKE_"],
         &["CUDA_VISIBLE_DEVICES", "HEAD_NODE_IP"],
     );
-    let catalog = args::catalog();
+    let catalog = a.catalog;
     let shown: Vec<(&str, Option<String>)> = a
         .parsed
         .iter()
-        .filter(|(dest, _)| !args::INTERPRETED.contains(dest))
+        .filter(|(dest, _)| !args::interpreted(catalog, dest))
         .map(|(dest, v)| {
             let value = match v {
                 Value::Bool(_) => None,

@@ -33,11 +33,18 @@ pub(super) fn version(recipe: &Recipe) -> Option<Sp<&str>> {
 
 /// The release the workers' image names, when it is SGLang's own image:
 /// `lmsysorg/sglang:v0.5.8-cu130` names 0.5.8, `...:v0.5.8.post1-cu130-runtime`
-/// 0.5.8.post1; a nightly, another repository's image or an alias names none.
+/// 0.5.8.post1, and so does an alias that is only a release (`v0.5.7`, srtctl's
+/// cluster files name images so); a nightly, another repository's image or another
+/// alias names none.
 pub(super) fn image_release(recipe: &Recipe) -> Option<&str> {
     let image = recipe.model.container.as_deref()?;
-    let (repository, tag) = image.rsplit_once(':')?;
-    if tag.contains('/') || repository.rsplit('/').next() != Some("sglang") {
+    let tag = match image.rsplit_once(':') {
+        Some((repository, tag)) if repository.rsplit('/').next() == Some("sglang") => tag,
+        Some(_) => return None,
+        None if image.contains('/') => return None,
+        None => image,
+    };
+    if tag.contains('/') {
         return None;
     }
     let tag = tag.strip_prefix('v')?;
@@ -90,6 +97,10 @@ mod tests {
             ("nvcr.io/nvidia/ai-dynamo/sglang-runtime:1.1.1-cuda13", None),
             ("lmsysorg/sglang:v0.5", None),
             ("lmsysorg/sglang:v0.5.8.rc1", None),
+            ("v0.5.7", Some("0.5.7")),
+            ("v0.5.13.post1", Some("0.5.13.post1")),
+            ("dynamo-sglang", None),
+            ("/lustre/images/v0.5.7", None),
             ("registry:5000/sglang", None),
             ("dynamo-sglang", None),
         ] {

@@ -110,18 +110,106 @@ fn image_catalog(release: &str) -> Option<&'static Catalog> {
     find(release).or_else(|| find(base))
 }
 
-impl Sglang {
-    /// The catalog of the release the recipe's workers run: `engine.version`'s (the
-    /// default one when srt has none: that is refused on its own), else that of the
-    /// release their image names, else the newest.
-    fn recipe_catalog(&self, recipe: &Recipe) -> &'static Catalog {
-        let default = &catalogs()[0];
-        match keys::version(recipe) {
-            Some(v) => self.catalog(Some(v.value)).unwrap_or(default),
-            None => keys::image_release(recipe)
-                .and_then(image_catalog)
-                .unwrap_or(default),
+/// A release as numbers to compare: `0.5.13.post1` is (0, 5, 13, 1), `0.5.8` (0, 5, 8,
+/// 0).
+fn release_order(release: &str) -> Vec<u64> {
+    let (base, post) = release.split_once(".post").unwrap_or((release, "0"));
+    base.split('.')
+        .chain([post])
+        .map(|n| n.parse().unwrap_or(0))
+        .collect()
+}
+
+/// Which release a recipe's args are checked against, and why that one.
+#[derive(Clone, Debug)]
+pub(super) enum Release {
+    /// `engine.version` names it (the default when srt has no catalog of it: that is
+    /// refused on its own).
+    Written(&'static Catalog),
+    /// The workers' image names it, and srt has its catalog.
+    Named(&'static Catalog),
+    /// The image names a release srt has no catalog of: the newest older one srt has,
+    /// else the newest.
+    Nearest {
+        /// The release the image names.
+        named: String,
+        catalog: &'static Catalog,
+    },
+    /// The image names no release (an alias, a nightly, another project's image): the
+    /// newest release whose parser takes every role's args, else the newest.
+    Fitting {
+        /// The image, as written.
+        image: Option<String>,
+        catalog: &'static Catalog,
+        /// Whether its parser takes every role's args.
+        fits: bool,
+    },
+}
+
+impl Release {
+    /// Its catalog.
+    pub(super) fn catalog(&self) -> &'static Catalog {
+        match self {
+            Release::Written(c) | Release::Named(c) => c,
+            Release::Nearest { catalog, .. } | Release::Fitting { catalog, .. } => catalog,
         }
+    }
+}
+
+impl Sglang {
+    /// The catalog of the release the recipe's workers run (see [`Release`]).
+    fn recipe_catalog(&self, recipe: &Recipe) -> &'static Catalog {
+        self.release(recipe).catalog()
+    }
+
+    /// The release the recipe's workers run, as far as srt can tell.
+    pub(super) fn release(&self, recipe: &Recipe) -> Release {
+        let newest = &catalogs()[0];
+        if let Some(v) = keys::version(recipe) {
+            return Release::Written(self.catalog(Some(v.value)).unwrap_or(newest));
+        }
+        match keys::image_release(recipe) {
+            Some(named) => match image_catalog(named) {
+                Some(c) => Release::Named(c),
+                None => {
+                    let order = release_order(named);
+                    let older = catalogs()
+                        .iter()
+                        .filter(|c| release_order(&c.version) <= order)
+                        .max_by_key(|c| release_order(&c.version));
+                    Release::Nearest {
+                        named: named.to_string(),
+                        catalog: older.unwrap_or(newest),
+                    }
+                }
+            },
+            None => {
+                let fitting = catalogs()
+                    .iter()
+                    .find(|c| self.takes_every_args(c, recipe));
+                Release::Fitting {
+                    image: recipe.model.container.clone(),
+                    catalog: fitting.unwrap_or(newest),
+                    fits: fitting.is_some(),
+                }
+            }
+        }
+    }
+
+    /// Whether `catalog`'s parser takes every role's args: knows every flag and takes
+    /// every value (what srt itself sets, or a secret on a command line, is refused
+    /// whatever the release).
+    fn takes_every_args(&self, catalog: &Catalog, recipe: &Recipe) -> bool {
+        const PARSER: [&str; 3] = [
+            "srt::recipe::unknown_flag",
+            "srt::recipe::flag_value",
+            "srt::recipe::flag_abbreviation",
+        ];
+        let mut problems = Vec::new();
+        crate::engine::check_role_args(self, catalog, recipe, &mut problems);
+        !problems
+            .iter()
+            .any(|p| !p.is_warning() && PARSER.contains(&p.code))
     }
 }
 
@@ -319,7 +407,25 @@ fn requests_in_flight(loads: &serde_json::Value) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::requests_in_flight;
+    use super::{release_order, requests_in_flight, CATALOGS};
+
+    /// Every catalog file is a release srt checks against (and the simulator parses,
+    /// which lists the directory), newest first.
+    #[test]
+    fn every_catalog_file_is_listed_newest_first() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/engine/sglang/catalog");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                Some(name.strip_prefix("sglang-")?.strip_suffix(".json")?.to_string())
+            })
+            .collect();
+        files.sort_by_key(|r| std::cmp::Reverse(release_order(r)));
+        let listed: Vec<&str> = CATALOGS.iter().map(|(v, _)| *v).collect();
+        assert_eq!(listed, files);
+    }
 
     #[test]
     fn running_and_waiting_are_summed_over_dp_ranks() {

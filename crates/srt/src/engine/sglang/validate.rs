@@ -26,32 +26,58 @@ pub(super) fn recipe(engine: &Sglang, recipe: &Recipe, problems: &mut Vec<Proble
     placement_env(engine, recipe, problems);
 }
 
-/// The catalog of the release the workers' image names; one srt has no catalog of is
-/// a warning (the args are checked against the newest).
+/// The catalog of the release the workers run, as far as their image tells
+/// ([`super::Release`]); a release srt has no catalog of, or an image that names none,
+/// is a warning saying which release `args` is checked against.
 fn image_catalog(
     engine: &Sglang,
     recipe: &Recipe,
     problems: &mut Vec<Problem>,
 ) -> &'static crate::catalog::Catalog {
-    let catalog = engine.recipe_catalog(recipe);
-    if let Some(release) = keys::image_release(recipe) {
-        if super::image_catalog(release).is_none() {
-            problems.push(
-                Problem::warning(
-                    "srt::recipe::engine_version",
-                    recipe.engine.span,
+    let release = engine.release(recipe);
+    let catalog = release.catalog();
+    let newest = &super::catalogs()[0].version;
+    let warning = |message: String, label: &str, help: String| {
+        Problem::warning("srt::recipe::engine_version", recipe.engine.span, message)
+            .label(label.to_string())
+            .help(help)
+    };
+    let name = "write `engine.version` to name the release the workers run";
+    match &release {
+        super::Release::Nearest { named, .. } => problems.push(warning(
+            format!(
+                "the workers' image runs SGLang {named}, which srt has no catalog of; srt checks `args` against SGLang {}'s flags, the nearest release it has",
+                catalog.version
+            ),
+            "no catalog of the image's release",
+            format!(
+                "a flag {named} and {} do not share shows only when the program starts; {name} if it is one srt has",
+                catalog.version
+            ),
+        )),
+        super::Release::Fitting { image, fits, .. } if !fits || catalog.version != *newest => {
+            let image = image
+                .as_deref()
+                .map_or("no image".to_string(), |i| format!("the image `{i}`"));
+            let (message, label) = if *fits {
+                (
                     format!(
-                        "the workers' image runs SGLang {release}; srt checks `args` against SGLang {}'s flags",
+                        "the workers run {image}, which names no SGLang release, and `args` has flags SGLang {newest} does not: srt checks them against SGLang {}, the newest release it has whose parser takes them all",
                         catalog.version
                     ),
+                    "names no release",
                 )
-                .label("no catalog of the image's release")
-                .help(format!(
-                    "a flag {release} and {} do not share shows only when the program starts; write `engine.version` to name a release srt has",
-                    catalog.version
-                )),
-            );
+            } else {
+                (
+                    format!(
+                        "the workers run {image}, which names no SGLang release, and no release srt has takes every flag of `args`: srt checks them against SGLang {newest}"
+                    ),
+                    "names no release",
+                )
+            };
+            problems.push(warning(message, label, name.to_string()));
         }
+        _ => {}
     }
     catalog
 }
@@ -152,8 +178,31 @@ mod tests {
     }
 
     #[test]
-    fn an_image_release_without_a_catalog_is_a_warning_and_the_newest_checks() {
-        let found = problems("lmsysorg/sglang:v0.5.11-cu130", "sglang", OLD_FLAG);
+    fn an_image_release_without_a_catalog_is_checked_against_the_nearest_older_one() {
+        let found = problems("lmsysorg/sglang:v0.5.9-cu130", "sglang", OLD_FLAG);
+        assert_eq!(codes(&found), [("srt::recipe::engine_version", true)]);
+        let message = &found[0].message;
+        assert!(
+            message.contains("SGLang 0.5.9") && message.contains("SGLang 0.5.8's flags"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn an_image_naming_no_release_is_checked_against_the_newest_release_taking_its_args() {
+        // The newest takes them: nothing to say.
+        assert_eq!(codes(&problems("dynamo-sglang", "sglang", "")), []);
+        // Only an older release takes them: said, and no error.
+        let found = problems("dynamo-sglang", "sglang", OLD_FLAG);
+        assert_eq!(codes(&found), [("srt::recipe::engine_version", true)]);
+        assert!(
+            found[0].message.contains("`dynamo-sglang`")
+                && found[0].message.contains("the newest release it has whose parser takes them all"),
+            "{}",
+            found[0].message
+        );
+        // None takes them: said, and the newest's error.
+        let found = problems("dev", "sglang", "      no-such-flag-anywhere: 1\n");
         assert_eq!(
             codes(&found),
             [
@@ -161,11 +210,5 @@ mod tests {
                 ("srt::recipe::unknown_flag", false)
             ]
         );
-        assert!(
-            found[0].message.contains("SGLang 0.5.11"),
-            "{}",
-            found[0].message
-        );
-        assert!(found[0].message.contains("0.5.23"), "{}", found[0].message);
     }
 }
