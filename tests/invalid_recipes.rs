@@ -599,12 +599,6 @@ const CASES: &[Case] = &[
         "`frontend.env.SRT_DEPLOYMENT` is set by srt",
     ),
     case(
-        "dynamo-section-on-another-frontend.yaml",
-        "srt::recipe::section_owner",
-        "dynamo",
-        "frontend.type: dynamo",
-    ),
-    case(
         "dynamo-http-request-plane.yaml",
         "srt::recipe::dynamo_plane",
         "http",

@@ -437,7 +437,8 @@ fn check_engine_keys(recipe: &Recipe, engine: &dyn Engine, problems: &mut Vec<Pr
 }
 
 /// Each owned section of the recipe belongs to its frontend, and holds only the keys
-/// that frontend declares.
+/// that frontend declares. Another frontend's section configures nothing here: a
+/// warning (srtctl ignores it too, so its recipes carry some).
 fn check_sections(recipe: &Recipe, frontend: &dyn Frontend, problems: &mut Vec<Problem>) {
     for (name, section) in &recipe.sections {
         match frontend.section().filter(|s| s.name == name) {
@@ -450,17 +451,17 @@ fn check_sections(recipe: &Recipe, frontend: &dyn Frontend, problems: &mut Vec<P
                     .find(|f| f.section().is_some_and(|s| s.name == name))
                     .map_or("another frontend", |f| f.name());
                 problems.push(
-                    Problem::new(
+                    Problem::warning(
                         "srt::recipe::section_owner",
                         section.key_span,
                         format!(
-                            "`{name}:` configures the `{owner}` frontend, and this recipe's frontend is `{}`",
+                            "`{name}:` configures the `{owner}` frontend, and this recipe's frontend is `{}`: nothing reads it",
                             frontend.name()
                         ),
                     )
-                    .label("not this frontend's")
+                    .label("not this frontend's: ignored")
                     .help(format!(
-                        "remove `{name}:`, or set `frontend.type: {owner}`"
+                        "remove `{name}:`, or set `frontend.type: {owner}` if that is the frontend meant"
                     )),
                 );
             }

@@ -25,10 +25,16 @@ const KEY: &str = "dynamo.install";
 /// The index pip also reads, as srtctl's install does (NVIDIA's development builds).
 const EXTRA_INDEX: &str = "https://pypi.nvidia.com";
 
-/// The ai-dynamo release the recipe installs, if it installs one.
+/// The ai-dynamo release the recipe installs, if it installs one: srtctl's `wheel` (an
+/// exact release, installed unless `install: false`), else `version` (or srtctl's
+/// default) when `install: true`.
 pub(super) fn release(recipe: &Recipe) -> Option<String> {
     let section = recipe.sections.get(NAME)?;
-    if section.get("install")?.value != ArgValue::Bool(true) {
+    let install = section.get("install").map(|a| &a.value);
+    if let Some(wheel) = section.get("wheel") {
+        return (install != Some(&ArgValue::Bool(false))).then(|| wheel.value.render());
+    }
+    if install != Some(&ArgValue::Bool(true)) {
         return None;
     }
     Some(match section.get("version").map(|a| &a.value) {

@@ -41,7 +41,11 @@ static KEYS: &[Key] = &[
     ),
     k("hash", r#"{"not": {}}"#, "srtctl's source build of Dynamo: not supported."),
     k("top_of_tree", r#"{"not": {}}"#, "srtctl's source build of Dynamo: not supported."),
-    k("wheel", r#"{"not": {}}"#, "srtctl's staged Dynamo wheels: not supported."),
+    k(
+        "wheel",
+        r#"{"type": "string"}"#,
+        "An exact ai-dynamo release (srtctl stages its wheels before the job): srt installs it with pip before each Dynamo program, as `install: true` with that `version` (unless `install: false`), from PyPI and pypi.nvidia.com, which the nodes must reach.",
+    ),
     k("cargo_patches", r#"{"not": {}}"#, "srtctl's source build of Dynamo: not supported."),
 ];
 
@@ -125,16 +129,18 @@ pub(super) fn check(recipe: &Recipe, problems: &mut Vec<Problem>) {
     };
     check_choice(section, "request_plane", &["tcp", "nats"], problems);
     check_choice(section, "event_plane", &["nats", "zmq"], problems);
-    if let Some(arg) = section.get("version") {
-        if arg.value != ArgValue::Str(VERSION.into()) {
-            problems.push(version_problem(section, arg));
+    match section.get("wheel") {
+        Some(wheel) => problems.extend(wheel_problems(section, wheel)),
+        None => {
+            if let Some(arg) = section.get("version") {
+                if arg.value != ArgValue::Str(VERSION.into()) {
+                    problems.push(version_problem(section, arg));
+                }
+            }
         }
     }
     for arg in &section.entries {
-        if matches!(
-            arg.key.as_str(),
-            "hash" | "top_of_tree" | "wheel" | "cargo_patches"
-        ) {
+        if matches!(arg.key.as_str(), "hash" | "top_of_tree" | "cargo_patches") {
             problems.push(
                 Problem::new(
                     "srt::recipe::dynamo_install",
@@ -149,6 +155,54 @@ pub(super) fn check(recipe: &Recipe, problems: &mut Vec<Problem>) {
             );
         }
     }
+}
+
+/// What srt says of srtctl's `wheel` (an exact release it stages before the job, and
+/// installs): srt installs that release from the indexes instead; a `version` beside it
+/// is not what is installed (srtctl clears it); with `install: false` nothing is.
+fn wheel_problems(section: &Section, wheel: &crate::recipe::Arg) -> Vec<Problem> {
+    let release = wheel.value.render();
+    let mut out = Vec::new();
+    if section.get("install").map(|a| &a.value) == Some(&ArgValue::Bool(false)) {
+        out.push(
+            Problem::warning(
+                "srt::recipe::dynamo_wheel",
+                wheel.key_span,
+                format!("`dynamo.wheel` names ai-dynamo {release}, and `install: false` installs nothing"),
+            )
+            .label("not installed")
+            .help("the programs run the image's Dynamo; remove `install: false` to install this release"),
+        );
+        return out;
+    }
+    out.push(
+        Problem::warning(
+            "srt::recipe::dynamo_wheel",
+            wheel.value_span,
+            format!(
+                "srt installs ai-dynamo {release} with pip before each Dynamo program, from PyPI and pypi.nvidia.com; srtctl stages its wheels before the job"
+            ),
+        )
+        .label("installed from the indexes on each node")
+        .help(format!(
+            "the nodes must reach the indexes; srt checks Dynamo's commands against ai-dynamo {VERSION}'s flags"
+        )),
+    );
+    if let Some(version) = section.get("version") {
+        out.push(
+            Problem::warning(
+                "srt::recipe::dynamo_wheel",
+                version.key_span,
+                format!(
+                    "`dynamo.version` ({}) is not installed: `wheel` names the release, as srtctl reads them",
+                    version.value.render()
+                ),
+            )
+            .label("cleared by `wheel`")
+            .help("remove one of them"),
+        );
+    }
+    out
 }
 
 /// A `version` other than the catalogs'. With `install` written (true: srt installs
@@ -270,13 +324,38 @@ mod tests {
         );
         assert!(problems.is_empty(), "{problems:?}");
         check(
-            &recipe("dynamo:\n  event_plane: tcp\n  install: true\n  wheel: \"1.2.0\"\n"),
+            &recipe("dynamo:\n  event_plane: tcp\n  install: true\n  hash: \"81d0555\"\n"),
             &mut problems,
         );
         let codes: Vec<&str> = problems.iter().map(|p| p.code).collect();
         assert_eq!(
             codes,
             ["srt::recipe::dynamo_plane", "srt::recipe::dynamo_install"]
+        );
+    }
+
+    #[test]
+    fn a_wheel_is_its_release_installed_from_the_indexes() {
+        let with = |text: &str| {
+            let r = recipe(text);
+            let mut problems = Vec::new();
+            check(&r, &mut problems);
+            let codes: Vec<(&str, bool)> =
+                problems.iter().map(|p| (p.code, p.is_warning())).collect();
+            (super::super::install::release(&r), codes)
+        };
+        let note = ("srt::recipe::dynamo_wheel", true);
+        assert_eq!(
+            with("dynamo:\n  wheel: \"1.2.0.dev20260426\"\n"),
+            (Some("1.2.0.dev20260426".into()), vec![note])
+        );
+        assert_eq!(
+            with("dynamo:\n  version: \"0.8.0\"\n  wheel: \"1.2.0.dev1\"\n  install: true\n"),
+            (Some("1.2.0.dev1".into()), vec![note, note])
+        );
+        assert_eq!(
+            with("dynamo:\n  wheel: \"1.2.0.dev1\"\n  install: false\n"),
+            (None, vec![note])
         );
     }
 
