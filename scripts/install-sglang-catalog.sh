@@ -16,7 +16,9 @@
 #        prepare_server_args loads (found by listing the modules loaded from
 #        site-packages after doing so): numpy, pydantic, starlette, orjson,
 #        msgspec, pyzmq, psutil, requests, pillow, pybase64, packaging,
-#        aiohttp, tqdm, ipython;
+#        aiohttp, tqdm, ipython; an older release imports more at the top of
+#        server_args (its `case` arm below lists what, with the transformers
+#        and torchvision it takes);
 #   all of it pinned by scripts/sglang[-<version>]-constraints.txt (a pip freeze of such
 #   an install, minus sglang). Then it checks that prepare_server_args builds
 #   the parser (with --disaggregation-mode and --dist-init-addr). Prints the
@@ -33,11 +35,13 @@
 # Environment:
 #   SRT_TOOLS_DIR             where tools go (default <repo>/.tools, git-ignored)
 #   SRT_PYTHON                interpreter for the venv (default python3; 3.11-3.13)
-#   SRT_SGLANG_VERSION        sglang version: 0.5.23 (the default) or 0.5.8; the
-#                             venv is sglang-catalog-venv for 0.5.23, else
+#   SRT_SGLANG_VERSION        sglang version: 0.5.23 (the default), 0.5.13.post1,
+#                             0.5.12, 0.5.11, 0.5.8 or 0.5.7; the venv is
+#                             sglang-catalog-venv for 0.5.23, else
 #                             sglang-<version>-catalog-venv
-#   SRT_SGLANG_TORCH_VERSION  torch version (default: what that sglang pins,
-#                             2.14.1 or 2.9.1)
+#   SRT_SGLANG_TORCH_VERSION  torch version (default: what that sglang pins:
+#                             2.14.1 for 0.5.23, 2.11.0 for 0.5.11 to
+#                             0.5.13.post1, 2.9.1 for 0.5.7 and 0.5.8)
 #
 # Why the detours:
 #   - sglang declares ~80 requirements (flashinfer, sgl-kernel, deep-gemm,
@@ -72,7 +76,24 @@ case "$SGLANG_VERSION" in
         "transformers==4.57.1" "torchvision==0.24.1")
     CONSTRAINTS="$(dirname "${BASH_SOURCE[0]}")/sglang-0.5.8-constraints.txt"
     ;;
-*) die "no recipe for sglang $SGLANG_VERSION's option parser here (known: 0.5.23, 0.5.8)" ;;
+0.5.7)
+    TORCH_VERSION=2.9.1
+    IMPORT_DEPS+=(safetensors fastapi openai partial_json_parser huggingface_hub dill sentencepiece
+        "transformers==4.57.1" "torchvision==0.24.1")
+    CONSTRAINTS="$(dirname "${BASH_SOURCE[0]}")/sglang-0.5.7-constraints.txt"
+    ;;
+0.5.11 | 0.5.12)
+    TORCH_VERSION=2.11.0
+    IMPORT_DEPS+=(openai partial_json_parser dill sentencepiece "transformers==5.6.0" "torchvision==0.26.0")
+    CONSTRAINTS="$(dirname "${BASH_SOURCE[0]}")/sglang-$SGLANG_VERSION-constraints.txt"
+    ;;
+0.5.13.post1)
+    TORCH_VERSION=2.11.0
+    IMPORT_DEPS+=(openai partial_json_parser dill sentencepiece "transformers==5.8.1" "torchvision==0.26.0")
+    CONSTRAINTS="$(dirname "${BASH_SOURCE[0]}")/sglang-0.5.13.post1-constraints.txt"
+    ;;
+*) die "no recipe for sglang $SGLANG_VERSION's option parser here" \
+    "(known: 0.5.23, 0.5.13.post1, 0.5.12, 0.5.11, 0.5.8, 0.5.7)" ;;
 esac
 TORCH_VERSION="${SRT_SGLANG_TORCH_VERSION:-$TORCH_VERSION}"
 PIP=(env PIP_DISABLE_PIP_VERSION_CHECK=1 "$VENV/bin/python" -m pip install --quiet --no-input)

@@ -94,7 +94,14 @@ const PLACEMENT_ENV: &[&str] = &[
 /// The SGLang releases srt has flag catalogs for, newest (the default) first.
 const CATALOGS: &[(&str, &str)] = &[
     ("0.5.23", include_str!("catalog/sglang-0.5.23.json")),
+    (
+        "0.5.13.post1",
+        include_str!("catalog/sglang-0.5.13.post1.json"),
+    ),
+    ("0.5.12", include_str!("catalog/sglang-0.5.12.json")),
+    ("0.5.11", include_str!("catalog/sglang-0.5.11.json")),
     ("0.5.8", include_str!("catalog/sglang-0.5.8.json")),
+    ("0.5.7", include_str!("catalog/sglang-0.5.7.json")),
 ];
 
 fn catalogs() -> &'static [Catalog] {
@@ -184,9 +191,7 @@ impl Sglang {
                 }
             },
             None => {
-                let fitting = catalogs()
-                    .iter()
-                    .find(|c| self.takes_every_args(c, recipe));
+                let fitting = catalogs().iter().find(|c| self.takes_every_args(c, recipe));
                 Release::Fitting {
                     image: recipe.model.container.clone(),
                     catalog: fitting.unwrap_or(newest),
@@ -413,13 +418,18 @@ mod tests {
     /// which lists the directory), newest first.
     #[test]
     fn every_catalog_file_is_listed_newest_first() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/engine/sglang/catalog");
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/engine/sglang/catalog");
         let mut files: Vec<String> = std::fs::read_dir(dir)
             .unwrap()
             .flatten()
             .filter_map(|e| {
                 let name = e.file_name().into_string().ok()?;
-                Some(name.strip_prefix("sglang-")?.strip_suffix(".json")?.to_string())
+                Some(
+                    name.strip_prefix("sglang-")?
+                        .strip_suffix(".json")?
+                        .to_string(),
+                )
             })
             .collect();
         files.sort_by_key(|r| std::cmp::Reverse(release_order(r)));
