@@ -12,7 +12,10 @@ fn main() {
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
-            let release = name.strip_prefix("sglang-")?.strip_suffix(".json")?.to_string();
+            let release = name
+                .strip_prefix("sglang-")?
+                .strip_suffix(".json")?
+                .to_string();
             let path = e.path().canonicalize().ok()?.display().to_string();
             Some((release, path))
         })

@@ -330,7 +330,9 @@ impl Catalog {
 
     /// The option `flag` (one of its option strings, written in full) names.
     pub fn by_flag(&self, flag: &str) -> Option<&OptionSpec> {
-        self.options.iter().find(|o| o.flags.iter().any(|f| f == flag))
+        self.options
+            .iter()
+            .find(|o| o.flags.iter().any(|f| f == flag))
     }
 
     /// Its long option strings by destination (`tp_size` -> `tp-size`), for logging.

@@ -289,11 +289,17 @@ mod tests {
     fn an_older_releases_command_line_is_read_as_that_release() {
         let newest = &catalogs()[0].version;
         let a = p("--model-path /m --tp-size 2 --dp-size 2 --cuda-graph-max-bs 64").unwrap();
-        assert_ne!(&a.catalog.version, newest, "no newest takes --cuda-graph-max-bs");
+        assert_ne!(
+            &a.catalog.version, newest,
+            "no newest takes --cuda-graph-max-bs"
+        );
         assert_eq!((a.tp_size, a.dp_size), (2, 2));
         let b = p("--model-path /m --tp-size 2").unwrap();
         assert_eq!(&b.catalog.version, newest);
-        assert!(matches!(p("--model-path /m --no-such-flag 1"), Err(ParseError::Usage(_))));
+        assert!(matches!(
+            p("--model-path /m --no-such-flag 1"),
+            Err(ParseError::Usage(_))
+        ));
     }
 
     #[test]

@@ -197,7 +197,9 @@ mod tests {
         assert_eq!(codes(&found), [("srt::recipe::engine_version", true)]);
         assert!(
             found[0].message.contains("`dynamo-sglang`")
-                && found[0].message.contains("the newest release it has whose parser takes them all"),
+                && found[0]
+                    .message
+                    .contains("the newest release it has whose parser takes them all"),
             "{}",
             found[0].message
         );
