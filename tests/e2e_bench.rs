@@ -423,6 +423,52 @@ fn a_chat_template_benchmark_records_the_templated_prompts() {
     env.destroy("e2e-bench");
 }
 
+/// srtctl's DeepSeek-V4 recipes name a sa-bench tokenizer adapter (`custom_tokenizer`)
+/// because the model ships no chat template: with one, a tokenizer without a template
+/// plans without a warning, the benchmark passes, and the server counts the tokens the
+/// benchmark recorded.
+#[test]
+fn a_tokenizer_adapter_wraps_prompts_where_the_model_has_no_template() {
+    let _g = serial();
+    let env = Env::new();
+    let bare = tempfile::tempdir().unwrap();
+    let tiny = repo().join("tests/fixtures/tiny-model");
+    for f in ["tokenizer.json", "tokenizer_config.json"] {
+        std::fs::copy(tiny.join(f), bare.path().join(f)).unwrap();
+    }
+    let text = recipe().replace(
+        "  type: sa-bench\n",
+        &format!(
+            "  type: sa-bench\n  use_chat_template: true\n  tokenizer: {}\n  custom_tokenizer: sa_bench_tokenizers.vllm_deepseek_v4.VLLMDeepseekV4Tokenizer\n",
+            bare.path().display()
+        ),
+    );
+    let recipe = env.recipe("adapter.yaml", &text);
+    let plan = env.ok(&["plan", "-f", &recipe, "--simulate"]);
+    assert!(!plan.contains("chat template is unusable"), "{plan}");
+    let out = env.apply(&recipe);
+    assert!(out.contains("benchmark: passed"), "{out}");
+    for l in only_run_levels(&env) {
+        let n = l["num_prompts"].as_u64().unwrap();
+        assert_eq!(
+            l["custom_tokenizer"], "sa_bench_tokenizers.vllm_deepseek_v4.VLLMDeepseekV4Tokenizer",
+            "{l}"
+        );
+        assert_eq!(l["completed"].as_u64(), Some(n), "{l}");
+        assert_eq!(
+            l["srt_server_input_tokens"].as_u64(),
+            l["total_input_tokens"].as_u64(),
+            "{l}"
+        );
+    }
+    let again = env.ok(&["bench", "e2e-bench"]);
+    assert!(
+        again.contains("in the chat format of sa_bench_tokenizers.vllm_deepseek_v4"),
+        "{again}"
+    );
+    env.destroy("e2e-bench");
+}
+
 /// A chat-template benchmark whose tokenizer has no chat template is a warning at plan
 /// time and refused by apply before any process starts, as a missing tokenizer is.
 #[test]

@@ -147,9 +147,9 @@ const CASES: &[Case] = &[
     ),
     case(
         "benchmark-custom-tokenizer.yaml",
-        "srt::recipe::unsupported_key",
-        "custom_tokenizer",
-        "srtctl key",
+        "srt::recipe::value",
+        "glm_moe_dsa",
+        "no sa-bench tokenizer adapter",
     ),
     case(
         "benchmark-prompts-conflict.yaml",

@@ -954,6 +954,7 @@ fn benchmark_spec(recipe: &Recipe, b: &crate::recipe::Benchmark, public_url: &st
         },
         dataset,
         use_chat_template: b.use_chat_template,
+        custom_tokenizer: b.custom_tokenizer,
         concurrencies: b.concurrencies.clone(),
         num_prompts_mult: b.num_prompts_mult,
         num_warmup_mult: b.num_warmup_mult,

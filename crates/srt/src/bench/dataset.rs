@@ -1,6 +1,7 @@
 //! Prompts: random token ids of an exact token length (vLLM's `random` dataset), or the
 //! conversations of a ShareGPT-style JSON file.
 
+use super::adapter::TokenizerAdapter;
 use super::chat::{ChatTemplate, ChatTemplateError};
 use super::rng::Rng;
 use super::spec::Dataset;
@@ -48,25 +49,61 @@ pub(super) struct Random {
     chat: Option<Arc<Chat>>,
 }
 
-/// The chat template random prompts are wrapped in, as sa-bench's `use_chat_template`
+/// The chat format random prompts are wrapped in, as sa-bench's `use_chat_template`
 /// wraps them.
 #[derive(Debug)]
 pub(super) struct Chat {
-    template: ChatTemplate,
-    /// Tokens the template adds to a prompt, as sa-bench counts them: the tokens of the
+    format: ChatFormat,
+    /// Tokens the format adds to a prompt, as sa-bench counts them: the tokens of the
     /// one-message chat `a` with the generation prompt, less one (the `a`).
     pub len: u32,
 }
 
-impl Chat {
-    /// The chat template of `tok`'s model (its files beside `tokenizer.json`), checked
-    /// to render, and the length it adds.
-    pub(super) fn load(tok: &Tokenizer) -> Result<Chat, ChatTemplateError> {
-        let dir = tok.path.parent().unwrap_or(std::path::Path::new("."));
+/// What renders a chat: the model's template, or an adapter srtctl names in its place.
+#[derive(Debug)]
+pub(super) enum ChatFormat {
+    /// The tokenizer's Jinja chat template.
+    Template(Box<ChatTemplate>),
+    /// A sa-bench tokenizer adapter (`custom_tokenizer`).
+    Adapter(TokenizerAdapter),
+}
+
+impl ChatFormat {
+    /// The format of `tok`'s model: `adapter` when given, else the chat template of its
+    /// files beside `tokenizer.json`, checked to render.
+    pub(super) fn load(
+        tok: &std::path::Path,
+        adapter: Option<TokenizerAdapter>,
+    ) -> Result<ChatFormat, ChatTemplateError> {
+        if let Some(a) = adapter {
+            return Ok(ChatFormat::Adapter(a));
+        }
+        let dir = tok.parent().unwrap_or(std::path::Path::new("."));
         let template = ChatTemplate::load(dir)?;
-        let one = template.render_user("a")?;
+        template.render_user("a")?;
+        Ok(ChatFormat::Template(Box::new(template)))
+    }
+
+    /// One user message `content` with the generation prompt.
+    fn render_user(&self, content: &str) -> Result<String, ChatTemplateError> {
+        match self {
+            ChatFormat::Template(t) => t.render_user(content),
+            ChatFormat::Adapter(a) => Ok(a.render_user(content)),
+        }
+    }
+}
+
+impl Chat {
+    /// The chat format of `tok`'s model (`adapter`, or its chat template), and the
+    /// length it adds.
+    pub(super) fn load(
+        tok: &Tokenizer,
+        adapter: Option<TokenizerAdapter>,
+    ) -> Result<Chat, ChatTemplateError> {
+        let format = ChatFormat::load(&tok.path, adapter)?;
+        let one = format.render_user("a")?;
         let len = tok.encode(&one).len().saturating_sub(1) as u32;
-        Ok(Chat { template, len })
+        Ok(Chat { format, len })
     }
 }
 
@@ -212,7 +249,7 @@ impl Random {
         ids.truncate(target);
         let content = tok.decode(&ids);
         let prompt = chat
-            .template
+            .format
             .render_user(&content)
             .map_err(|e| e.with_help())?;
         Ok(Request {
@@ -456,7 +493,7 @@ mod tests {
     #[test]
     fn the_chat_template_length_is_sa_benchs() {
         let tok = tiny();
-        assert_eq!(Chat::load(&tok).unwrap().len, 14);
+        assert_eq!(Chat::load(&tok, None).unwrap().len, 14);
         let dir = super::super::chat::tests::model_dir(
             serde_json::json!({
                 "chat_template": super::super::chat::tests::RICH,
@@ -465,11 +502,34 @@ mod tests {
             None,
         );
         let rich = Tokenizer::load(dir.path().to_str().unwrap()).unwrap();
-        assert_eq!(Chat::load(&rich).unwrap().len, 119);
+        assert_eq!(Chat::load(&rich, None).unwrap().len, 119);
         let bare = super::super::chat::tests::model_dir(serde_json::json!({}), None);
         let bare = Tokenizer::load(bare.path().to_str().unwrap()).unwrap();
-        let e = Chat::load(&bare).unwrap_err();
+        let e = Chat::load(&bare, None).unwrap_err();
         assert!(e.to_string().contains("has no chat template"), "{e}");
+    }
+
+    /// A tokenizer adapter renders in place of the template, so a model without one
+    /// (DeepSeek-V4's) wraps its prompts: in the adapter's format, its length counted
+    /// as sa-bench counts the template's (`a` in it, less one).
+    #[test]
+    fn an_adapter_wraps_prompts_where_the_model_has_no_template() {
+        let bare = super::super::chat::tests::model_dir(serde_json::json!({}), None);
+        let tok = Tokenizer::load(bare.path().to_str().unwrap()).unwrap();
+        let adapter = TokenizerAdapter::SglangDeepseekV4;
+        let chat = Arc::new(Chat::load(&tok, Some(adapter)).unwrap());
+        let one = tok.encode(&adapter.render_user("a")).len() as u32;
+        assert_eq!(chat.len, one - 1);
+        let mut src = Source::new(&random(64, 16, 1.0, 0), &tok, 0, 10, Some(&chat)).unwrap();
+        for r in src.take(&tok, 5).unwrap() {
+            let content = r
+                .prompt
+                .strip_prefix("<｜begin▁of▁sentence｜><｜User｜>")
+                .and_then(|p| p.strip_suffix("<｜Assistant｜></think>"))
+                .unwrap_or_else(|| panic!("not in DeepSeek-V4's chat: {r:?}"));
+            assert!(!content.is_empty());
+            assert_eq!(r.prompt_len, tok.count_prompt(&r.prompt), "{r:?}");
+        }
     }
 
     /// With the chat template, each prompt is one user message of random text in the
@@ -481,7 +541,7 @@ mod tests {
     #[test]
     fn chat_prompts_are_random_text_in_the_template() {
         let tok = tiny();
-        let chat = Arc::new(Chat::load(&tok).unwrap());
+        let chat = Arc::new(Chat::load(&tok, None).unwrap());
         let mut src = Source::new(&random(64, 16, 1.0, 0), &tok, 0, 10, Some(&chat)).unwrap();
         let reqs = src.take(&tok, 20).unwrap();
         for r in &reqs {

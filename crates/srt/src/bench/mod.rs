@@ -10,6 +10,7 @@
 //! Apply runs it as the `benchmark` resource; `srt bench NAME` runs it again on a
 //! deployed deployment. See `docs/benchmark.md`.
 
+mod adapter;
 mod chat;
 mod client;
 mod dataset;
@@ -20,6 +21,7 @@ mod rng;
 mod spec;
 mod tokenizer;
 
+pub use adapter::TokenizerAdapter;
 pub use chat::ChatTemplateError;
 pub use metrics::Invalid;
 pub use spec::{
@@ -118,11 +120,14 @@ pub fn find_tokenizer(spec: &str) -> Result<PathBuf, String> {
 }
 
 /// Why the tokenizer at `tokenizer` (a `tokenizer.json` [`find_tokenizer`] found) has
-/// no chat template that renders a prompt: what a run with `use_chat_template` needs
-/// before it sends anything, so plan warns and apply refuses early.
-pub fn check_chat_template(tokenizer: &Path) -> Result<(), ChatTemplateError> {
-    let dir = tokenizer.parent().unwrap_or(Path::new("."));
-    chat::ChatTemplate::load(dir)?.render_user("a").map(drop)
+/// no chat template that renders a prompt, when no `adapter` renders in its place: what
+/// a run with `use_chat_template` needs before it sends anything, so plan warns and
+/// apply refuses early.
+pub fn check_chat_template(
+    tokenizer: &Path,
+    adapter: Option<TokenizerAdapter>,
+) -> Result<(), ChatTemplateError> {
+    dataset::ChatFormat::load(tokenizer, adapter).map(drop)
 }
 
 /// Where a run writes and what it calls the deployment.
@@ -147,7 +152,9 @@ pub async fn run(
     }
     let tok = Arc::new(tokenizer::Tokenizer::load(&spec.tokenizer)?);
     let chat = match spec.use_chat_template {
-        true => Some(Arc::new(Chat::load(&tok).map_err(|e| e.with_help())?)),
+        true => Some(Arc::new(
+            Chat::load(&tok, spec.custom_tokenizer).map_err(|e| e.with_help())?,
+        )),
         false => None,
     };
     let mut prompts = Source::new(
@@ -545,6 +552,7 @@ mod tests {
                 prefix_len: 0,
             },
             use_chat_template: true,
+            custom_tokenizer: None,
             concurrencies: vec![2],
             num_prompts_mult: 3,
             num_warmup_mult: 1,

@@ -89,6 +89,9 @@ pub fn level_json(spec: &Spec, run: &RunInfo, l: &Level) -> Value {
             o.insert("random_range_ratio".into(), json!(range_ratio));
             o.insert("random_prefix_len".into(), json!(prefix_len));
             o.insert("use_chat_template".into(), json!(spec.use_chat_template));
+            if let Some(a) = spec.custom_tokenizer {
+                o.insert("custom_tokenizer".into(), json!(a.class()));
+            }
         }
         Dataset::Sharegpt { path, osl } => {
             o.insert("dataset_name".into(), json!("sharegpt"));

@@ -23,6 +23,11 @@ pub struct Spec {
     /// false, so their hashes stay.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub use_chat_template: bool,
+    /// The sa-bench tokenizer adapter that renders the chat in place of the model's
+    /// template (srtctl's `custom_tokenizer`). Not written when absent, so the hashes of
+    /// specs without one stay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_tokenizer: Option<super::TokenizerAdapter>,
     /// Levels run one after the other: each is the most requests in flight at once
     /// (`max_concurrency`).
     pub concurrencies: Vec<u32>,
@@ -252,10 +257,10 @@ impl Spec {
                 } else {
                     String::new()
                 };
-                let chat = if self.use_chat_template {
-                    " in the model's chat template"
-                } else {
-                    ""
+                let chat = match (self.use_chat_template, self.custom_tokenizer) {
+                    (false, _) => String::new(),
+                    (true, None) => " in the model's chat template".into(),
+                    (true, Some(a)) => format!(" in the chat format of {}", a.class()),
                 };
                 format!(
                     "random {isl}-token prompts{prefix}{chat} (range ratio {range_ratio}), {osl} output tokens"

@@ -319,6 +319,11 @@ pub(crate) const BENCHMARK: &[Key] = &[
         "Wrap each random prompt in the model's chat template (its tokenizer's, with the generation prompt) as srtctl's sa-bench does, the template's tokens taken off `isl`; srtctl's default is `true`.",
     ),
     k(
+        "custom_tokenizer",
+        r#"{"enum": ["sa_bench_tokenizers.sglang_deepseek_v4.SGLangDeepseekV4Tokenizer", "sa_bench_tokenizers.vllm_deepseek_v4.VLLMDeepseekV4Tokenizer"]}"#,
+        "srtctl's sa-bench tokenizer adapter for a model whose chat format is code, not a template (DeepSeek-V4): with `use_chat_template`, prompts are wrapped as that adapter wraps them (SGLang's in chat mode, vLLM's in thinking mode) instead of in the tokenizer's template; tokens are still counted with `tokenizer`.",
+    ),
+    k(
         "seed",
         r#"{"type": "integer", "minimum": 0, "default": 0}"#,
         "Seed of prompts, lengths and arrival times.",

@@ -1059,9 +1059,8 @@ impl Loader<'_> {
             return None;
         }
         // srtctl's sa-bench keys srt has no equivalent for (placement of the client,
-        // Python tokenizer classes, SGLang's slow-down hook, per-request HTTP sessions).
+        // SGLang's slow-down hook, per-request HTTP sessions, transformers' modes).
         const SRTCTL_ONLY: &[&str] = &[
-            "custom_tokenizer",
             "reuse_http_connections",
             "client_placement",
             "client_dedicated_node",
@@ -1284,6 +1283,10 @@ impl Loader<'_> {
                 keys::default(table, "use_chat_template"),
             )
             .value;
+        let custom_tokenizer = match f.get("custom_tokenizer") {
+            Some(n) => Some(self.tokenizer_adapter(n)?),
+            None => None,
+        };
         let seed = match f.get("seed") {
             Some(n) => self.uint(n, "benchmark.seed", 0, i64::MAX)? as u64,
             None => keys::default(table, "seed"),
@@ -1396,10 +1399,38 @@ impl Loader<'_> {
             endpoint,
             ignore_eos,
             use_chat_template,
+            custom_tokenizer,
             seed,
             percentiles,
             goodput,
         })
+    }
+
+    /// `benchmark.custom_tokenizer`: a sa-bench tokenizer adapter srt renders.
+    fn tokenizer_adapter(&mut self, node: &Node) -> Option<crate::bench::TokenizerAdapter> {
+        use crate::bench::TokenizerAdapter;
+        let class = self.string(node, "benchmark.custom_tokenizer")?;
+        if let Some(adapter) = TokenizerAdapter::named(&class) {
+            return Some(adapter);
+        }
+        let known = TokenizerAdapter::ALL.map(TokenizerAdapter::class);
+        let help = match did_you_mean(&class, known) {
+            Some(close) => format!("did you mean `{close}`?"),
+            None => format!(
+                "srt renders the chats of srtctl's sa-bench adapters {}; without one, the model's own chat template is used",
+                known.map(|k| format!("`{k}`")).join(" and ")
+            ),
+        };
+        self.problem(
+            Problem::new(
+                "srt::recipe::value",
+                node.span,
+                format!("srt has no sa-bench tokenizer adapter `{class}`"),
+            )
+            .label("unknown adapter")
+            .help(help),
+        );
+        None
     }
 
     /// `sensitive_env`: a list of variable names whose values are secrets.

@@ -163,6 +163,9 @@ pub struct Benchmark {
     /// Wrap random prompts in the model's chat template, as sa-bench does
     /// (`use_chat_template`).
     pub use_chat_template: bool,
+    /// The sa-bench tokenizer adapter rendering the chat in place of the model's
+    /// template (srtctl's `custom_tokenizer`).
+    pub custom_tokenizer: Option<crate::bench::TokenizerAdapter>,
     /// Seed of prompts, lengths and arrivals.
     pub seed: u64,
     /// Percentiles reported besides mean and median.

@@ -159,7 +159,7 @@ impl miette::Diagnostic for UnusableChatTemplate {
 pub fn unusable_chat_template(p: &Prepared, plan: &Plan) -> Option<UnusableChatTemplate> {
     let spec = benchmark_to_run(p, plan).filter(|s| s.use_chat_template)?;
     let tokenizer = crate::bench::find_tokenizer(&spec.tokenizer).ok()?;
-    crate::bench::check_chat_template(&tokenizer)
+    crate::bench::check_chat_template(&tokenizer, spec.custom_tokenizer)
         .err()
         .map(UnusableChatTemplate)
 }
