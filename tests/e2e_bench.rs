@@ -426,7 +426,8 @@ fn a_chat_template_benchmark_records_the_templated_prompts() {
 /// srtctl's DeepSeek-V4 recipes name a sa-bench tokenizer adapter (`custom_tokenizer`)
 /// because the model ships no chat template: with one, a tokenizer without a template
 /// plans without a warning, the benchmark passes, and the server counts the tokens the
-/// benchmark recorded.
+/// benchmark recorded. SGLang's adapter takes its mode from the recipe's top-level
+/// `environment`, as srtctl's benchmark step does.
 #[test]
 fn a_tokenizer_adapter_wraps_prompts_where_the_model_has_no_template() {
     let _g = serial();
@@ -436,13 +437,15 @@ fn a_tokenizer_adapter_wraps_prompts_where_the_model_has_no_template() {
     for f in ["tokenizer.json", "tokenizer_config.json"] {
         std::fs::copy(tiny.join(f), bare.path().join(f)).unwrap();
     }
+    const ADAPTER: &str = "sa_bench_tokenizers.sglang_deepseek_v4.SGLangDeepseekV4Tokenizer";
     let text = recipe().replace(
-        "  type: sa-bench\n",
+        "benchmark:\n  type: sa-bench\n",
         &format!(
-            "  type: sa-bench\n  use_chat_template: true\n  tokenizer: {}\n  custom_tokenizer: sa_bench_tokenizers.vllm_deepseek_v4.VLLMDeepseekV4Tokenizer\n",
+            "environment:\n  SGLANG_DEFAULT_THINKING: \"1\"\nbenchmark:\n  type: sa-bench\n  use_chat_template: true\n  tokenizer: {}\n  custom_tokenizer: {ADAPTER}\n",
             bare.path().display()
         ),
     );
+    assert!(text.contains(ADAPTER), "{text}");
     let recipe = env.recipe("adapter.yaml", &text);
     let plan = env.ok(&["plan", "-f", &recipe, "--simulate"]);
     assert!(!plan.contains("chat template is unusable"), "{plan}");
@@ -450,10 +453,8 @@ fn a_tokenizer_adapter_wraps_prompts_where_the_model_has_no_template() {
     assert!(out.contains("benchmark: passed"), "{out}");
     for l in only_run_levels(&env) {
         let n = l["num_prompts"].as_u64().unwrap();
-        assert_eq!(
-            l["custom_tokenizer"], "sa_bench_tokenizers.vllm_deepseek_v4.VLLMDeepseekV4Tokenizer",
-            "{l}"
-        );
+        assert_eq!(l["custom_tokenizer"], ADAPTER, "{l}");
+        assert_eq!(l["srt_chat_thinking"], true, "{l}");
         assert_eq!(l["completed"].as_u64(), Some(n), "{l}");
         assert_eq!(
             l["srt_server_input_tokens"].as_u64(),
@@ -463,7 +464,7 @@ fn a_tokenizer_adapter_wraps_prompts_where_the_model_has_no_template() {
     }
     let again = env.ok(&["bench", "e2e-bench"]);
     assert!(
-        again.contains("in the chat format of sa_bench_tokenizers.vllm_deepseek_v4"),
+        again.contains(&format!("in the chat format of {ADAPTER} (thinking mode)")),
         "{again}"
     );
     env.destroy("e2e-bench");

@@ -146,6 +146,12 @@ const CASES: &[Case] = &[
         "dataset_path",
     ),
     case(
+        "benchmark-adapter-max-effort.yaml",
+        "srt::recipe::value",
+        "SGLANG_DSV4_REASONING_EFFORT",
+        "preamble",
+    ),
+    case(
         "benchmark-custom-tokenizer.yaml",
         "srt::recipe::value",
         "glm_moe_dsa",

@@ -1,7 +1,7 @@
 //! Prompts: random token ids of an exact token length (vLLM's `random` dataset), or the
 //! conversations of a ShareGPT-style JSON file.
 
-use super::adapter::TokenizerAdapter;
+use super::adapter::AdapterChat;
 use super::chat::{ChatTemplate, ChatTemplateError};
 use super::rng::Rng;
 use super::spec::Dataset;
@@ -65,7 +65,7 @@ pub(super) enum ChatFormat {
     /// The tokenizer's Jinja chat template.
     Template(Box<ChatTemplate>),
     /// A sa-bench tokenizer adapter (`custom_tokenizer`).
-    Adapter(TokenizerAdapter),
+    Adapter(AdapterChat),
 }
 
 impl ChatFormat {
@@ -73,7 +73,7 @@ impl ChatFormat {
     /// files beside `tokenizer.json`, checked to render.
     pub(super) fn load(
         tok: &std::path::Path,
-        adapter: Option<TokenizerAdapter>,
+        adapter: Option<AdapterChat>,
     ) -> Result<ChatFormat, ChatTemplateError> {
         if let Some(a) = adapter {
             return Ok(ChatFormat::Adapter(a));
@@ -98,7 +98,7 @@ impl Chat {
     /// length it adds.
     pub(super) fn load(
         tok: &Tokenizer,
-        adapter: Option<TokenizerAdapter>,
+        adapter: Option<AdapterChat>,
     ) -> Result<Chat, ChatTemplateError> {
         let format = ChatFormat::load(&tok.path, adapter)?;
         let one = format.render_user("a")?;
@@ -516,7 +516,9 @@ mod tests {
     fn an_adapter_wraps_prompts_where_the_model_has_no_template() {
         let bare = super::super::chat::tests::model_dir(serde_json::json!({}), None);
         let tok = Tokenizer::load(bare.path().to_str().unwrap()).unwrap();
-        let adapter = TokenizerAdapter::SglangDeepseekV4;
+        let adapter = super::super::TokenizerAdapter::SglangDeepseekV4
+            .chat(&Default::default())
+            .unwrap();
         let chat = Arc::new(Chat::load(&tok, Some(adapter)).unwrap());
         let one = tok.encode(&adapter.render_user("a")).len() as u32;
         assert_eq!(chat.len, one - 1);

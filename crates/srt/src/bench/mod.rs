@@ -21,7 +21,7 @@ mod rng;
 mod spec;
 mod tokenizer;
 
-pub use adapter::TokenizerAdapter;
+pub use adapter::{AdapterChat, MaxEffort, TokenizerAdapter};
 pub use chat::ChatTemplateError;
 pub use metrics::Invalid;
 pub use spec::{
@@ -125,7 +125,7 @@ pub fn find_tokenizer(spec: &str) -> Result<PathBuf, String> {
 /// apply refuses early.
 pub fn check_chat_template(
     tokenizer: &Path,
-    adapter: Option<TokenizerAdapter>,
+    adapter: Option<AdapterChat>,
 ) -> Result<(), ChatTemplateError> {
     dataset::ChatFormat::load(tokenizer, adapter).map(drop)
 }

@@ -90,7 +90,8 @@ pub fn level_json(spec: &Spec, run: &RunInfo, l: &Level) -> Value {
             o.insert("random_prefix_len".into(), json!(prefix_len));
             o.insert("use_chat_template".into(), json!(spec.use_chat_template));
             if let Some(a) = spec.custom_tokenizer {
-                o.insert("custom_tokenizer".into(), json!(a.class()));
+                o.insert("custom_tokenizer".into(), json!(a.adapter.class()));
+                o.insert("srt_chat_thinking".into(), json!(a.thinking));
             }
         }
         Dataset::Sharegpt { path, osl } => {

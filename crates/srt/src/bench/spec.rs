@@ -27,7 +27,7 @@ pub struct Spec {
     /// template (srtctl's `custom_tokenizer`). Not written when absent, so the hashes of
     /// specs without one stay.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub custom_tokenizer: Option<super::TokenizerAdapter>,
+    pub custom_tokenizer: Option<super::AdapterChat>,
     /// Levels run one after the other: each is the most requests in flight at once
     /// (`max_concurrency`).
     pub concurrencies: Vec<u32>,
@@ -260,7 +260,11 @@ impl Spec {
                 let chat = match (self.use_chat_template, self.custom_tokenizer) {
                     (false, _) => String::new(),
                     (true, None) => " in the model's chat template".into(),
-                    (true, Some(a)) => format!(" in the chat format of {}", a.class()),
+                    (true, Some(a)) => format!(
+                        " in the chat format of {} ({})",
+                        a.adapter.class(),
+                        a.mode()
+                    ),
                 };
                 format!(
                     "random {isl}-token prompts{prefix}{chat} (range ratio {range_ratio}), {osl} output tokens"

@@ -321,7 +321,7 @@ pub(crate) const BENCHMARK: &[Key] = &[
     k(
         "custom_tokenizer",
         r#"{"enum": ["sa_bench_tokenizers.sglang_deepseek_v4.SGLangDeepseekV4Tokenizer", "sa_bench_tokenizers.vllm_deepseek_v4.VLLMDeepseekV4Tokenizer"]}"#,
-        "srtctl's sa-bench tokenizer adapter for a model whose chat format is code, not a template (DeepSeek-V4): with `use_chat_template`, prompts are wrapped as that adapter wraps them (SGLang's in chat mode, vLLM's in thinking mode) instead of in the tokenizer's template; tokens are still counted with `tokenizer`.",
+        "srtctl's sa-bench tokenizer adapter for a model whose chat format is code, not a template (DeepSeek-V4): with `use_chat_template`, prompts are wrapped as that adapter wraps them (vLLM's in thinking mode; SGLang's in chat mode unless the top-level `environment` sets `SGLANG_DEFAULT_THINKING`) instead of in the tokenizer's template; tokens are still counted with `tokenizer`.",
     ),
     k(
         "seed",

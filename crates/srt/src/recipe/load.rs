@@ -945,9 +945,9 @@ impl Loader<'_> {
         let rollout = self.rollout(f.get("rollout"));
         let slurm = self.slurm(f.get("slurm"));
         let services_node = self.infra(f.get("infra"));
-        let benchmark = self.benchmark(f.get("benchmark"), f.key_span("benchmark"));
-        let sensitive_env = self.sensitive_env(f.get("sensitive_env"));
         let runtime = self.runtime(&f);
+        let benchmark = self.benchmark(f.get("benchmark"), f.key_span("benchmark"), &runtime);
+        let sensitive_env = self.sensitive_env(f.get("sensitive_env"));
         let sections = keys::OWNED_SECTIONS
             .iter()
             .filter_map(|name| {
@@ -1053,6 +1053,7 @@ impl Loader<'_> {
         &mut self,
         node: Option<&Node>,
         key_span: Option<SourceSpan>,
+        runtime: &crate::recipe::runtime::RuntimeKeys,
     ) -> Option<Benchmark> {
         let node = node?;
         if node.value == Value::Null {
@@ -1284,7 +1285,7 @@ impl Loader<'_> {
             )
             .value;
         let custom_tokenizer = match f.get("custom_tokenizer") {
-            Some(n) => Some(self.tokenizer_adapter(n)?),
+            Some(n) => Some(self.tokenizer_adapter(n, runtime)?),
             None => None,
         };
         let seed = match f.get("seed") {
@@ -1406,12 +1407,36 @@ impl Loader<'_> {
         })
     }
 
-    /// `benchmark.custom_tokenizer`: a sa-bench tokenizer adapter srt renders.
-    fn tokenizer_adapter(&mut self, node: &Node) -> Option<crate::bench::TokenizerAdapter> {
-        use crate::bench::TokenizerAdapter;
+    /// `benchmark.custom_tokenizer`: a sa-bench tokenizer adapter srt renders, in the
+    /// mode the top-level `environment` gives it (srtctl's benchmark step sees it).
+    fn tokenizer_adapter(
+        &mut self,
+        node: &Node,
+        runtime: &crate::recipe::runtime::RuntimeKeys,
+    ) -> Option<crate::bench::AdapterChat> {
+        use crate::bench::{MaxEffort, TokenizerAdapter};
         let class = self.string(node, "benchmark.custom_tokenizer")?;
         if let Some(adapter) = TokenizerAdapter::named(&class) {
-            return Some(adapter);
+            return match adapter.chat(&runtime.environment) {
+                Ok(chat) => Some(chat),
+                Err(MaxEffort(var)) => {
+                    let at = runtime
+                        .environment_spans
+                        .get(var)
+                        .copied()
+                        .unwrap_or(node.span);
+                    self.problem(
+                        Problem::new(
+                            "srt::recipe::value",
+                            at,
+                            format!("`environment.{var}: max` asks `{class}` for DeepSeek-V4's \"max\" reasoning-effort preamble, which srt does not render"),
+                        )
+                        .label("max effort")
+                        .help("srt renders DeepSeek-V4's thinking mode without the preamble: set the effort to `high` (the same prompt without it), or set it in the roles' `env` for the workers only"),
+                    );
+                    None
+                }
+            };
         }
         let known = TokenizerAdapter::ALL.map(TokenizerAdapter::class);
         let help = match did_you_mean(&class, known) {

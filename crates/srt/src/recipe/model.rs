@@ -164,8 +164,9 @@ pub struct Benchmark {
     /// (`use_chat_template`).
     pub use_chat_template: bool,
     /// The sa-bench tokenizer adapter rendering the chat in place of the model's
-    /// template (srtctl's `custom_tokenizer`).
-    pub custom_tokenizer: Option<crate::bench::TokenizerAdapter>,
+    /// template (srtctl's `custom_tokenizer`), in the mode the recipe's top-level
+    /// `environment` gives it.
+    pub custom_tokenizer: Option<crate::bench::AdapterChat>,
     /// Seed of prompts, lengths and arrivals.
     pub seed: u64,
     /// Percentiles reported besides mean and median.
