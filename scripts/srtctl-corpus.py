@@ -24,7 +24,12 @@ import sys
 from pathlib import Path
 
 ENTRY = re.compile(r"^(Error|Warning): (srt::[a-z0-9_:]+)\s*$")
-MESSAGE = re.compile(r"^\s*[×⚠] (.*)$")
+# One problem alone is printed without the `Error:`/`Warning:` line: its code heads
+# the output, and its symbol gives its level.
+SOLE = re.compile(r"^(srt::[a-z0-9_:]+)\s*$")
+MESSAGE = re.compile(r"^\s*([×⚠]) (.*)$")
+# The heads of several problems (each then listed with its own entry).
+AGGREGATES = ("srt::recipe::invalid", "srt::recipe::warnings")
 
 
 def recipes(dirs):
@@ -42,20 +47,27 @@ def problems(srt, path):
     found, code = [], None
     for line in run.stderr.splitlines():
         entry = ENTRY.match(line)
+        sole = SOLE.match(line)
         if entry:
             code = (entry.group(1), entry.group(2))
             continue
+        if sole and sole.group(1) not in AGGREGATES:
+            code = (None, sole.group(1))
+            continue
         message = MESSAGE.match(line)
         if message and code:
-            found.append((code, message.group(1)))
+            level = code[0] or ("Error" if message.group(1) == "×" else "Warning")
+            found.append(((level, code[1]), message.group(2)))
             code = None
     return run.returncode == 0, found
 
 
 def subject(message):
-    """The key or flag a message is about: its first `...` quote, role and numbers folded."""
+    """The key or flag a message is about: its first `...` quote (else its first words),
+    role and numbers folded."""
     quoted = re.search(r"`([^`]+)`", message)
-    text = quoted.group(1) if quoted else message[:60]
+    # Unquoted: the message up to its first colon, paths cut to their file names.
+    text = quoted.group(1) if quoted else re.sub(r"/\S*/", "", message.split(":")[0])[:60]
     text = re.sub(r"^roles\.(prefill|decode|agg)\.", "roles.*.", text)
     return re.sub(r"\d+", "N", text)
 
