@@ -18,6 +18,30 @@ use std::time::{Duration, Instant};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
+/// One scenario at a time: they may take every node of the cluster.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The cluster, if it has `nodes` nodes at least; a scenario that needs more says so
+/// and is skipped.
+fn cluster_of(nodes: usize, scenario: &str) -> Option<Cluster> {
+    let c = cluster()?;
+    if c.ips.len() < nodes {
+        eprintln!("{scenario}: skipped");
+        return None;
+    }
+    Some(c)
+}
+
+/// The plan of `recipe` shows no change (exit 0 of `--detailed-exitcode`).
+fn assert_no_change(env: &Env, recipe: &str) {
+    let plan = env.srt(&["plan", "-f", recipe, "--simulate", "--detailed-exitcode"]);
+    assert_eq!(plan.status.code(), Some(0), "{}", text(&plan));
+}
+
 /// The running test cluster's facts.
 struct Cluster {
     partition: String,
@@ -423,9 +447,7 @@ fn destroy(env: &Env, deployment: &str) {
 
 #[test]
 fn disaggregated_across_nodes_heals_a_cancelled_step_and_replaces_one_role() {
-    let _g = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _g = serial();
     let Some(c) = cluster() else { return };
     let env = Env::new(c);
     let d = "slurm-disagg";
@@ -545,9 +567,7 @@ fn disaggregated_across_nodes_heals_a_cancelled_step_and_replaces_one_role() {
 /// for the first point serves the second too.
 #[test]
 fn a_two_point_sweep_keeps_its_allocations() {
-    let _g = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _g = serial();
     let Some(c) = cluster() else { return };
     let env = Env::new(c);
     let d = "slurm-sweep";
@@ -593,9 +613,7 @@ fn a_two_point_sweep_keeps_its_allocations() {
 
 #[test]
 fn dep8_over_two_nodes_serves_from_two_hybrid_lb_pools() {
-    let _g = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _g = serial();
     let Some(c) = cluster() else { return };
     let env = Env::new(c);
     let text = example("seed/agg-dep8.yaml")
@@ -626,9 +644,7 @@ fn dep8_over_two_nodes_serves_from_two_hybrid_lb_pools() {
 
 #[test]
 fn moriio_colocated_workers_register_with_the_router() {
-    let _g = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _g = serial();
     let Some(c) = cluster() else { return };
     let env = Env::new(c);
     let text = example("seed/moriio-colocated.yaml")
@@ -642,9 +658,7 @@ fn moriio_colocated_workers_register_with_the_router() {
 
 #[test]
 fn inside_an_allocation_uses_it_and_never_cancels_it() {
-    let _g = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _g = serial();
     let Some(c) = cluster() else { return };
     let env = Env::new(c);
     let holder = slurm(
@@ -728,9 +742,7 @@ fn inside_an_allocation_uses_it_and_never_cancels_it() {
 /// and no `srun` client. The steps' clients are found through their leases.
 #[test]
 fn sigkill_during_apply_inside_an_allocation_leaves_no_step() {
-    let _g = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _g = serial();
     let Some(c) = cluster() else { return };
     let env = Env::new(c);
     let holder = slurm(
@@ -873,9 +885,7 @@ fn refused(env: &Env, args: &[&str], expected: &[&str], allocations: &[&str]) {
 
 #[test]
 fn scheduler_errors_are_reported_in_its_words_and_leave_nothing_behind() {
-    let _g = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _g = serial();
     let Some(c) = cluster() else { return };
     let env = Env::new(c);
     let recipe = env.file("pd.yaml", &example("slurm-disagg.yaml"));
@@ -974,9 +984,7 @@ fn scheduler_errors_are_reported_in_its_words_and_leave_nothing_behind() {
 
 #[test]
 fn a_step_ignoring_term_is_cancelled_after_the_grace() {
-    let _g = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _g = serial();
     let Some(c) = cluster() else { return };
     let env = Env::new(c);
     // A "vllm" that ignores SIGTERM (and never serves, so the gates fail).
@@ -1046,9 +1054,7 @@ fn a_step_ignoring_term_is_cancelled_after_the_grace() {
 /// restarting the frontend, destroy leaves no job, step or client.
 #[test]
 fn dynamo_disaggregated_across_nodes_registers_at_the_infra_node() {
-    let _g = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _g = serial();
     let Some(c) = cluster() else { return };
     let env = Env::dynamo(c);
     let d = "slurm-dynamo-disagg";
@@ -1104,9 +1110,7 @@ fn dynamo_disaggregated_across_nodes_registers_at_the_infra_node() {
 /// a roll of one leaves every step of the other as it was.
 #[test]
 fn two_dynamo_deployments_side_by_side_never_see_each_others_workers() {
-    let _g = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _g = serial();
     let Some(c) = cluster() else { return };
     let env = Env::dynamo(c);
     let model = tools_dir().join("models/tiny").display().to_string();
@@ -1204,9 +1208,7 @@ fn two_dynamo_deployments_side_by_side_never_see_each_others_workers() {
 /// after.
 #[test]
 fn smg_prefill_decode_behind_nginx_rolls_without_restarting_the_gateway() {
-    let _g = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _g = serial();
     let Some(c) = cluster() else { return };
     let env = Env::new(c);
     let d = "slurm-disagg-smg";
@@ -1247,9 +1249,7 @@ fn smg_prefill_decode_behind_nginx_rolls_without_restarting_the_gateway() {
 /// an args change replaces both, and the Router routes to the new leader.
 #[test]
 fn sglang_worker_spanning_two_nodes_serves_from_its_leader_and_rolls() {
-    let _g = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _g = serial();
     let Some(c) = cluster() else { return };
     let env = Env::new(c);
     let d = "slurm-sglang-multinode";
@@ -1294,9 +1294,7 @@ fn sglang_worker_spanning_two_nodes_serves_from_its_leader_and_rolls() {
 /// the same allocation.
 #[test]
 fn runtime_keys_run_their_scripts_on_the_nodes_before_the_workers() {
-    let _g = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _g = serial();
     let Some(c) = cluster() else { return };
     let env = Env::new(c);
     let d = "slurm-runtime-keys";
@@ -1366,9 +1364,7 @@ fn runtime_keys_run_their_scripts_on_the_nodes_before_the_workers() {
 /// the host setup).
 #[test]
 fn a_containerized_worker_runs_its_host_setup_as_a_step_first() {
-    let _g = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _g = serial();
     let Some(c) = cluster() else { return };
     let mut env = Env::new(c);
     std::fs::write(
@@ -1442,9 +1438,7 @@ fn a_containerized_worker_runs_its_host_setup_as_a_step_first() {
 /// it registers with the frontend and serves, and destroy ends the step.
 #[test]
 fn trtllm_endpoint_over_two_nodes_is_one_step_of_two_tasks() {
-    let _g = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _g = serial();
     let Some(c) = cluster() else { return };
     let env = Env::dynamo(c);
     let d = "slurm-trtllm-two-ranks";
@@ -1510,9 +1504,7 @@ fn netns(pid: u32) -> Option<std::path::PathBuf> {
 /// destroy leaves nothing on any node.
 #[test]
 fn the_machine_running_srt_may_go_away() {
-    let _g = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _g = serial();
     let Some(c) = cluster() else { return };
     let env = Env::new(c);
     // A token the steps get: it reaches them through the agents' private files, and
@@ -1558,8 +1550,7 @@ fn the_machine_running_srt_may_go_away() {
         "the steps' clients and tasks run on the nodes: {all:?}"
     );
     completion(&env.router());
-    let plan = env.srt(&["plan", "-f", &recipe, "--simulate", "--detailed-exitcode"]);
-    assert_eq!(plan.status.code(), Some(0), "{}", text(&plan));
+    assert_no_change(&env, &recipe);
     destroy(&env, "slurm-disagg");
 }
 
@@ -1581,14 +1572,10 @@ fn agg_recipe(name: &str, nodes: u32) -> String {
 /// taken out of the Router and drained, their jobs cancelled); no request fails.
 #[test]
 fn scaling_out_and_in_adds_and_releases_allocations_with_no_failed_request() {
-    let _g = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some(c) = cluster() else { return };
-    if c.ips.len() < 3 {
-        eprintln!("scaling to 3 nodes needs a cluster of 3: skipped");
+    let _g = serial();
+    let Some(c) = cluster_of(3, "scaling to 3 nodes needs a cluster of 3") else {
         return;
-    }
+    };
     let env = Env::new(c);
     let d = "slurm-scale";
     let recipe = |nodes| env.file("agg.yaml", &agg_recipe(d, nodes));
@@ -1649,14 +1636,10 @@ fn scaling_out_and_in_adds_and_releases_allocations_with_no_failed_request() {
 /// under load, the rest serves meanwhile, and the apply heals it with a new job.
 #[test]
 fn a_cancelled_job_replaces_only_its_allocation_while_the_rest_serves() {
-    let _g = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some(c) = cluster() else { return };
-    if c.ips.len() < 3 {
-        eprintln!("a 3-node deployment needs a cluster of 3: skipped");
+    let _g = serial();
+    let Some(c) = cluster_of(3, "a 3-node deployment needs a cluster of 3") else {
         return;
-    }
+    };
     let env = Env::new(c);
     let d = "slurm-lost-job";
     let recipe = env.file("agg.yaml", &agg_recipe(d, 3));
@@ -1770,14 +1753,10 @@ fn due_for_renewal(env: &Env, d: &str) -> (String, u64, String) {
 /// Router and the other allocation are kept.
 #[test]
 fn an_allocation_near_its_time_limit_moves_to_a_new_job_with_no_failed_request() {
-    let _g = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some(c) = cluster() else { return };
-    if c.ips.len() < 3 {
-        eprintln!("a move beside a 2-node deployment needs a cluster of 3: skipped");
+    let _g = serial();
+    let Some(c) = cluster_of(3, "a move beside a 2-node deployment needs a cluster of 3") else {
         return;
-    }
+    };
     let env = Env::new(c);
     let d = "slurm-renew";
     let (recipe, old, plan) = due_for_renewal(&env, d);
@@ -1824,8 +1803,7 @@ fn an_allocation_near_its_time_limit_moves_to_a_new_job_with_no_failed_request()
         state["resources"]["allocation[1]"].get("deposed").is_none(),
         "{state}"
     );
-    let again = env.srt(&["plan", "-f", &recipe, "--simulate", "--detailed-exitcode"]);
-    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    assert_no_change(&env, &recipe);
     destroy(&env, d);
 }
 
@@ -1835,14 +1813,10 @@ fn an_allocation_near_its_time_limit_moves_to_a_new_job_with_no_failed_request()
 /// releases it once they are off it. Under load throughout, no request fails.
 #[test]
 fn a_move_killed_half_way_is_finished_by_the_next_apply() {
-    let _g = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some(c) = cluster() else { return };
-    if c.ips.len() < 3 {
-        eprintln!("a move beside a 2-node deployment needs a cluster of 3: skipped");
+    let _g = serial();
+    let Some(c) = cluster_of(3, "a move beside a 2-node deployment needs a cluster of 3") else {
         return;
-    }
+    };
     let env = Env::new(c);
     let d = "slurm-move-killed";
     let (recipe, old, _) = due_for_renewal(&env, d);
@@ -1895,8 +1869,7 @@ fn a_move_killed_half_way_is_finished_by_the_next_apply() {
         assert_eq!(env.step(d, w).0, new, "{w} moved");
     }
     assert!(!jobs_named(&format!("srt-{d}")).contains(&old.to_string()));
-    let again = env.srt(&["plan", "-f", &recipe, "--simulate", "--detailed-exitcode"]);
-    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    assert_no_change(&env, &recipe);
     destroy(&env, d);
 }
 
@@ -1906,14 +1879,13 @@ fn a_move_killed_half_way_is_finished_by_the_next_apply() {
 /// apply heals it on another node while the rest serves.
 #[test]
 fn a_failed_node_takes_only_its_allocation_which_apply_moves_to_another_node() {
-    let _g = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some(c) = cluster() else { return };
-    if c.ips.len() < 4 {
-        eprintln!("healing a 3-node deployment on another node needs a cluster of 4: skipped");
+    let _g = serial();
+    let Some(c) = cluster_of(
+        4,
+        "healing a 3-node deployment on another node needs a cluster of 4",
+    ) else {
         return;
-    }
+    };
     let env = Env::new(c);
     let d = "slurm-agg";
     let recipe = env.file("agg.yaml", &example("slurm-agg.yaml"));
