@@ -67,7 +67,7 @@ def subject(message):
     role and numbers folded."""
     quoted = re.search(r"`([^`]+)`", message)
     # Unquoted: the message up to its first colon, paths cut to their file names.
-    text = quoted.group(1) if quoted else re.sub(r"/\S*/", "", message.split(":")[0])[:60]
+    text = quoted.group(1) if quoted else re.sub(r"\S*/", "", message.split(":")[0])[:60]
     text = re.sub(r"^roles\.(prefill|decode|agg)\.", "roles.*.", text)
     return re.sub(r"\d+", "N", text)
 

@@ -238,12 +238,22 @@ pub(crate) fn assemble_for(
     nodes: Option<usize>,
     profile: &srt::cluster::ClusterProfile,
 ) -> Result<(srt::recipe::Recipe, srt::launch::LaunchPlan), error::ExpectedError> {
-    let (source, mut recipe) = load_recipe(&recipe.file, &recipe.selection())?;
-    profile.resolve_aliases(&mut recipe);
+    let (source, unread) = srt::recipe::load::read_source(&recipe.file);
+    if let Some(err) = unread {
+        return Err(err.into());
+    }
     let options = srt::assemble::BuildOptions {
         nodes,
         ..Default::default()
     };
+    let stem = recipe
+        .file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let recipe = srt::assemble::load_fitting(&source, &stem, &recipe.selection(), &options, |r| {
+        profile.resolve_aliases(r);
+    })?;
     let plan = srt::assemble::assemble(&recipe, &options).map_err(|p| source.error(p))?;
     report_warnings(&source, &plan.warnings);
     Ok((recipe, plan))

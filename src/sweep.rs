@@ -77,11 +77,19 @@ struct Loaded {
     rolls: bool,
 }
 
+/// A point skipped because its parallel sizes do not fit its GPUs
+/// ([`srt::assemble::misfit`]).
+struct Unfit {
+    point: Point,
+    reason: String,
+}
+
 /// What the sweep needs to run its points.
 struct Sweeping<'a> {
     args: &'a Args,
     source: Source,
     points: Vec<Loaded>,
+    unfit: Vec<Unfit>,
     options: PrepareOptions,
     store: StateStore,
     lock: StateLock,
@@ -104,7 +112,7 @@ pub(crate) fn sweep(args: Args) -> CmdResult {
         .as_deref()
         .expect("clap requires --file or --results");
     let mut options = args.common.prepare_options();
-    let (source, points) = load(file, &args.common.selection(), &options)?;
+    let (source, points, unfit) = load(file, &args.common.selection(), &options)?;
     let nodes = largest(&source, &points, options.nodes)?;
     options.nodes = Some(nodes);
     let name = points[0].recipe.name.value.clone();
@@ -122,6 +130,7 @@ pub(crate) fn sweep(args: Args) -> CmdResult {
         args: &args,
         source,
         points,
+        unfit,
         options,
         store,
         lock,
@@ -141,12 +150,13 @@ pub(crate) fn sweep(args: Args) -> CmdResult {
 }
 
 /// The recipe's points (of the override file's variant `selection` picks), each
-/// loaded, checked and resolved against the cluster profile as a recipe.
+/// loaded, checked and resolved against the cluster profile as a recipe; those whose
+/// parallel sizes do not fit their GPUs apart. At least one point fits.
 fn load(
     file: &Path,
     selection: &srt::recipe::Selection,
     options: &PrepareOptions,
-) -> Result<(Source, Vec<Loaded>), ExpectedError> {
+) -> Result<(Source, Vec<Loaded>, Vec<Unfit>), ExpectedError> {
     let (source, first) = srt::recipe::load_file_selected(file, selection);
     first?;
     let stem = file
@@ -165,6 +175,12 @@ fn load(
     let (root, _) = srt::recipe::srtctl::variant(root, selection).map_err(|p| source.error(p))?;
     let sweep = Sweep::new(&root).map_err(|p| source.error(p))?;
     let mut points = Vec::new();
+    let mut unfit = Vec::new();
+    let build = srt::assemble::BuildOptions {
+        nodes: options.nodes,
+        ..Default::default()
+    };
+    let mut first_unfit = None;
     for i in 0..sweep.len() {
         let point = sweep.point(i);
         let mut recipe =
@@ -178,6 +194,11 @@ fn load(
                 source.error(p)
             })?;
         workflow::resolve_aliases(&mut recipe, options)?;
+        if let Some(reason) = srt::assemble::misfit(&recipe, &build) {
+            first_unfit.get_or_insert_with(|| recipe.clone());
+            unfit.push(Unfit { point, reason });
+            continue;
+        }
         let rolls = has_key(&point.recipe, "rollout");
         points.push(Loaded {
             point,
@@ -185,7 +206,17 @@ fn load(
             rolls,
         });
     }
-    Ok((source, points))
+    if let (true, Some(recipe)) = (points.is_empty(), first_unfit) {
+        shout!(
+            "error: no point of the sweep's {} fits its GPUs; the first:",
+            sweep.len()
+        );
+        let problems = srt::assemble::assemble(&recipe, &build)
+            .err()
+            .unwrap_or_default();
+        return Err(source.error(problems).into());
+    }
+    Ok((source, points, unfit))
 }
 
 /// A point's parameters as its name writes their values.
@@ -346,6 +377,7 @@ impl Sweeping<'_> {
             "Sweep of {n} points in deployment `{}`: one deployment on {nodes} node(s), sized for the largest point.\n",
             self.name
         );
+        self.show_unfit();
         let mut prev = recorded(state);
         let mut starts = 0;
         let mut first = prev.workers == 0;
@@ -381,6 +413,36 @@ impl Sweeping<'_> {
             self.order.worker_starts,
             srt::sweep::fresh_starts(&self.shapes)
         );
+    }
+
+    /// The points skipped, a few of them by name and why.
+    fn show_unfit(&self) {
+        const SHOWN: usize = 8;
+        if self.unfit.is_empty() {
+            return;
+        }
+        tell!(
+            self.args.json,
+            "Skipped: {} whose parallel sizes do not fit their GPUs:",
+            plural(self.unfit.len(), "point", "points")
+        );
+        for u in self.unfit.iter().take(SHOWN) {
+            tell!(
+                self.args.json,
+                "  - {} ({}): {}",
+                u.point.name(&self.name),
+                u.point.describe(),
+                u.reason
+            );
+        }
+        if self.unfit.len() > SHOWN {
+            tell!(
+                self.args.json,
+                "  ... and {} more",
+                self.unfit.len() - SHOWN
+            );
+        }
+        tell!(self.args.json, "");
     }
 
     /// Run every point not done, in order.
@@ -453,7 +515,7 @@ impl Sweeping<'_> {
         let done = summary.points.iter().filter(|p| p.status == "done").count();
         ExpectedError::Cancelled(format!(
             "Sweep interrupted: {done} of {} points done, recorded in the state; run the same `srt sweep` again to go on at the first unfinished point.",
-            summary.points.len()
+            self.points.len()
         ))
     }
 
@@ -480,6 +542,7 @@ impl Sweeping<'_> {
                     (false, _) => self.pending(i),
                 }
             })
+            .chain(self.unfit.iter().map(|u| self.unfit_result(u)))
             .collect::<Vec<_>>();
         Summary {
             format_version: results::FORMAT_VERSION,
@@ -509,6 +572,21 @@ impl Sweeping<'_> {
             levels: srt::bench::result::load(&file).unwrap_or_default(),
             result: file.file_name().map(|n| n.to_string_lossy().into_owned()),
             ..self.pending(i)
+        }
+    }
+
+    fn unfit_result(&self, u: &Unfit) -> PointResult {
+        PointResult {
+            name: u.point.name(&self.name),
+            params: params(&u.point),
+            curve: String::new(),
+            status: "unfit".into(),
+            reason: Some(u.reason.clone()),
+            gpus: 0,
+            worker_starts: 0,
+            wall_seconds: 0.0,
+            result: None,
+            levels: Vec::new(),
         }
     }
 
@@ -660,9 +738,13 @@ impl Sweeping<'_> {
                 "Plot: {} (and .png)",
                 self.results_dir.join("pareto.svg").display()
             );
+            let skipped = match self.unfit.len() {
+                0 => String::new(),
+                n => format!(" ({n} skipped: they do not fit their GPUs)"),
+            };
             say!(
-                "\nSweep: {done} of {} points done, {failed} failed, in {:.1} s.",
-                summary.points.len(),
+                "\nSweep: {done} of {} points done, {failed} failed, in {:.1} s{skipped}.",
+                self.points.len(),
                 started.elapsed().as_secs_f64()
             );
         }

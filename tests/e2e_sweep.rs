@@ -425,3 +425,72 @@ fn a_failed_point_is_recorded_and_keep_going_goes_on() {
     assert_eq!(statuses, ["failed", "done"]);
     env.destroy("e2e-sweep-fail");
 }
+
+/// A grid over parallel sizes on fixed GPUs has points that cannot run (srtctl's
+/// `tp: [1, 2, 4, 8]` on a node of 8): `srt sweep` skips them, says which and why, and
+/// runs the others; `srt validate` reads the first that fits. When none fits, nothing
+/// starts and the first point's problem is the error.
+#[test]
+fn points_that_do_not_fit_their_gpus_are_skipped_and_said() {
+    let _g = serial();
+    let env = Env::new();
+    let model = repo().join("tests/fixtures/tiny-model");
+    let text = |name: &str, tps: &str| {
+        format!(
+            "schema: 2\nname: {name}\nmodel:\n  path: {}\n  served_name: tiny\n\
+             resources: {{gpus_per_node: 2}}\nfrontend: {{type: vllm-router, enable_multiple_frontends: false}}\n\
+             roles:\n  agg:\n    nodes: 1\n    workers: 1\n    gpus: 2\n    args:\n      \
+             tensor-parallel-size: \"{{tp}}\"\n      max-model-len: 4096\n\
+             health_check: {{timeout_seconds: 60, interval_seconds: 1}}\n\
+             benchmark:\n  type: sa-bench\n  isl: 64\n  osl: 8\n  concurrencies: [1]\n  num_prompts_mult: 2\n  num_warmup_mult: 0\n\
+             sweep:\n  tp: {tps}\n",
+            model.display()
+        )
+    };
+    let d = "e2e-sweep-unfit";
+    let file = env.recipe("unfit.yaml", &text(d, "[1, 2]"));
+    let valid = e2e_support::text(&env.srt(&["validate", "-f", &file]));
+    assert!(
+        valid.contains("this is point 2 of 2 (tp=2), the first whose parallel sizes fit its GPUs: 1 before it do not (tp=1: "),
+        "{valid}"
+    );
+    let plan = env.ok(&["sweep", "-f", &file, "--simulate", "--plan"]);
+    assert!(
+        plan.contains("Skipped: 1 point whose parallel sizes do not fit their GPUs:")
+            && plan.contains(&format!("  - {d}_tp1 (tp=1): "))
+            && plan.contains(&format!("1. {d}_tp2 (tp=2)")),
+        "{plan}"
+    );
+    let out = env.ok(&["sweep", "-f", &file, "--simulate", "--auto-approve", "-q"]);
+    assert!(
+        out.contains("1 of 1 points done, 0 failed")
+            && out.contains("(1 skipped: they do not fit their GPUs)"),
+        "{out}"
+    );
+    let s = summary(&env.deployment_dir(d).join("sweep"));
+    let statuses: Vec<(&str, &str)> = s["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap(), p["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("e2e-sweep-unfit_tp2", "done"),
+            ("e2e-sweep-unfit_tp1", "unfit")
+        ]
+    );
+    env.destroy(d);
+
+    let none = env.recipe("none.yaml", &text("e2e-sweep-none", "[1]"));
+    let out = env.srt(&["sweep", "-f", &none, "--simulate", "--auto-approve"]);
+    let shown = e2e_support::text(&out);
+    assert_ne!(out.status.code(), Some(0), "{shown}");
+    assert!(
+        shown.contains("no point of the sweep's 1 fits its GPUs")
+            && shown.contains("srt::recipe::parallel_size"),
+        "{shown}"
+    );
+    assert!(!env.state_path("e2e-sweep-none").exists());
+}

@@ -5,7 +5,7 @@
 use srt::assemble::{assemble as build, BuildOptions};
 use srt::launch::HostLayout;
 use srt::launch::{Argv, LaunchPlan, LaunchProcess, ProcessKind};
-use srt::recipe::{load_str, Source};
+use srt::recipe::Source;
 use std::path::{Path, PathBuf};
 
 /// The crate root.
@@ -45,7 +45,15 @@ pub(crate) fn recipe(path: impl AsRef<Path>) -> (Source, srt::recipe::Recipe) {
         name: given.display().to_string(),
         text,
     };
-    match load_str(&source, &stem) {
+    // Read as the commands read it: a sweep's first point that fits its GPUs.
+    let read = srt::assemble::load_fitting(
+        &source,
+        &stem,
+        &srt::recipe::Selection::default(),
+        &BuildOptions::default(),
+        |_| (),
+    );
+    match read {
         Ok(r) => (source, r),
         Err(e) => panic!("{} does not load:\n{}", path.display(), render_diag(&e)),
     }

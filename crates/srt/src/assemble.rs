@@ -21,7 +21,10 @@ use crate::recipe::{Arg, ArgValue, Args, Nodes, Recipe, RoleKind};
 use crate::topology::{self, Topology};
 use std::borrow::Cow;
 
+mod fit;
 mod runtime;
+
+pub use fit::{load_fitting, misfit, misfit_of};
 
 /// Options for [`assemble`].
 #[derive(Clone, Debug, Default)]

@@ -23,6 +23,10 @@ pub struct Problem {
     /// [`Severity::Error`] (the recipe is refused) or [`Severity::Warning`] (srt goes
     /// on, and says what the recipe probably does not mean).
     pub severity: Severity,
+    /// Set on an error that says the parallel sizes do not fit the GPUs a worker gets
+    /// (an engine's shape check): the recipe is well formed, only this shape cannot
+    /// run. A sweep skips such points ([`crate::assemble::load_fitting`]).
+    pub misfit: bool,
 }
 
 impl Problem {
@@ -37,6 +41,7 @@ impl Problem {
             help: None,
             secret: None,
             severity: Severity::Error,
+            misfit: false,
         }
     }
 
@@ -52,6 +57,17 @@ impl Problem {
     /// Whether this is a warning rather than an error.
     pub fn is_warning(&self) -> bool {
         self.severity == Severity::Warning
+    }
+
+    /// Mark the problem as a misfit of parallel sizes and GPUs ([`Problem::misfit`]).
+    pub fn misfit(mut self) -> Self {
+        self.misfit = true;
+        self
+    }
+
+    /// Whether the problem is an error of misfit only: see [`Problem::misfit`].
+    pub fn is_misfit(&self) -> bool {
+        self.misfit && !self.is_warning()
     }
 
     /// Mark the text at `span` as a secret, masked wherever the recipe is shown.

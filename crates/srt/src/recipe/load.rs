@@ -235,20 +235,33 @@ pub fn load_selected(
     if let Some(err) = oversized(source) {
         return Err(err);
     }
-    problems_of(source, default_name, selection).map_err(|p| source.error(p))
+    problems_of(source, default_name, selection, 0).map_err(|p| source.error(p))
+}
+
+/// [`load_selected`] of the sweep's point `index` (from 0; the recipe itself for a file
+/// without `sweep:`, whatever `index`), with the problems as found. A point past the
+/// last is the last.
+pub fn load_point(
+    source: &Source,
+    default_name: &str,
+    selection: &Selection,
+    index: usize,
+) -> Result<Recipe, Vec<Problem>> {
+    problems_of(source, default_name, selection, index)
 }
 
 /// [`load_str`], with the problems as found: spans into `source.text`, nothing masked
 /// or escaped yet ([`Source::error`] does that for display). A file over the size
 /// limits yields its (already rendered) problem.
 pub fn load_problems(source: &Source, default_name: &str) -> Result<Recipe, Vec<Problem>> {
-    problems_of(source, default_name, &Selection::default())
+    problems_of(source, default_name, &Selection::default(), 0)
 }
 
 fn problems_of(
     source: &Source,
     default_name: &str,
     selection: &Selection,
+    index: usize,
 ) -> Result<Recipe, Vec<Problem>> {
     if let Some(err) = oversized(source) {
         return Err(err.problems);
@@ -303,17 +316,20 @@ fn problems_of(
     }
     let (root, notes) = srtctl::variant(root, selection)?;
     let sweep = super::sweep::Sweep::new(&root)?;
-    let first = sweep.point(0);
+    let index = index.min(sweep.len() - 1);
+    let chosen = sweep.point(index);
     let point = sweep.key().map(|key| SweepPoint {
         key,
-        index: 0,
+        index,
         of: sweep.len(),
-        params: first.describe(),
+        params: chosen.describe(),
+        unfit: None,
     });
-    let mut recipe = load_point(&first.recipe, source, default_name, notes).map_err(|mut p| {
-        p.extend(point.as_ref().map(super::sweep::read_as));
-        p
-    })?;
+    let mut recipe =
+        point_recipe(&chosen.recipe, source, default_name, notes).map_err(|mut p| {
+            p.extend(point.as_ref().map(super::sweep::read_as));
+            p
+        })?;
     recipe.sweep = point;
     Ok(recipe)
 }
@@ -324,11 +340,11 @@ fn problems_of(
 /// `source` is the file the tree was read from: paths in it are relative to its
 /// directory.
 pub fn load_tree(root: &Node, source: &Source, default_name: &str) -> Result<Recipe, Vec<Problem>> {
-    load_point(root, source, default_name, Vec::new())
+    point_recipe(root, source, default_name, Vec::new())
 }
 
 /// [`load_tree`], after `notes` (what was done to the file before).
-fn load_point(
+fn point_recipe(
     root: &Node,
     source: &Source,
     default_name: &str,

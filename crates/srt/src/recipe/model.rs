@@ -77,6 +77,22 @@ pub struct SweepPoint {
     pub of: usize,
     /// Its parameters, `tp=1, conc=4`.
     pub params: String,
+    /// Set when points were skipped because their parallel sizes do not fit their GPUs
+    /// ([`crate::assemble::load_fitting`]).
+    pub unfit: Option<Unfit>,
+}
+
+/// The points of a sweep skipped before the one read, because their parallel sizes do
+/// not fit the GPUs their workers get (a grid over `tp`, `pp`, `dp` on fixed nodes has
+/// such points).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unfit {
+    /// How many were skipped: every point when none fits (the first is read then).
+    pub count: usize,
+    /// The first one's parameters, `tp=1, dp=1`.
+    pub first: String,
+    /// Why it does not fit: its first error's message.
+    pub reason: String,
 }
 
 /// A top-level section a component owns, as written: its entries' keys are kept as

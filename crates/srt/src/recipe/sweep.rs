@@ -89,19 +89,27 @@ impl Point {
 /// What a sweep's file read as one recipe is: its first point, said where the problems
 /// of that point are reported, so a value that came from a placeholder is understood.
 pub fn read_as(point: &super::SweepPoint) -> Problem {
-    Problem::warning(
-        "srt::recipe::sweep_point",
-        point.key,
-        format!(
-            "this recipe is a sweep of {} points; this is point {} of {} ({})",
-            point.of,
-            point.index + 1,
-            point.of,
-            point.params
+    let which = format!(
+        "this recipe is a sweep of {} points; this is point {} of {} ({})",
+        point.of,
+        point.index + 1,
+        point.of,
+        point.params
+    );
+    let message = match &point.unfit {
+        None => which,
+        Some(u) if u.count >= point.of => format!(
+            "{which}; no point's parallel sizes fit its GPUs ({}: {})",
+            u.first, u.reason
         ),
-    )
-    .label("a sweep")
-    .help("`srt sweep -f RECIPE` plans and runs every point in one deployment; see docs/sweeps.md")
+        Some(u) => format!(
+            "{which}, the first whose parallel sizes fit its GPUs: {} before it do not ({}: {})",
+            u.count, u.first, u.reason
+        ),
+    };
+    Problem::warning("srt::recipe::sweep_point", point.key, message)
+        .label("a sweep")
+        .help("`srt sweep -f RECIPE` plans and runs every point that fits in one deployment; see docs/sweeps.md")
 }
 
 /// The `sweep` key of a recipe, when it has one.

@@ -18,7 +18,8 @@ pub struct PointResult {
     pub name: String,
     /// Its parameters, in the sweep's order, as their values are written in names.
     pub params: Vec<(String, String)>,
-    /// `done` (the benchmark passed), `failed`, or `pending` (not run yet).
+    /// `done` (the benchmark passed), `failed`, `pending` (not run yet), or `unfit`
+    /// (not run: its parallel sizes do not fit its GPUs).
     pub status: String,
     /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -222,7 +223,7 @@ pub fn table(summary: &Summary) -> String {
     for p in &summary.points {
         if p.levels.is_empty() {
             let why = match (&p.status[..], &p.reason) {
-                ("failed", Some(r)) => format!("failed: {}", first_line(r)),
+                (s @ ("failed" | "unfit"), Some(r)) => format!("{s}: {}", first_line(r)),
                 (s, _) => s.to_string(),
             };
             rows.push(vec![p.name.clone(), why]);

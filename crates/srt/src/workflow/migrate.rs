@@ -90,8 +90,9 @@ fn compare(original: &Source, migrated: &Source, stem: &str, selection: &Selecti
 
 /// The launch plan of the recipe `selection` picks, as JSON without its warnings.
 fn plan_json(source: &Source, stem: &str, selection: &Selection) -> Result<String, RecipeError> {
-    let recipe = recipe::load_selected(source, stem, selection)?;
-    let mut plan = assemble(&recipe, &BuildOptions::default()).map_err(|p| source.error(p))?;
+    let options = BuildOptions::default();
+    let recipe = crate::assemble::load_fitting(source, stem, selection, &options, |_| ())?;
+    let mut plan = assemble(&recipe, &options).map_err(|p| source.error(p))?;
     plan.warnings.clear();
     Ok(crate::launch::render::json(&plan))
 }

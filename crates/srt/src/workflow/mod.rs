@@ -617,8 +617,17 @@ pub fn setup(
     default_name: &str,
     options: &PrepareOptions,
 ) -> Result<Setup, OpError> {
-    let mut recipe = recipe::load_selected(&source, default_name, &options.selection)?;
-    resolve_aliases(&mut recipe, options)?;
+    let profile = cluster_profile(options.cluster.as_deref())?;
+    let recipe = crate::assemble::load_fitting(
+        &source,
+        default_name,
+        &options.selection,
+        &BuildOptions {
+            nodes: options.nodes,
+            ..Default::default()
+        },
+        |r| profile.resolve_aliases(r),
+    )?;
     // Node count first (the executor's bindings need it), then the plan for its host layout.
     let nodes = node_count(&source, &recipe, options.nodes)?;
     let exec = executor(&recipe, nodes, options)?;

@@ -107,6 +107,7 @@ pub(super) fn check(catalog: &Catalog, role: &Role, endpoint: &Endpoint) -> Resu
             msg,
         )
         .label(label.to_string())
+        .misfit()
     };
     if s.gpus() != total {
         return Err(refuse(

@@ -82,6 +82,7 @@ pub(super) fn check(role: &Role, endpoint: &Endpoint) -> Result<Sizes, Problem> 
             ),
         )
         .label("one MPI rank per GPU")
+        .misfit()
         .help("make tensor_parallel_size x pipeline_parallel_size the GPUs of a worker (`gpus`), or drop tensor_parallel_size and srt writes it")),
         Some(tp) => Ok(Sizes { tp, pp, tp_written: true, attention_dp }),
         None if !gpus.is_multiple_of(pp) => Err(Problem::new(
@@ -89,7 +90,8 @@ pub(super) fn check(role: &Role, endpoint: &Endpoint) -> Result<Sizes, Problem> 
             at("pipeline_parallel_size"),
             format!("`{path}.pipeline_parallel_size` {pp} does not divide a {} worker's {gpus} GPUs", role.kind.name()),
         )
-        .label("one MPI rank per GPU")),
+        .label("one MPI rank per GPU")
+        .misfit()),
         None => Ok(Sizes { tp: gpus / pp, pp, tp_written: false, attention_dp }),
     }
 }

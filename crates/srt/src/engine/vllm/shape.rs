@@ -100,6 +100,7 @@ pub(super) fn shape(role: &Role, endpoint: &Endpoint) -> Result<Shape, Problem> 
                 ),
             )
             .label("DP x TP x PP does not match the worker's GPUs")
+            .misfit()
             .help("make data-parallel-size x tensor-parallel-size x pipeline-parallel-size equal the GPUs per worker"));
         }
         if s.replica <= local {
@@ -112,7 +113,8 @@ pub(super) fn shape(role: &Role, endpoint: &Endpoint) -> Result<Shape, Problem> 
                         s.replica
                     ),
                 )
-                .label("uneven replicas per node"));
+                .label("uneven replicas per node")
+                .misfit());
             }
             return Ok(Shape::DpLocal {
                 local_dp: local / s.replica,
@@ -128,7 +130,8 @@ pub(super) fn shape(role: &Role, endpoint: &Endpoint) -> Result<Shape, Problem> 
                     s.dp * s.replica.div_ceil(local)
                 ),
             )
-            .label("replicas do not tile the nodes"));
+            .label("replicas do not tile the nodes")
+            .misfit());
         }
         return Ok(Shape::DpSpanning);
     }
@@ -141,7 +144,8 @@ pub(super) fn shape(role: &Role, endpoint: &Endpoint) -> Result<Shape, Problem> 
                 s.replica
             ),
         )
-        .label("replica larger than the worker"));
+        .label("replica larger than the worker")
+        .misfit());
     }
     if s.replica < total {
         return Err(Problem::new(
@@ -153,6 +157,7 @@ pub(super) fn shape(role: &Role, endpoint: &Endpoint) -> Result<Shape, Problem> 
             ),
         )
         .label("parallel sizes do not use the worker's GPUs")
+        .misfit()
         .help(format!(
             "set `gpus: {}` on the role, or make tensor-parallel-size x pipeline-parallel-size (or data-parallel-size) cover {total} GPUs",
             s.replica
