@@ -3,7 +3,11 @@
 YAML file under the given directories, then the files that validate and the refusals
 grouped by diagnostic code and key, as Markdown.
 
-Usage: scripts/srtctl-corpus.py [--srt PATH] DIR [DIR ...]
+Usage: scripts/srtctl-corpus.py [--srt PATH] [--cluster FILE] DIR [DIR ...]
+
+`--cluster FILE` reads every recipe with that cluster profile (srtctl's `srtslurm.yaml`
+works: with `srtctl_root` naming an srt-slurm checkout, a recipe's `setup_script` is
+found in its `configs/` as srtctl finds it); without it, with none.
 
 The corpus: NVIDIA/srt-slurm's `recipes/` and NVIDIA/srt-slurm-recipes, e.g.
   git clone https://github.com/NVIDIA/srt-slurm && git clone https://github.com/NVIDIA/srt-slurm-recipes
@@ -39,8 +43,15 @@ def recipes(dirs):
                 yield path
 
 
-def problems(srt, path):
+def problems(srt, path, cluster):
     env = dict(os.environ, NO_COLOR="1")
+    env.pop("SRT_CLUSTER", None)
+    env.pop("SRTSLURM_CONFIG", None)
+    if cluster:
+        env["SRT_CLUSTER"] = cluster
+    else:
+        # No profile found where srtctl looks (the corpus' parent directories).
+        env["SRTSLURM_CONFIG"] = os.devnull
     run = subprocess.run(
         [srt, "validate", "-f", str(path)], capture_output=True, text=True, env=env
     )
@@ -75,13 +86,14 @@ def subject(message):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--srt", default="target/debug/srt")
+    ap.add_argument("--cluster", default=None)
     ap.add_argument("dirs", nargs="+")
     args = ap.parse_args()
     total, valid = 0, 0
     refusals, notes = collections.Counter(), collections.Counter()
     for path in recipes(args.dirs):
         total += 1
-        ok, found = problems(args.srt, path)
+        ok, found = problems(args.srt, path, args.cluster)
         valid += ok
         seen = set()
         for (level, code), message in found:

@@ -130,3 +130,67 @@ fn srt_migrate_writes_srtslurm_yaml_as_a_profile_that_loads_the_same() {
         String::from_utf8_lossy(&verified.stderr)
     );
 }
+
+/// `srtctl_root` names srtctl's checkout: a recipe's `setup_script` that is not beside
+/// it is found in its `configs/`, then `configs/patches/` (srtctl's `/configs` mount),
+/// with a located note; one beside the recipe wins; without the cluster file it is
+/// refused, saying where srt looked.
+#[test]
+fn setup_scripts_are_found_in_srtctl_s_configs_as_srtctl_finds_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let configs = root.join("checkout/configs");
+    std::fs::create_dir_all(configs.join("patches")).unwrap();
+    std::fs::create_dir_all(root.join("recipes")).unwrap();
+    std::fs::write(configs.join("patches/deps.sh"), "echo patched\n").unwrap();
+    std::fs::write(
+        root.join("srtslurm.yaml"),
+        format!("{CLUSTER}srtctl_root: checkout\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("recipes/r.yaml"),
+        format!("{RECIPE}setup_script: deps.sh\n"),
+    )
+    .unwrap();
+    let validate = |cluster: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_srt"));
+        c.args(["validate", "-f", "recipes/r.yaml"])
+            .current_dir(root)
+            .env("NO_COLOR", "1")
+            .env_remove("SRT_CLUSTER");
+        match cluster {
+            Some(file) => c.env("SRTSLURM_CONFIG", file),
+            None => c.env("SRTSLURM_CONFIG", "/dev/null"),
+        };
+        let out = c.output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let found = |stderr: &str, path: &std::path::Path| {
+        stderr.contains("srt::recipe::script_dir")
+            && stderr.contains(&format!("it is {}", path.display()))
+    };
+
+    let (ok, stderr) = validate(Some("srtslurm.yaml"));
+    assert!(ok, "{stderr}");
+    assert!(found(&stderr, &configs.join("patches/deps.sh")), "{stderr}");
+
+    std::fs::write(configs.join("deps.sh"), "echo configs\n").unwrap();
+    let (ok, stderr) = validate(Some("srtslurm.yaml"));
+    assert!(ok && found(&stderr, &configs.join("deps.sh")), "{stderr}");
+
+    let (ok, stderr) = validate(None);
+    assert!(!ok, "{stderr}");
+    assert!(
+        stderr.contains("srt::recipe::setup_script") && stderr.contains("srtctl_root"),
+        "{stderr}"
+    );
+
+    std::fs::write(root.join("recipes/deps.sh"), "echo beside\n").unwrap();
+    let (ok, stderr) = validate(Some("srtslurm.yaml"));
+    assert!(ok, "{stderr}");
+    assert!(!stderr.contains("srt::recipe::script_dir"), "{stderr}");
+}

@@ -194,7 +194,7 @@ fn read_script(script: &ScriptRef) -> Result<String, Problem> {
         let missing = matches!(&e, input::InputError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound);
         let help = match missing {
             true => format!(
-                "`{}` is read relative to the recipe's directory (or is absolute); srtctl looked a bare name up in its `configs/` directory: write that path",
+                "`{}` is read relative to the recipe's directory (or is absolute), then in the cluster profile's `script_dirs`; srtctl looks a name up in its `configs/` and `configs/patches/` directories: name that checkout in the cluster profile (`srtctl_root` in srtslurm.yaml, `script_dirs` in srt's), or write the script's path",
                 script.key
             ),
             false => miette::Diagnostic::help(&e).map(|h| h.to_string()).unwrap_or_default(),

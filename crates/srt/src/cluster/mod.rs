@@ -209,6 +209,11 @@ pub struct SlurmProfile {
     /// Aliases of the images a recipe names (srtctl's `containers`): `model.container`,
     /// `frontend.container_image`, nginx's image.
     pub containers: std::collections::BTreeMap<String, String>,
+    /// Directories a recipe's `setup_script` or `host_setup` written as a relative path
+    /// is looked up in, in order, when it is not beside the recipe (srtctl's
+    /// `configs/` and `configs/patches/`, from `srtslurm.yaml`'s `srtctl_root`).
+    /// Relative ones are relative to the profile file's directory.
+    pub script_dirs: Vec<PathBuf>,
 }
 
 impl Default for SlurmProfile {
@@ -231,6 +236,7 @@ impl Default for SlurmProfile {
             stop_grace_seconds: 10,
             model_paths: Default::default(),
             containers: Default::default(),
+            script_dirs: Vec::new(),
         }
     }
 }
@@ -254,6 +260,7 @@ pub const SLURM_KEYS: &[&str] = &[
     "stop_grace_seconds",
     "model_paths",
     "containers",
+    "script_dirs",
 ];
 
 /// The keys of `container:`.
@@ -448,7 +455,7 @@ impl ClusterProfile {
     /// Parse profile text; `path` names it in diagnostics. Blank text (or only
     /// comments) is the local profile.
     pub fn parse(text: &str, path: &Path) -> Result<ClusterProfile, ProfileError> {
-        Self::check(text).map_err(|problems| {
+        let mut profile = Self::check(text).map_err(|problems| {
             let shown = Source {
                 name: path.display().to_string(),
                 text: text.to_string(),
@@ -458,7 +465,16 @@ impl ClusterProfile {
                 source_code: shown.source_code,
                 problems: shown.problems,
             })
-        })
+        })?;
+        if let (ClusterProfile::Slurm(s), Some(dir)) = (&mut profile, path.parent()) {
+            for d in &mut s.script_dirs {
+                if d.is_relative() {
+                    let joined = dir.join(&*d);
+                    *d = std::path::absolute(&joined).unwrap_or(joined);
+                }
+            }
+        }
+        Ok(profile)
     }
 
     /// [`parse`](Self::parse), with the problems as found (spans into `text`).
@@ -566,6 +582,13 @@ impl ClusterProfile {
                 *image = Some(to.clone());
             }
         }
+        let rt = &mut recipe.runtime;
+        for script in [&mut rt.setup_script, &mut rt.host_setup]
+            .into_iter()
+            .flatten()
+        {
+            notes.extend(s.find_script(script));
+        }
         recipe.notes.extend(notes);
     }
 
@@ -618,6 +641,36 @@ fn srtctl_file(cwd: &Path) -> Option<PathBuf> {
         .take(3)
         .map(|d| d.join(srtslurm::FILE))
         .find(|p| p.is_file())
+}
+
+impl SlurmProfile {
+    /// `script` looked up in [`SlurmProfile::script_dirs`] when it is written as a
+    /// relative path and is not beside the recipe: the first directory holding it
+    /// wins, with a located note. Only found here: it is read (and its owner and
+    /// permissions checked) when the launch plan is built.
+    fn find_script(&self, script: &mut crate::recipe::runtime::ScriptRef) -> Option<Problem> {
+        let written = Path::new(&script.written.value);
+        if written.is_absolute() || script.path.exists() {
+            return None;
+        }
+        let found = self
+            .script_dirs
+            .iter()
+            .map(|d| d.join(written))
+            .find(|p| p.is_file())?;
+        let note = Problem::warning(
+            "srt::recipe::script_dir",
+            script.written.span,
+            format!(
+                "`{}` is not beside the recipe: it is {} (the cluster profile's script_dirs)",
+                script.written.value,
+                found.display()
+            ),
+        )
+        .label("found in a script directory");
+        script.path = found;
+        Some(note)
+    }
 }
 
 fn alias_note(alias: &str, to: &str, table: &str, span: SourceSpan) -> Problem {
@@ -872,6 +925,7 @@ impl Checker {
                 }
                 "model_paths" => p.model_paths = self.aliases(node, k),
                 "containers" => p.containers = self.aliases(node, k),
+                "script_dirs" => p.script_dirs = self.dirs(node, k),
                 _ => self.unknown_key(key, "", &all),
             }
         }
@@ -893,6 +947,31 @@ impl Checker {
             }
         }
         Some(ClusterProfile::Slurm(Box::new(p)))
+    }
+
+    /// A list of directories (non-empty strings).
+    fn dirs(&mut self, node: &Node, key: &str) -> Vec<PathBuf> {
+        let Value::Seq(items) = &node.value else {
+            self.type_error(node, key, "a list of directories");
+            return Vec::new();
+        };
+        items
+            .iter()
+            .filter_map(|item| self.path(item, key))
+            .collect()
+    }
+
+    fn path(&mut self, node: &Node, key: &str) -> Option<PathBuf> {
+        let s = self.string(node, key)?;
+        if s.is_empty() || s.contains(['\n', '\0']) {
+            self.bad_value(
+                node,
+                format!("`{key}` holds an empty or multi-line path"),
+                "write a directory path".into(),
+            );
+            return None;
+        }
+        Some(PathBuf::from(s))
     }
 
     /// A mapping of alias to what it stands for, both strings.

@@ -13,6 +13,7 @@
 //! | `default_sbatch_directives: {k: v}` | `sbatch_options: [--k=v]` |
 //! | `default_mounts: {host: container}` | `container.flags: [--container-mounts=host:container,...]` |
 //! | `model_paths`, `containers` | the same: aliases of `model.path` and of images |
+//! | `srtctl_root: ROOT` | `script_dirs: [ROOT/configs, ROOT/configs/patches]`: where srtctl finds a recipe's `setup_script` (its `/configs` mount) |
 
 use crate::recipe::diag::Problem;
 use crate::recipe::srtctl::tree;
@@ -51,7 +52,6 @@ const REFUSED: &[(&str, &str)] = &[
         "default_bash_preamble",
         "srt wraps no step in a shell preamble",
     ),
-    ("srtctl_root", "srt ships its own programs"),
     (
         "output_dir",
         "srt keeps logs under its state directory (`--state-dir`)",
@@ -125,6 +125,26 @@ pub fn translate(root: &Node) -> (Node, Vec<Problem>) {
                 _ => problems.push(not_a_boolean(key, value)),
             },
             "default_sbatch_directives" => sbatch.extend(directives(key, value, &mut problems)),
+            "srtctl_root" => match &value.value {
+                Value::Str(root) => {
+                    let root = root.trim_end_matches('/');
+                    let dirs = ["configs", "configs/patches"]
+                        .map(|d| tree::string(&format!("{root}/{d}"), value.span));
+                    tree::set(
+                        &mut out,
+                        tree::named("script_dirs", key.span),
+                        seq(dirs.to_vec(), value.span),
+                    );
+                }
+                _ => problems.push(
+                    Problem::new(
+                        "srt::cluster::type",
+                        value.span,
+                        "`srtctl_root` must be a directory path",
+                    )
+                    .label("expected a string"),
+                ),
+            },
             "default_mounts" => {
                 mounts_at = Some(value.span);
                 mounts.extend(mount_pairs(key, value, &mut problems));
@@ -330,6 +350,7 @@ model_paths:
   qwen3-32b: /lustre/models/Qwen3-32B
 containers:
   sglang: /lustre/images/sglang.sqsh
+srtctl_root: /opt/srt-slurm/
 ";
 
     #[test]
@@ -354,6 +375,13 @@ containers:
         assert_eq!(
             p.containers.get("sglang").map(String::as_str),
             Some("/lustre/images/sglang.sqsh")
+        );
+        assert_eq!(
+            p.script_dirs,
+            [
+                std::path::Path::new("/opt/srt-slurm/configs"),
+                std::path::Path::new("/opt/srt-slurm/configs/patches")
+            ]
         );
     }
 
