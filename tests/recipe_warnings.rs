@@ -126,3 +126,33 @@ roles:
     std::fs::remove_file(model.path().join("config.json")).unwrap();
     assert!(warnings(&recipe(2, 1)).1.is_empty());
 }
+
+/// An abbreviated flag is the flag for everything srt reads: `tensor-parallel: 2` on a
+/// worker of 2 GPUs is a TP2 replica (read as 1, the shape check would refuse it), and
+/// the command carries the flag in full.
+#[test]
+fn an_abbreviated_flag_is_read_and_rendered_as_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("abbrev.yaml");
+    std::fs::write(
+        &path,
+        "schema: 2\nresources: {gpus_per_node: 2}\nroles:\n  agg:\n    nodes: 1\n    workers: 1\n    gpus: 2\n    args:\n      tensor-parallel: 2\n",
+    )
+    .unwrap();
+    let plan = common::plan(&path);
+    let worker = plan
+        .processes
+        .iter()
+        .find(|p| p.kind == srt::launch::ProcessKind::Worker)
+        .unwrap();
+    let argv = worker.argv.to_vec().join(" ");
+    assert!(argv.contains("--tensor-parallel-size 2"), "{argv}");
+    assert!(!argv.contains("--tensor-parallel "), "{argv}");
+    assert!(
+        plan.warnings
+            .iter()
+            .any(|w| w.code == "srt::recipe::flag_abbreviation"),
+        "{:?}",
+        plan.warnings
+    );
+}

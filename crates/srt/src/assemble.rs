@@ -50,7 +50,7 @@ struct Checked {
 pub fn assemble(recipe: &Recipe, options: &BuildOptions) -> Result<LaunchPlan, Vec<Problem>> {
     let recipe = args_as_read(recipe);
     let (recipe, own) = wrapper_split(&recipe);
-    let recipe = runtime::with_environment(recipe);
+    let recipe = runtime::with_environment(spelled_out(recipe));
     let checked = check(&recipe, options, &own)?;
     build(&recipe, options, checked, &own)
 }
@@ -71,6 +71,41 @@ fn args_as_read(recipe: &Recipe) -> Cow<'_, Recipe> {
         role.connector = None;
     }
     Cow::Owned(config_only)
+}
+
+/// `recipe` with every flag written as an abbreviation (a unique prefix, which the
+/// program's parser reads as that flag) spelled out in full, in the role args (by the
+/// engine's catalog) and `frontend.args` (by the frontend's), each with a located
+/// warning among the recipe's notes: what checks, reads and renders the args after this
+/// sees each flag by its name. Borrowed as it is when there is none.
+fn spelled_out(recipe: Cow<'_, Recipe>) -> Cow<'_, Recipe> {
+    let engine = engine::lookup(&recipe.engine.kind.value).and_then(|e| e.args_catalog(&recipe));
+    let frontend = frontend::lookup(&recipe.frontend.kind.value).map(Frontend::catalog);
+    let roles: Vec<_> = recipe
+        .roles
+        .iter()
+        .map(|r| {
+            let path = format!("roles.{}.args", r.kind.name());
+            engine.and_then(|c| crate::catalog::spell_out(c, &r.args, &path))
+        })
+        .collect();
+    let front =
+        frontend.and_then(|c| crate::catalog::spell_out(c, &recipe.frontend.args, "frontend.args"));
+    if front.is_none() && roles.iter().all(Option::is_none) {
+        return recipe;
+    }
+    let mut spelled = recipe.into_owned();
+    for (role, new) in spelled.roles.iter_mut().zip(roles) {
+        if let Some((args, warnings)) = new {
+            role.args = args;
+            spelled.notes.extend(warnings);
+        }
+    }
+    if let Some((args, warnings)) = front {
+        spelled.frontend.args = args;
+        spelled.notes.extend(warnings);
+    }
+    Cow::Owned(spelled)
 }
 
 /// The role args a runtime's wrapper program reads itself (`python3 -m dynamo.vllm`'s
@@ -156,7 +191,7 @@ fn wrapper_split(recipe: &Recipe) -> (Cow<'_, Recipe>, WrapperArgs) {
 pub fn node_count(recipe: &Recipe, options: &BuildOptions) -> Result<usize, Vec<Problem>> {
     let recipe = args_as_read(recipe);
     let (recipe, own) = wrapper_split(&recipe);
-    let recipe = runtime::with_environment(recipe);
+    let recipe = runtime::with_environment(spelled_out(recipe));
     Ok(check(&recipe, options, &own)?.topo.node_count)
 }
 

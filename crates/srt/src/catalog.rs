@@ -16,7 +16,7 @@
 //! argv and rendering a flag each ask the catalog's syntax.
 
 use crate::recipe::diag::{did_you_mean, Problem};
-use crate::recipe::{looks_like_option, ArgValue, Args};
+use crate::recipe::{looks_like_option, Arg, ArgValue, Args};
 use serde::Deserialize;
 
 mod go_flag;
@@ -425,9 +425,10 @@ pub type ManagedBy<'a> = &'a dyn Fn(&str) -> Option<&'static str>;
 /// program's parser resolves it (a unique prefix is that option), and the resolved
 /// option is what the other rules see: an option srt manages (`managed`) or one named
 /// like a secret is refused whatever abbreviation reaches it. Then: an unknown or
-/// ambiguous key is refused (with a suggestion), an abbreviation is refused (it may stop
-/// being unique in the next release; write it in full), and every value is checked
-/// against the option's arity, type and choices.
+/// ambiguous key is refused (with a suggestion), and every value is checked against the
+/// option's arity, type and choices. (An abbreviation is accepted, as the program
+/// accepts it; [`spell_out`] writes it in full, with a warning, before the args are
+/// read.)
 pub fn check_args(
     catalog: &Catalog,
     args: &Args,
@@ -509,21 +510,6 @@ pub fn check_args(
             );
             continue;
         }
-        if abbreviated {
-            problems.push(
-                Problem::new(
-                    "srt::recipe::flag_abbreviation",
-                    arg.key_span,
-                    format!("{at} is an abbreviation of `{flag}`"),
-                )
-                .label("abbreviated flag")
-                .help(format!(
-                    "write `{}` in full: an abbreviation can stop being unique in the next release",
-                    flag.trim_start_matches('-')
-                )),
-            );
-            continue;
-        }
         if let Err(why) = check_value(spec, flag, &arg.value) {
             problems.push(
                 Problem::new(
@@ -535,6 +521,44 @@ pub fn check_args(
             );
         }
     }
+}
+
+/// `args` with every key that is a unique prefix of a long option (argparse's
+/// abbreviation, which the program reads as that option) written as the option in
+/// full, each with a located warning; `None` when no key is one. What reads or renders
+/// the args after this sees the flag by its name. `path` names the args in messages
+/// (`roles.agg.args`).
+pub fn spell_out(catalog: &Catalog, args: &Args, path: &str) -> Option<(Args, Vec<Problem>)> {
+    let mut warnings = Vec::new();
+    let spelled: Vec<Arg> = args
+        .0
+        .iter()
+        .map(|arg| match catalog.resolve(&arg.key) {
+            Resolution::Prefix(_, flag) if flag.starts_with("--") => {
+                let full = flag.trim_start_matches('-');
+                warnings.push(
+                    Problem::warning(
+                        "srt::recipe::flag_abbreviation",
+                        arg.key_span,
+                        format!(
+                            "`{path}.{}` abbreviates `{flag}` ({} {} reads it so): srt writes the flag in full",
+                            arg.key, catalog.program, catalog.version
+                        ),
+                    )
+                    .label("abbreviated flag")
+                    .help(format!(
+                        "write `{full}`: an abbreviation can stop being unique in a later release"
+                    )),
+                );
+                Arg {
+                    key: full.to_string(),
+                    ..arg.clone()
+                }
+            }
+            _ => arg.clone(),
+        })
+        .collect();
+    (!warnings.is_empty()).then_some((Args(spelled), warnings))
 }
 
 /// Check a recipe value against what the option takes; the reason when it does not.
@@ -742,6 +766,45 @@ mod tests {
             ..tiny()
         };
         assert_eq!(strict.resolve("por"), Resolution::Unknown);
+    }
+
+    fn arg(key: &str, value: ArgValue) -> Arg {
+        let at = miette::SourceSpan::from(0..1);
+        Arg {
+            key: key.into(),
+            key_span: at,
+            value,
+            value_span: at,
+        }
+    }
+
+    /// A unique prefix is written as its flag, with a warning at the key; an exact
+    /// flag, an ambiguous prefix (refused by the check) and an unknown key are left.
+    #[test]
+    fn abbreviations_are_spelled_out_with_a_warning() {
+        let c = tiny();
+        let args = Args(vec![
+            arg("api-k", ArgValue::Str("x".into())),
+            arg("port", ArgValue::Int(1)),
+            arg("po", ArgValue::Int(2)),
+            arg("nothing", ArgValue::Int(3)),
+        ]);
+        let (spelled, warnings) = spell_out(&c, &args, "roles.agg.args").expect("one abbreviation");
+        let keys: Vec<&str> = spelled.0.iter().map(|a| a.key.as_str()).collect();
+        assert_eq!(keys, ["api-key", "port", "po", "nothing"]);
+        assert_eq!(spelled.0[0].value, ArgValue::Str("x".into()));
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].is_warning());
+        assert_eq!(warnings[0].code, "srt::recipe::flag_abbreviation");
+        assert!(
+            warnings[0]
+                .message
+                .contains("`roles.agg.args.api-k` abbreviates `--api-key`"),
+            "{}",
+            warnings[0].message
+        );
+        let exact = Args(vec![arg("port", ArgValue::Int(1))]);
+        assert!(spell_out(&c, &exact, "roles.agg.args").is_none());
     }
 
     #[test]

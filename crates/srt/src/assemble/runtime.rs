@@ -192,7 +192,9 @@ fn read_script(script: &ScriptRef) -> Result<String, Problem> {
     };
     input::read_trusted(&script.path, kind).map_err(|e| {
         let missing = matches!(&e, input::InputError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound);
+        let absolute = std::path::Path::new(&script.written.value).is_absolute();
         let help = match missing {
+            true if absolute => format!("`{}` names no file: write the path of the script", script.key),
             true => format!(
                 "`{}` is read relative to the recipe's directory (or is absolute), then in the cluster profile's `script_dirs`; srtctl looks a name up in its `configs/` and `configs/patches/` directories: name that checkout in the cluster profile (`srtctl_root` in srtslurm.yaml, `script_dirs` in srt's), or write the script's path",
                 script.key

@@ -51,6 +51,12 @@ pub trait Engine: Sync {
     fn args_form(&self) -> ArgsForm {
         ArgsForm::Flags
     }
+    /// The catalog `recipe`'s role args are read with (the release its workers run),
+    /// when the engine reads flags and srt has that release's.
+    fn args_catalog(&self, recipe: &Recipe) -> Option<&'static Catalog> {
+        let _ = recipe;
+        None
+    }
     /// The names of the KV connectors a recipe may choose (`engine.connector`).
     fn connector_names(&self) -> &'static [&'static str];
     /// The connector `role` runs (its own override, else the engine-wide one).

@@ -205,11 +205,7 @@ impl Sglang {
     /// every value (what srt itself sets, or a secret on a command line, is refused
     /// whatever the release).
     fn takes_every_args(&self, catalog: &Catalog, recipe: &Recipe) -> bool {
-        const PARSER: [&str; 3] = [
-            "srt::recipe::unknown_flag",
-            "srt::recipe::flag_value",
-            "srt::recipe::flag_abbreviation",
-        ];
+        const PARSER: [&str; 2] = ["srt::recipe::unknown_flag", "srt::recipe::flag_value"];
         let mut problems = Vec::new();
         crate::engine::check_role_args(self, catalog, recipe, &mut problems);
         !problems
@@ -221,6 +217,10 @@ impl Sglang {
 impl Engine for Sglang {
     fn name(&self) -> &'static str {
         "sglang"
+    }
+
+    fn args_catalog(&self, recipe: &Recipe) -> Option<&'static Catalog> {
+        Some(self.recipe_catalog(recipe))
     }
 
     fn managed(&self) -> &'static [(&'static str, &'static str)] {

@@ -78,6 +78,10 @@ impl Engine for Vllm {
         "vllm"
     }
 
+    fn args_catalog(&self, recipe: &Recipe) -> Option<&'static Catalog> {
+        self.catalog(keys::version(recipe).map(|v| v.value)).ok()
+    }
+
     fn in_flight<'a>(
         &'a self,
         http: &'a reqwest::Client,
