@@ -128,6 +128,12 @@ const CASES: &[Case] = &[
         "`inf` or a number",
     ),
     case(
+        "benchmark-req-rate-word.yaml",
+        "srt::recipe::value",
+        "\"fast\"",
+        "`inf` or a number",
+    ),
+    case(
         "benchmark-max-failed-fraction.yaml",
         "srt::recipe::range",
         "1.5",

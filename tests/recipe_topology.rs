@@ -1712,6 +1712,9 @@ fn benchmark_keys_reach_the_run() {
     assert!(spec.ignore_eos);
     assert!(!spec.use_chat_template);
     assert_eq!(spec.concurrencies, [1]);
+    // srtctl's `req_rate` is `str | int`: a quoted number is the number.
+    let spec = benchmark_spec("  type: sa-bench\n  req_rate: \"300\"\n");
+    assert_eq!(spec.request_rate, srt::bench::Rate::PerSecond(300.0));
     // sa-bench's chat template (srtctl's default), as srtctl writes it.
     let spec = benchmark_spec("  type: sa-bench\n  use_chat_template: true\n");
     assert!(spec.use_chat_template);

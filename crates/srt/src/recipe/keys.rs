@@ -260,8 +260,8 @@ pub(crate) const BENCHMARK: &[Key] = &[
     ),
     k(
         "req_rate",
-        r#"{"anyOf": [{"const": "inf"}, {"type": "number", "exclusiveMinimum": 0}], "default": "inf"}"#,
-        "Requests per second within a level, as a Poisson process; `inf` sends them all at once.",
+        r#"{"anyOf": [{"const": "inf"}, {"type": "number", "exclusiveMinimum": 0}, {"type": "string", "pattern": "^\\s*[0-9]*\\.?[0-9]+([eE][-+]?[0-9]+)?\\s*$"}], "default": "inf"}"#,
+        "Requests per second within a level, as a Poisson process; `inf` sends them all at once. A quoted number (`\"300\"`, srtctl's form) is that number.",
     ),
     k(
         "num_prompts_mult",

@@ -220,6 +220,14 @@ fn keep_drawable(text: &str, p: &mut Problem) {
     p.span = SourceSpan::new(at.into(), len);
 }
 
+/// A request rate written as a string (`"300"`, `"2.5"`): the positive finite number.
+fn rate_number(s: &str) -> Option<f64> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v > 0.0)
+}
+
 /// Load a recipe from text. `default_name` names the deployment when `name:` is absent
 /// (the CLI passes the file stem).
 pub fn load_str(source: &Source, default_name: &str) -> Result<Recipe, RecipeError> {
@@ -1193,6 +1201,9 @@ impl Loader<'_> {
             None => None,
             Some(n) => match &n.value {
                 Value::Str(s) if s == "inf" => None,
+                // srtctl's `req_rate: str | int`, passed on as written: a quoted number
+                // is that number.
+                Value::Str(s) if rate_number(s).is_some() => rate_number(s),
                 Value::Int(v) if *v > 0 => Some(*v as f64),
                 Value::Float(v) if v.is_finite() && *v > 0.0 => Some(*v),
                 Value::Float(v) if v.is_infinite() && *v > 0.0 => None,
