@@ -174,6 +174,7 @@ fn load(
     }
     let (root, _) = srt::recipe::srtctl::variant(root, selection).map_err(|p| source.error(p))?;
     let sweep = Sweep::new(&root).map_err(|p| source.error(p))?;
+    crate::report_warnings(&source, &sweep.warnings);
     let mut points = Vec::new();
     let mut unfit = Vec::new();
     let build = srt::assemble::BuildOptions {

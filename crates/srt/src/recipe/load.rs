@@ -322,8 +322,9 @@ fn problems_of(
     if !nul.is_empty() {
         return Err(nul);
     }
-    let (root, notes) = srtctl::variant(root, selection)?;
+    let (root, mut notes) = srtctl::variant(root, selection)?;
     let sweep = super::sweep::Sweep::new(&root)?;
+    notes.extend(sweep.warnings.iter().cloned());
     let index = index.min(sweep.len() - 1);
     let chosen = sweep.point(index);
     let point = sweep.key().map(|key| SweepPoint {

@@ -143,6 +143,9 @@ pub struct Sweep {
     template: Node,
     len: usize,
     key: Option<SourceSpan>,
+    /// What srt goes on with and says: a parameter nothing uses
+    /// (`srt::recipe::sweep_unused`, which srtctl ignores).
+    pub warnings: Vec<Problem>,
 }
 
 impl Sweep {
@@ -155,6 +158,7 @@ impl Sweep {
                 template: root.clone(),
                 len: 1,
                 key: None,
+                warnings: Vec::new(),
             });
         };
         let mut problems = Vec::new();
@@ -163,10 +167,10 @@ impl Sweep {
         let params: Vec<&Param> = axes.iter().flat_map(Axis::params).collect();
         check_template(&template, &params, &declared(block), &mut problems);
         let len = point_count(key, &axes, &template, &mut problems);
-        if problems.is_empty() {
+        if problems.iter().all(Problem::is_warning) {
             problems.extend(repeated(key, &axes, len));
         }
-        if !problems.is_empty() {
+        if problems.iter().any(|p| !p.is_warning()) {
             return Err(problems);
         }
         Ok(Sweep {
@@ -174,6 +178,7 @@ impl Sweep {
             template,
             len,
             key: Some(key.span),
+            warnings: problems,
         })
     }
 
@@ -560,10 +565,14 @@ fn check_template(
     };
     walk.node(template, "");
     for p in params.iter().filter(|p| !used.contains(p.name.as_str())) {
+        let repeats = match p.values.len() {
+            1 => String::new(),
+            n => format!(": the sweep runs each of its other points {n} times, once per value"),
+        };
         problems.push(
-            problem("srt::recipe::sweep_unused", p.span, format!("sweep parameter `{}` is used nowhere in the recipe", p.name))
+            Problem::warning("srt::recipe::sweep_unused", p.span, format!("sweep parameter `{}` is used nowhere in the recipe{repeats}", p.name))
                 .label("no `{".to_string() + &p.name + "}` in the recipe")
-                .help(format!("write `\"{{{}}}\"` where its value goes (quoted: unquoted, `{{{}}}` is a YAML mapping), or remove the parameter", p.name, p.name)),
+                .help(format!("write `\"{{{}}}\"` where its value goes (quoted: unquoted, `{{{}}}` is a YAML mapping), or remove the parameter (srtctl ignores it too)", p.name, p.name)),
         );
     }
 }
