@@ -720,10 +720,10 @@ const CASES: &[Case] = &[
         "did you mean `--cpus-per-task`?",
     ),
     case(
-        "runtime-config-dump.yaml",
-        "srt::recipe::value",
-        "true",
-        "Dynamo's worker wrappers only",
+        "runtime-config-dump-conflict.yaml",
+        "srt::recipe::conflict",
+        "dump-config-to",
+        "both name where the configuration goes",
     ),
     case(
         "runtime-environment-managed.yaml",

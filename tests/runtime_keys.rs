@@ -1,6 +1,6 @@
 //! srtctl's runtime keys (`setup_script`, `host_setup`, `container_mounts`,
 //! `extra_mount`, `sbatch_directives`, `srun_options`, `environment`, `identity`,
-//! `profiling`): what each does to the launch plan, and that changing one replaces
+//! `profiling`, `enable_config_dump`): what each does to the launch plan, and that changing one replaces
 //! exactly what it touches, as `srt plan` works it out (the desired graph diffed
 //! against the state of the previous one applied).
 
@@ -486,4 +486,59 @@ fn a_missing_profiler_is_named_before_apply() {
         err.contains("`vllm` (run by worker.agg[0].node[0])"),
         "{err}"
     );
+}
+
+/// `enable_config_dump: true` under Dynamo: every worker's wrapper writes its resolved
+/// configuration under the run directory (`--dump-config-to`, as srtctl passes it), and
+/// turning it on replaces the workers alone. Where no worker program takes the flag it
+/// is a warning (nothing is dumped).
+#[test]
+fn config_dump_reaches_every_dynamo_worker_and_replaces_only_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let example =
+        std::fs::read_to_string(common::root().join("examples/local-dynamo-trtllm.yaml")).unwrap();
+    let prepared = |extra: &str| {
+        let path = dir.path().join("dump.yaml");
+        std::fs::write(&path, format!("{example}{extra}")).unwrap();
+        let options = PrepareOptions {
+            state_dir: dir.path().join(".srt"),
+            nodes: None,
+            simulate: true,
+            grace: Duration::from_secs(1),
+            cluster: None,
+            selection: Default::default(),
+        };
+        prepare_file(&path, &options).unwrap_or_else(|e| panic!("{}", common::render_diag(&e)))
+    };
+    let off = prepared("");
+    let on = prepared("enable_config_dump: true\n");
+    let workers = workers(&on);
+    assert_eq!(workers.len(), 3, "{workers:?}");
+    for p in &on.launch.processes {
+        let argv = p.argv.to_vec();
+        let at = argv.iter().position(|a| a == "--dump-config-to");
+        if workers.contains(&p.address) {
+            let file = format!("<run-dir>/config/{}.json", p.address);
+            assert_eq!(at.map(|i| &argv[i + 1]), Some(&file), "{argv:?}");
+        } else {
+            assert!(at.is_none(), "{}: {argv:?}", p.address);
+        }
+    }
+    assert_eq!(replaced(&off, &on), workers);
+
+    let case = Case::new();
+    let vllm = case.prepared("enable_config_dump: true\n", None);
+    assert!(
+        vllm.launch
+            .warnings
+            .iter()
+            .any(|w| w.code == "srt::recipe::config_dump"),
+        "{:?}",
+        vllm.launch.warnings
+    );
+    assert!(vllm
+        .launch
+        .processes
+        .iter()
+        .all(|p| !p.argv.contains("--dump-config-to")));
 }

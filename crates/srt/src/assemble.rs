@@ -236,6 +236,12 @@ fn check(
     check_engine_keys(recipe, engine, &mut problems);
     engine.validate(recipe, &mut problems);
     own.check(&mut problems);
+    runtime::config_dump_check(
+        recipe,
+        own.flags.map(|f| f.catalog),
+        &own.roles,
+        &mut problems,
+    );
     check_sections(recipe, frontend, &mut problems);
     check_services_node(recipe, frontend, &mut problems);
     crate::catalog::check_args(
@@ -876,10 +882,16 @@ fn adopt(
     processes: &mut [LaunchProcess],
 ) -> Result<(), Problem> {
     let providers = ctx.services().providers.clone();
+    let dump = recipe.runtime.config_dump.is_some()
+        && runtime::takes_config_dump(own.flags.map(|f| f.catalog));
     let own = own.rendered(role.kind);
     for p in processes.iter_mut() {
         if let Some(runtime) = runtime {
             let serving = engine.serving(recipe, role, endpoint, p);
+            let mut own = own.clone();
+            if dump {
+                own.extend(runtime::config_dump_flag(&p.address));
+            }
             runtime.adopt(ctx, p, &serving, &own).map_err(|why| {
                 Problem::new("srt::recipe::runtime", role.span, why).label("this role's workers")
             })?;

@@ -3,6 +3,7 @@
 //! `{node}` / `{node_id}` placeholders of both are expanded per process, the setup
 //! scripts and the profiler wrap the workers, the mounts every containerized process.
 
+use crate::catalog::{Catalog, Resolution};
 use crate::engine::Engine;
 use crate::input::{self, Input};
 use crate::launch::wrap::{ProfileRun, Setup};
@@ -100,6 +101,62 @@ pub(super) fn check(recipe: &Recipe, problems: &mut Vec<Problem>) {
 }
 
 /// srtctl's name of a role's profiling phase.
+/// The flag a Dynamo worker wrapper writes its resolved configuration with (srtctl's
+/// `enable_config_dump`).
+const DUMP_FLAG: &str = "dump-config-to";
+
+/// Whether the workers' wrapper program (its `catalog`) takes [`DUMP_FLAG`].
+pub(super) fn takes_config_dump(wrapper: Option<&Catalog>) -> bool {
+    wrapper.is_some_and(|c| matches!(c.resolve(DUMP_FLAG), Resolution::Exact(..)))
+}
+
+/// `enable_config_dump: true` against the workers' `wrapper`: a warning when their
+/// program takes no such flag (srtctl passes it to Dynamo's wrappers only, and nothing
+/// is dumped), an error where a role's args name the file too.
+pub(super) fn config_dump_check(
+    recipe: &Recipe,
+    wrapper: Option<&Catalog>,
+    wrapper_args: &[(RoleKind, crate::recipe::Args)],
+    problems: &mut Vec<Problem>,
+) {
+    let Some(at) = recipe.runtime.config_dump else {
+        return;
+    };
+    if !takes_config_dump(wrapper) {
+        problems.push(
+            Problem::warning(
+                "srt::recipe::config_dump",
+                at,
+                "no worker of this deployment runs a program with `--dump-config-to`: nothing is dumped",
+            )
+            .label("no effect here")
+            .help("Dynamo's worker wrappers take it (`frontend.type: dynamo`), as srtctl passes it; `srt render --json` shows every process's resolved command and environment"),
+        );
+        return;
+    }
+    for (role, args) in wrapper_args {
+        if let Some(arg) = args.get(DUMP_FLAG) {
+            problems.push(
+                Problem::new(
+                    "srt::recipe::conflict",
+                    arg.key_span,
+                    format!("`roles.{}.args.{DUMP_FLAG}` and `enable_config_dump: true` both name where the configuration goes", role.name()),
+                )
+                .label("set one of them")
+                .help(format!("`enable_config_dump: true` writes each worker's to {RUN_DIR}/config/<process>.json")),
+            );
+        }
+    }
+}
+
+/// [`DUMP_FLAG`] and the file of the process at `address`.
+pub(super) fn config_dump_flag(address: &str) -> [String; 2] {
+    [
+        format!("--{DUMP_FLAG}"),
+        format!("{RUN_DIR}/config/{address}.json"),
+    ]
+}
+
 fn phase_key(role: RoleKind) -> &'static str {
     match role {
         RoleKind::Agg => "aggregated",

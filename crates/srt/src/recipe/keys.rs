@@ -147,8 +147,8 @@ pub(crate) const TOP: &[Key] = &[
     ),
     k(
         "enable_config_dump",
-        r#"{"const": false}"#,
-        "srtctl's config dump (`--dump-config-to`, a flag of Dynamo's wrappers only): `false` is accepted; srt's resolved commands are `srt render --json`.",
+        r#"{"type": "boolean", "default": false}"#,
+        "srtctl's config dump: `true` makes every worker whose program takes `--dump-config-to` (Dynamo's worker wrappers) write its resolved configuration to `<run-dir>/config/<process>.json`; elsewhere it is a warning.",
     ),
 ];
 

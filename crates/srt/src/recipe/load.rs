@@ -39,6 +39,11 @@ const SRTCTL_ONLY_RESOURCES: &[&str] = &[
     "decode_nodes",
 ];
 
+/// srtctl keys accepted at one value: the one that asks for what srt does anyway
+/// (`resources.het_jobs: false`, srtctl's default: one ordinary job). Any other value
+/// is refused as the key's others are.
+const SRTCTL_AS_SRT: &[(&str, bool)] = &[("het_jobs", false)];
+
 /// The largest recipe accepted, in bytes. Real recipes are a few kilobytes; a bound keeps
 /// a mistaken path (a log, a model file) from being read whole and parsed.
 pub const MAX_RECIPE_BYTES: usize = 1024 * 1024;
@@ -574,8 +579,14 @@ impl Loader<'_> {
             );
             return None;
         };
-        for (key, _) in entries {
+        for (key, value) in entries {
             if allowed.contains(&key.name.as_str()) {
+                continue;
+            }
+            let as_srt = SRTCTL_AS_SRT
+                .iter()
+                .any(|(k, v)| *k == key.name && value.value == Value::Bool(*v));
+            if as_srt && srtctl_only.contains(&key.name.as_str()) {
                 continue;
             }
             let full = if path.is_empty() {
@@ -2334,5 +2345,38 @@ mod tests {
                 .expect("renders");
             assert!(out.contains("error"), "{out}");
         }
+    }
+}
+
+#[cfg(test)]
+mod srtctl_keys {
+    use super::*;
+
+    fn codes(resources: &str) -> Vec<&'static str> {
+        let source = Source {
+            name: "r.yaml".into(),
+            text: format!(
+                "schema: 2\nresources:\n  gpus_per_node: 4\n{resources}roles:\n  agg: {{nodes: 1, workers: 1}}\n"
+            ),
+        };
+        match load_problems(&source, "r") {
+            Ok(_) => Vec::new(),
+            Err(p) => p.iter().map(|p| p.code).collect(),
+        }
+    }
+
+    /// `het_jobs: false` asks for what srt does (srtctl's default); `true`, or another
+    /// srtctl-only key, is refused at the key.
+    #[test]
+    fn het_jobs_false_is_accepted_and_true_refused() {
+        assert!(codes("  het_jobs: false\n").is_empty());
+        assert_eq!(
+            codes("  het_jobs: true\n"),
+            ["srt::recipe::unsupported_key"]
+        );
+        assert_eq!(
+            codes("  spread_workers: false\n"),
+            ["srt::recipe::unsupported_key"]
+        );
     }
 }

@@ -38,6 +38,9 @@ pub struct RuntimeKeys {
     pub identity: Option<Identity>,
     /// `profiling`: the profiler every worker of the profiled roles runs under.
     pub profiling: Option<Profiling>,
+    /// `enable_config_dump: true` (its span): each worker's Dynamo wrapper writes its
+    /// resolved configuration (`--dump-config-to`) under the run directory.
+    pub config_dump: Option<SourceSpan>,
 }
 
 /// A script a key names: as written, and the file it resolves to (relative to the

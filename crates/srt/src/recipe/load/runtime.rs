@@ -14,9 +14,9 @@ impl Loader<'_> {
     /// Every runtime key of the top-level mapping `f`.
     pub(super) fn runtime(&mut self, f: &Fields) -> RuntimeKeys {
         let environment = self.env(f, "environment");
-        if let Some(node) = f.get("enable_config_dump") {
-            self.config_dump(node);
-        }
+        let config_dump = f
+            .get("enable_config_dump")
+            .and_then(|n| self.config_dump(n));
         RuntimeKeys {
             host_setup: self.script(f, "host_setup"),
             setup_script: self.script(f, "setup_script"),
@@ -30,6 +30,7 @@ impl Loader<'_> {
             profiling: f
                 .get("profiling")
                 .and_then(|n| self.profiling(n, f.key_span("profiling").unwrap_or(n.span))),
+            config_dump,
         }
     }
 
@@ -253,21 +254,16 @@ impl Loader<'_> {
             .collect()
     }
 
-    /// `enable_config_dump`: `false` is what srt does; `true` asks for a flag only
-    /// Dynamo's wrappers have.
-    fn config_dump(&mut self, node: &Node) {
+    /// `enable_config_dump`: its span when `true` (the assembly passes the flag where
+    /// the workers' program takes it, and says so where none does).
+    fn config_dump(&mut self, node: &Node) -> Option<miette::SourceSpan> {
         match &node.value {
-            Value::Bool(false) | Value::Null => {}
-            Value::Bool(true) => self.problem(
-                Problem::new(
-                    "srt::recipe::value",
-                    node.span,
-                    "`enable_config_dump: true` asks for srtctl's `--dump-config-to`, which srt does not pass",
-                )
-                .label("not supported")
-                .help("srtctl passes `--dump-config-to <logs>/<node>_config.json` to Dynamo's worker wrappers only (neither `vllm serve` nor SGLang's server has the flag); `srt render --json` shows every process's resolved command and environment. Under `frontend.type: dynamo`, write `dump-config-to: <path>` in a role's `args`. Set `enable_config_dump: false` or remove the key"),
-            ),
-            _ => self.type_error(node, "enable_config_dump", "true or false"),
+            Value::Bool(false) | Value::Null => None,
+            Value::Bool(true) => Some(node.span),
+            _ => {
+                self.type_error(node, "enable_config_dump", "true or false");
+                None
+            }
         }
     }
 
