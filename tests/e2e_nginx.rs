@@ -1,7 +1,7 @@
 //! `examples/multi-frontend.yaml` end to end: the real nginx (Debian's,
 //! `scripts/install-deps.sh nginx`) on the head node's public port in front of one real
 //! `vllm-router` per other node, simulated workers behind them. Completions go through
-//! nginx and to each Router's own port.
+//! nginx and to each Router's own port; a session header keeps a session on one Router.
 
 mod e2e_support;
 
@@ -20,7 +20,7 @@ fn multi_frontend_example_serves_through_nginx_and_every_router() {
     // The limits are the recipe's: a few set here must reach the running nginx.
     text = text.replace(
         "  args:\n    policy: cache_aware\n",
-        "  args:\n    policy: cache_aware\n  nginx:\n    worker_processes: 2\n    worker_connections: 4096\n    upstream_keepalive: 64\n",
+        "  args:\n    policy: cache_aware\n  nginx:\n    worker_processes: 2\n    worker_connections: 4096\n    upstream_keepalive: 64\n    session_header: X-Session-Id\n",
     );
     // The completion helper asks for the model `tiny`.
     text.push_str("model:\n  path: /models/tiny\n  served_name: tiny\n");
@@ -75,6 +75,7 @@ fn multi_frontend_example_serves_through_nginx_and_every_router() {
         "worker_connections 4096;",
         "worker_rlimit_nofile 8192;",
         "keepalive 64;",
+        "hash $srt_session consistent;",
     ] {
         assert!(
             conf_text.contains(line),
@@ -101,6 +102,39 @@ fn multi_frontend_example_serves_through_nginx_and_every_router() {
         assert_eq!(workers["stats"]["regular_count"], 6, "{r}: {workers}");
     }
 
+    // Session affinity: every request of a session reaches one Router (counted by each
+    // Router's own `vllm_router_requests_total`); requests without the header spread.
+    let routers = ["router[0]", "router[1]"];
+    let served = || -> Vec<u64> {
+        routers
+            .iter()
+            .map(|r| {
+                let port = state["resources"][*r]["ports"]["router_metrics"]
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("{r} has no metrics port"));
+                env.in_netns(|| requests_total(&format!("http://127.0.0.1:{port}/metrics")))
+            })
+            .collect()
+    };
+    for session in ["s-1", "s-2", "s-3"] {
+        let before = served();
+        for _ in 0..8 {
+            env.in_netns(|| completion_with("http://127.0.0.1:8000", Some(session)));
+        }
+        let after = served();
+        let delta: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+        assert!(delta == [8, 0] || delta == [0, 8], "{session}: {delta:?}");
+    }
+    let before = served();
+    for _ in 0..24 {
+        env.in_netns(|| completion_with("http://127.0.0.1:8000", None));
+    }
+    let after = served();
+    assert!(
+        after.iter().zip(&before).all(|(a, b)| a > b),
+        "requests without a session reach both Routers: {before:?} -> {after:?}"
+    );
+
     let again = env.ok(&[
         "apply",
         "-f",
@@ -116,4 +150,29 @@ fn multi_frontend_example_serves_through_nginx_and_every_router() {
     e2e_support::wait_for("every process of the deployment to exit", || {
         e2e_support::live_processes(name).is_empty()
     });
+}
+
+/// A completion through `url`, in the session `session` (the `X-Session-Id` header)
+/// when given; it must succeed.
+fn completion_with(url: &str, session: Option<&str>) {
+    let body = serde_json::json!({"model": "tiny", "prompt": "hello", "max_tokens": 4});
+    e2e_support::with_client(|c| async move {
+        let mut request = c.post(format!("{url}/v1/completions")).json(&body);
+        if let Some(s) = session {
+            request = request.header("X-Session-Id", s);
+        }
+        let r = request.send().await.unwrap();
+        assert!(r.status().is_success(), "completion failed: {}", r.status());
+    });
+}
+
+/// The sum of a Router's `vllm_router_requests_total` samples at `url`.
+fn requests_total(url: &str) -> u64 {
+    let text = e2e_support::with_client(|c| async move {
+        c.get(url).send().await.unwrap().text().await.unwrap()
+    });
+    text.lines()
+        .filter(|l| l.starts_with("vllm_router_requests_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
 }

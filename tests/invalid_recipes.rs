@@ -128,6 +128,18 @@ const CASES: &[Case] = &[
         "`inf` or a number",
     ),
     case(
+        "nginx-session-header.yaml",
+        "srt::recipe::value",
+        "\"X-Session; deny all\"",
+        "not a header name",
+    ),
+    case(
+        "nginx-session-affinity-header-alone.yaml",
+        "srt::recipe::value",
+        "X-Correlation-ID",
+        "without `nginx_session_affinity: true`",
+    ),
+    case(
         "benchmark-req-rate-word.yaml",
         "srt::recipe::value",
         "\"fast\"",

@@ -39,6 +39,11 @@ pub(crate) static NGINX: Component = Component {
 /// that no Router ran is safe to send again), and `max_fails=0` keeps nginx from setting
 /// a Router aside for `fail_timeout` after it comes back.
 ///
+/// With a session header (`frontend.nginx.session_header`, srtctl's session affinity),
+/// nginx hashes it consistently to choose the Router, so one session's requests reach
+/// one Router while it is up (and the Routers' prefix caches see them together); a
+/// request without the header hashes its own request id, so it is spread.
+///
 /// Every path in it is under [`RUN_DIR`], which the executor binds to an absolute
 /// directory: nginx resolves a relative path against its own prefix, not against the
 /// directory srt runs in.
@@ -53,6 +58,10 @@ pub(crate) fn config(port: u16, upstreams: &[String], limits: &Nginx) -> String 
     let keepalive = match limits.upstream_keepalive {
         0 => String::new(),
         n => format!("        keepalive {n};\n"),
+    };
+    let (session_map, session_hash) = match &limits.session_header {
+        Some(header) => session(header),
+        None => (String::new(), String::new()),
     };
     let Nginx {
         worker_connections,
@@ -81,8 +90,8 @@ http {{
     proxy_read_timeout 24h;
     proxy_send_timeout 24h;
     proxy_buffering off;
-    upstream routers {{
-{servers}{keepalive}    }}
+{session_map}    upstream routers {{
+{session_hash}{servers}{keepalive}    }}
     server {{
         listen {port};
         location / {{
@@ -94,6 +103,19 @@ http {{
     }}
 }}
 "
+    )
+}
+
+/// The `map` of the request's session key (the header, else the request id) and the
+/// upstream's `hash` of it. `header` is letters, digits and `-` (the loader's check),
+/// so it names nginx's `$http_` variable as it is.
+fn session(header: &str) -> (String, String) {
+    let var = format!("$http_{}", header.to_ascii_lowercase().replace('-', "_"));
+    (
+        format!(
+            "    map {var} $srt_session {{\n        default {var};\n        \"\" $request_id;\n    }}\n"
+        ),
+        "        hash $srt_session consistent;\n".to_string(),
     )
 }
 
@@ -208,5 +230,29 @@ mod tests {
             assert!(text.contains(line), "no `{line}` in\n{text}");
         }
         assert!(!text.contains("keepalive 0"), "{text}");
+        assert!(
+            !text.contains("hash "),
+            "no session affinity unless asked:\n{text}"
+        );
+    }
+
+    /// A session header is hashed consistently to a Router; a request without it hashes
+    /// its own id.
+    #[test]
+    fn a_session_header_pins_a_session_to_a_router() {
+        let limits = Nginx {
+            session_header: Some("X-Correlation-ID".into()),
+            ..Nginx::default()
+        };
+        let text = config(8000, &upstreams(), &limits);
+        let map = "    map $http_x_correlation_id $srt_session {\n        default $http_x_correlation_id;\n        \"\" $request_id;\n    }\n";
+        assert!(text.contains(map), "{text}");
+        let upstream = text.split("upstream routers {").nth(1).unwrap();
+        assert!(
+            upstream
+                .trim_start()
+                .starts_with("hash $srt_session consistent;"),
+            "{text}"
+        );
     }
 }

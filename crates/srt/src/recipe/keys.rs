@@ -461,6 +461,21 @@ pub(crate) const FRONTEND: &[Key] = &[
         r#"{"type": "string", "minLength": 1}"#,
         "srtctl's spelling of `nginx.image` (srtctl v1: `nginx_container`).",
     ),
+    k(
+        "nginx_session_affinity",
+        r#"{"type": "boolean", "default": false}"#,
+        "srtctl's: `true` is `nginx.session_header` set to `nginx_session_affinity_header`.",
+    ),
+    k(
+        "nginx_session_affinity_header",
+        r#"{"type": "string", "pattern": "^[A-Za-z0-9-]+$", "default": "X-Dynamo-Session-ID"}"#,
+        "srtctl's: the header `nginx_session_affinity: true` hashes.",
+    ),
+    k(
+        "nginx_raise_ulimit",
+        r#"{"type": "boolean", "default": false}"#,
+        "srtctl's: `true` is `nginx.worker_rlimit_nofile: 1048576`.",
+    ),
 ];
 
 /// `frontend.nginx:`.
@@ -494,6 +509,11 @@ pub(crate) const NGINX: &[Key] = &[
         "keepalive_timeout_seconds",
         r#"{"type": "integer", "minimum": 0, "maximum": 86400, "default": 600}"#,
         "How long an idle client connection stays open.",
+    ),
+    k(
+        "session_header",
+        r#"{"type": "string", "pattern": "^[A-Za-z0-9-]+$"}"#,
+        "A request header nginx hashes (consistently) to choose the Router: the requests of one session go to one Router while it is up; requests without it are spread.",
     ),
     k(
         "client_max_body_size",

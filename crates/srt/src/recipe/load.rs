@@ -23,12 +23,7 @@ const SRTCTL_ONLY_TOP: &[&str] = &[
 ];
 const SRTCTL_ONLY_ROLE: &[&str] = &["engine", "kv_events", "sidecar", "critical"];
 const SRTCTL_ONLY_ENGINE: &[&str] = &["set_visible_devices", "failover", "sequential_node_start"];
-const SRTCTL_ONLY_FRONTEND: &[&str] = &[
-    "placement",
-    "nginx_raise_ulimit",
-    "nginx_session_affinity",
-    "nginx_keepalive_timeout",
-];
+const SRTCTL_ONLY_FRONTEND: &[&str] = &["placement", "nginx_keepalive_timeout"];
 const SRTCTL_ONLY_RESOURCES: &[&str] = &[
     "spread_workers",
     "het_jobs",
@@ -43,6 +38,12 @@ const SRTCTL_ONLY_RESOURCES: &[&str] = &[
 /// (`resources.het_jobs: false`, srtctl's default: one ordinary job). Any other value
 /// is refused as the key's others are.
 const SRTCTL_AS_SRT: &[(&str, bool)] = &[("het_jobs", false)];
+
+/// srtctl's default `frontend.nginx_session_affinity_header`.
+const SRTCTL_SESSION_HEADER: &str = "X-Dynamo-Session-ID";
+
+/// The open-file limit srtctl's `nginx_raise_ulimit: true` gives nginx.
+const SRTCTL_RAISED_NOFILE: u32 = 1_048_576;
 
 /// The largest recipe accepted, in bytes. Real recipes are a few kilobytes; a bound keeps
 /// a mistaken path (a log, a model file) from being read whole and parsed.
@@ -2026,6 +2027,7 @@ impl Loader<'_> {
             }
             fe.nginx.image = self.opt_string(&f, "nginx_image");
         }
+        self.srtctl_nginx(&f, &mut fe.nginx);
         Some(fe)
     }
 
@@ -2086,7 +2088,82 @@ impl Loader<'_> {
             }
             n.client_max_body_size = size;
         }
+        if let Some(v) = f.get("session_header") {
+            n.session_header = Some(self.header_name(v, "frontend.nginx.session_header")?);
+        }
         Some(n)
+    }
+
+    /// An HTTP header name as nginx's `$http_` variables name it: letters, digits and
+    /// `-` only (nothing else may reach nginx's configuration).
+    fn header_name(&mut self, node: &Node, path: &str) -> Option<String> {
+        let name = self.string(node, path)?;
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+            self.problem(
+                Problem::new(
+                    "srt::recipe::value",
+                    node.span,
+                    format!("`{path}` `{name}` is not a header name"),
+                )
+                .label("not a header name")
+                .help("write a header name of letters, digits and `-` (`X-Dynamo-Session-ID`)"),
+            );
+            return None;
+        }
+        Some(name)
+    }
+
+    /// srtctl's nginx keys of `frontend` (`nginx_session_affinity` with its header,
+    /// `nginx_raise_ulimit`), as the `frontend.nginx` settings they stand for.
+    fn srtctl_nginx(&mut self, f: &Fields, nginx: &mut Nginx) {
+        let header = f.get("nginx_session_affinity_header");
+        match f.get("nginx_session_affinity").map(|n| (n, &n.value)) {
+            Some((_, Value::Bool(true))) => {
+                let name = match header {
+                    Some(h) => self.header_name(h, "frontend.nginx_session_affinity_header"),
+                    None => Some(SRTCTL_SESSION_HEADER.to_string()),
+                };
+                if nginx.session_header.is_some() {
+                    self.conflict(f, "nginx_session_affinity", "`frontend.nginx_session_affinity` and `frontend.nginx.session_header` both set the session header");
+                } else {
+                    nginx.session_header = name;
+                }
+            }
+            Some((_, Value::Bool(false))) | None => {
+                if let Some(h) = header {
+                    self.problem(
+                        Problem::new(
+                            "srt::recipe::value",
+                            h.span,
+                            "`frontend.nginx_session_affinity_header` without `nginx_session_affinity: true` does nothing",
+                        )
+                        .label("no session affinity")
+                        .help("set `frontend.nginx_session_affinity: true`, or remove the header"),
+                    );
+                }
+            }
+            Some((n, _)) => self.type_error(n, "frontend.nginx_session_affinity", "true or false"),
+        }
+        match f.get("nginx_raise_ulimit").map(|n| (n, &n.value)) {
+            Some((_, Value::Bool(true))) => {
+                if nginx.worker_rlimit_nofile != nginx.worker_connections.saturating_mul(2) {
+                    self.conflict(f, "nginx_raise_ulimit", "`frontend.nginx_raise_ulimit` and `frontend.nginx.worker_rlimit_nofile` both set nginx's open-file limit");
+                } else {
+                    nginx.worker_rlimit_nofile = SRTCTL_RAISED_NOFILE;
+                }
+            }
+            Some((_, Value::Bool(false))) | None => {}
+            Some((n, _)) => self.type_error(n, "frontend.nginx_raise_ulimit", "true or false"),
+        }
+    }
+
+    fn conflict(&mut self, f: &Fields, key: &str, message: &str) {
+        let at = f.key_span(key).unwrap_or(f.span);
+        self.problem(
+            Problem::new("srt::recipe::conflict", at, message.to_string())
+                .label("set one of them")
+                .help("srtctl's key is the other's spelling: keep one"),
+        );
     }
 
     fn rollout(&mut self, node: Option<&Node>) -> Option<Rollout> {
@@ -2377,6 +2454,49 @@ mod srtctl_keys {
         assert_eq!(
             codes("  spread_workers: false\n"),
             ["srt::recipe::unsupported_key"]
+        );
+    }
+
+    fn nginx(frontend: &str) -> Result<Nginx, Vec<&'static str>> {
+        let source = Source {
+            name: "r.yaml".into(),
+            text: format!(
+                "schema: 2\nfrontend:\n  enable_multiple_frontends: true\n{frontend}roles:\n  agg: {{nodes: 2, workers: 2}}\n"
+            ),
+        };
+        load_problems(&source, "r")
+            .map(|r| r.frontend.nginx)
+            .map_err(|p| p.iter().map(|p| p.code).collect())
+    }
+
+    /// srtctl's nginx keys are the `frontend.nginx` settings they stand for.
+    #[test]
+    fn srtctl_nginx_keys_are_nginx_settings() {
+        let n = nginx("  nginx_session_affinity: true\n").unwrap();
+        assert_eq!(n.session_header.as_deref(), Some("X-Dynamo-Session-ID"));
+        let n = nginx(
+            "  nginx_session_affinity: true\n  nginx_session_affinity_header: X-Correlation-ID\n",
+        )
+        .unwrap();
+        assert_eq!(n.session_header.as_deref(), Some("X-Correlation-ID"));
+        assert_eq!(
+            nginx("  nginx_session_affinity: false\n")
+                .unwrap()
+                .session_header,
+            None
+        );
+        let n = nginx("  nginx_raise_ulimit: true\n").unwrap();
+        assert_eq!(n.worker_rlimit_nofile, 1_048_576);
+        let n =
+            nginx("  nginx_raise_ulimit: true\n  nginx:\n    worker_connections: 1024\n").unwrap();
+        assert_eq!(n.worker_rlimit_nofile, 1_048_576);
+        assert_eq!(
+            nginx("  nginx_raise_ulimit: true\n  nginx:\n    worker_rlimit_nofile: 4096\n"),
+            Err(vec!["srt::recipe::conflict"])
+        );
+        assert_eq!(
+            nginx("  nginx_session_affinity: true\n  nginx:\n    session_header: X-A\n"),
+            Err(vec!["srt::recipe::conflict"])
         );
     }
 }

@@ -443,6 +443,8 @@ pub struct Nginx {
     pub client_max_body_size: String,
     /// The container image nginx runs in, where the executor runs containers.
     pub image: Option<String>,
+    /// `session_header`: the request header hashed to choose the Router.
+    pub session_header: Option<String>,
 }
 
 impl Default for Nginx {
@@ -460,6 +462,7 @@ impl Default for Nginx {
             keepalive_timeout_secs: default(NGINX, "keepalive_timeout_seconds"),
             client_max_body_size: default(NGINX, "client_max_body_size"),
             image: None,
+            session_header: None,
         }
     }
 }
