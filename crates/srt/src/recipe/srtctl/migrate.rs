@@ -112,6 +112,7 @@ pub fn migrate_part(mapping: &mut Node, part: Part<'_>) -> Migration {
             fold_engine(mapping, &engine, &mut m.notes);
             default_frontend(mapping, &mut m.notes);
             default_dynamo_install(mapping, &mut m.notes);
+            drop_manual_benchmark(mapping, &mut m.notes);
             default_chat_template(mapping, &mut m.notes);
             set_schema(mapping, &mut m.notes);
         }
@@ -513,6 +514,42 @@ fn default_dynamo_install(recipe: &mut Node, notes: &mut Vec<String>) {
     }
 }
 
+/// srtctl v1's benchmark `type` defaults to `manual`: no benchmark runs (the deployment
+/// is left for the user to measure), whatever else the block says. Dropped, with the
+/// keys it held named, so a v1 recipe means what it meant.
+fn drop_manual_benchmark(recipe: &mut Node, notes: &mut Vec<String>) {
+    let Some(benchmark) = tree::get(recipe, "benchmark") else {
+        return;
+    };
+    if !matches!(benchmark.value, Value::Map(_)) {
+        return;
+    }
+    let written = tree::get(benchmark, "type").is_some();
+    let manual = match tree::get(benchmark, "type") {
+        None => true,
+        Some(k) => tree::as_str(k) == Some("manual"),
+    };
+    if !manual {
+        return;
+    }
+    let keys: Vec<String> = tree::entries(benchmark)
+        .unwrap_or_default()
+        .iter()
+        .map(|(k, _)| k.name.clone())
+        .filter(|k| k != "type")
+        .collect();
+    tree::take(recipe, "benchmark");
+    let unread = match keys.is_empty() {
+        true => String::new(),
+        false => format!(", its {} unread", keys.join(", ")),
+    };
+    let why = match written {
+        false => "no `type`: srtctl v1's default `manual`",
+        true => "`type: manual`",
+    };
+    notes.push(format!("dropped benchmark ({why}, runs none{unread})"));
+}
+
 /// srtctl v1's sa-bench applies the chat template unless told not to
 /// (`use_chat_template` defaults to true there, to false in srt): written out, so a
 /// v1 recipe means what it meant.
@@ -740,6 +777,29 @@ backend:
             at(&root, "infra.etcd_nats_dedicated_node").value,
             Value::Bool(true)
         );
+    }
+
+    /// v1's benchmark `type` defaults to `manual`: none runs, and the block is dropped
+    /// with its keys named; a typed benchmark stays.
+    #[test]
+    fn a_manual_benchmark_is_dropped_and_said() {
+        let v1 = "resources: {agg_nodes: 1, agg_workers: 1}\n";
+        let (root, m) = migrated(&format!("{v1}benchmark: {{isl: 1024, osl: 8}}\n"));
+        assert!(!tree::has(&root, "benchmark"));
+        assert!(
+            m.notes.iter().any(|n| n
+                == "dropped benchmark (no `type`: srtctl v1's default `manual`, runs none, its isl, osl unread)"),
+            "{:?}",
+            m.notes
+        );
+        let (root, m) = migrated(&format!("{v1}benchmark: {{type: manual}}\n"));
+        assert!(!tree::has(&root, "benchmark"));
+        assert!(m
+            .notes
+            .iter()
+            .any(|n| n == "dropped benchmark (`type: manual`, runs none)"));
+        let (root, _) = migrated(&format!("{v1}benchmark: {{type: sa-bench, isl: 64}}\n"));
+        assert_eq!(at(&root, "benchmark.isl").value, Value::Int(64));
     }
 
     #[test]
