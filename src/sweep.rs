@@ -181,7 +181,7 @@ fn load(
         nodes: options.nodes,
         ..Default::default()
     };
-    let mut first_unfit = None;
+    let mut first_misfit = None;
     for i in 0..sweep.len() {
         let point = sweep.point(i);
         let mut recipe =
@@ -195,9 +195,12 @@ fn load(
                 source.error(p)
             })?;
         workflow::resolve_aliases(&mut recipe, options)?;
-        if let Some(reason) = srt::assemble::misfit(&recipe, &build) {
-            first_unfit.get_or_insert_with(|| recipe.clone());
-            unfit.push(Unfit { point, reason });
+        if let Some(misfit) = srt::assemble::misfit(&recipe, &build) {
+            unfit.push(Unfit {
+                point,
+                reason: misfit.reason(),
+            });
+            first_misfit.get_or_insert(misfit);
             continue;
         }
         let rolls = has_key(&point.recipe, "rollout");
@@ -207,15 +210,12 @@ fn load(
             rolls,
         });
     }
-    if let (true, Some(recipe)) = (points.is_empty(), first_unfit) {
+    if let (true, Some(misfit)) = (points.is_empty(), first_misfit) {
         shout!(
             "error: no point of the sweep's {} fits its GPUs; the first:",
             sweep.len()
         );
-        let problems = srt::assemble::assemble(&recipe, &build)
-            .err()
-            .unwrap_or_default();
-        return Err(source.error(problems).into());
+        return Err(source.error(misfit.0).into());
     }
     Ok((source, points, unfit))
 }

@@ -24,7 +24,7 @@ use std::borrow::Cow;
 mod fit;
 mod runtime;
 
-pub use fit::{load_fitting, misfit, misfit_of};
+pub use fit::{load_fitting, misfit, Misfit};
 
 /// Options for [`assemble`].
 #[derive(Clone, Debug, Default)]

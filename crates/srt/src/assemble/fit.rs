@@ -25,13 +25,13 @@ pub fn load_fitting(
     let Some(point) = &first.sweep else {
         return Ok(first);
     };
-    let Some(reason) = misfit(&first, options) else {
+    let Some(first_misfit) = misfit(&first, options) else {
         return Ok(first);
     };
     let mut unfit = Unfit {
         count: 1,
         first: point.params.clone(),
-        reason,
+        reason: first_misfit.reason(),
     };
     for index in 1..point.of {
         let mut next = recipe::load::load_point(source, default_name, selection, index)
@@ -52,19 +52,34 @@ fn with_unfit(mut recipe: Recipe, unfit: Unfit) -> Recipe {
     recipe
 }
 
-/// Why `recipe` does not fit (its first error's message) when every error its
-/// assembly finds is a misfit; `None` when it has none, or another. (The shapes are
-/// checked as each worker is built, so this builds the launch plan.)
-pub fn misfit(recipe: &Recipe, options: &BuildOptions) -> Option<String> {
-    let problems = assemble(recipe, options).err()?;
-    misfit_of(&problems)
+/// The problems of a recipe whose every error is a misfit: its shape cannot run on the
+/// GPUs its workers get, and nothing else is wrong with it.
+#[derive(Debug)]
+pub struct Misfit(pub Vec<Problem>);
+
+impl Misfit {
+    /// Why it does not fit: its first error's message.
+    pub fn reason(&self) -> String {
+        self.0
+            .iter()
+            .find(|p| !p.is_warning())
+            .map(|p| p.message.clone())
+            .unwrap_or_default()
+    }
 }
 
-/// [`misfit`] of problems already found.
-pub fn misfit_of(problems: &[Problem]) -> Option<String> {
+/// `recipe`'s assembly problems when every error among them is a misfit; `None` when
+/// it has none, or another. (The shapes are checked as each worker is built, so this
+/// builds the launch plan.)
+pub fn misfit(recipe: &Recipe, options: &BuildOptions) -> Option<Misfit> {
+    let problems = assemble(recipe, options).err()?;
+    is_misfit(&problems).then_some(Misfit(problems))
+}
+
+/// Whether `problems` hold an error, and only misfits among their errors.
+fn is_misfit(problems: &[Problem]) -> bool {
     let mut errors = problems.iter().filter(|p| !p.is_warning()).peekable();
-    let first = errors.peek()?.message.clone();
-    errors.all(Problem::is_misfit).then_some(first)
+    errors.peek().is_some() && errors.all(Problem::is_misfit)
 }
 
 #[cfg(test)]
@@ -124,7 +139,7 @@ mod tests {
         assert_eq!(point.index, 0);
         assert_eq!(point.unfit.as_ref().map(|u| u.count), Some(2));
         let problems = assemble(&recipe, &BuildOptions::default()).unwrap_err();
-        assert!(misfit_of(&problems).is_some(), "{problems:?}");
+        assert!(is_misfit(&problems), "{problems:?}");
         let note = crate::recipe::sweep::read_as(&point).message;
         assert!(
             note.contains("no point's parallel sizes fit its GPUs"),
@@ -140,7 +155,7 @@ mod tests {
         let recipe = load(&source).unwrap();
         assert_eq!(recipe.sweep.as_ref().map(|p| p.index), Some(0));
         let problems = assemble(&recipe, &BuildOptions::default()).unwrap_err();
-        assert!(misfit_of(&problems).is_none(), "{problems:?}");
+        assert!(!is_misfit(&problems), "{problems:?}");
     }
 
     #[test]

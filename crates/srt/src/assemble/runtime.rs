@@ -100,7 +100,6 @@ pub(super) fn check(recipe: &Recipe, problems: &mut Vec<Problem>) {
     }
 }
 
-/// srtctl's name of a role's profiling phase.
 /// The flag a Dynamo worker wrapper writes its resolved configuration with (srtctl's
 /// `enable_config_dump`).
 const DUMP_FLAG: &str = "dump-config-to";
@@ -157,6 +156,7 @@ pub(super) fn config_dump_flag(address: &str) -> [String; 2] {
     ]
 }
 
+/// srtctl's name of a role's profiling phase.
 fn phase_key(role: RoleKind) -> &'static str {
     match role {
         RoleKind::Agg => "aggregated",

@@ -549,8 +549,9 @@ impl ClusterProfile {
     }
 
     /// A recipe's aliases resolved as srtctl resolves them against its cluster file:
-    /// `model.path` by `model_paths`, the images it names by `containers`. Each
-    /// resolution is a located note of the recipe.
+    /// `model.path` by `model_paths`, the images it names by `containers`; and its
+    /// scripts not beside it found in `script_dirs`.
+    /// Each resolution is a located note of the recipe.
     pub fn resolve_aliases(&self, recipe: &mut crate::recipe::Recipe) {
         let Some(s) = self.slurm() else {
             return;
