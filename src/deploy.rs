@@ -356,10 +356,7 @@ pub(crate) fn apply(args: ApplyArgs) -> CmdResult {
         (Some(f), _) => {
             options.nodes = f.nodes;
             options.simulate = f.simulate;
-            let stem = std::path::Path::new(&f.recipe_name)
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default();
+            let stem = srt::recipe::load::default_name(std::path::Path::new(&f.recipe_name));
             workflow::setup(
                 Source {
                     name: f.recipe_name.clone(),

@@ -246,11 +246,7 @@ pub(crate) fn assemble_for(
         nodes,
         ..Default::default()
     };
-    let stem = recipe
-        .file
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let stem = srt::recipe::load::default_name(&recipe.file);
     let recipe = srt::assemble::load_fitting(&source, &stem, &recipe.selection(), &options, |r| {
         profile.resolve_aliases(r);
     })?;

@@ -79,10 +79,7 @@ fn verify_profile(original: &str, written: &str) -> CmdResult {
 }
 
 fn verify_all(source: &srt::recipe::Source, migrated: &str, file: &std::path::Path) -> CmdResult {
-    let stem = file
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let stem = srt::recipe::load::default_name(file);
     let checks = verify(source, migrated, &stem)?;
     let mut failed = 0;
     for check in &checks {

@@ -159,10 +159,7 @@ fn load(
 ) -> Result<(Source, Vec<Loaded>, Vec<Unfit>), ExpectedError> {
     let (source, first) = srt::recipe::load_file_selected(file, selection);
     first?;
-    let stem = file
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let stem = srt::recipe::load::default_name(file);
     let root = srt::recipe::yaml::parse(&source.text)
         .map_err(|_| OpError::Other("the recipe no longer parses".into()))?;
     if !srt::recipe::sweep::is_sweep(&root) {

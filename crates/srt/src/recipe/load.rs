@@ -2325,10 +2325,7 @@ pub fn load_file_selected(
     path: &std::path::Path,
     selection: &Selection,
 ) -> (Source, Result<Recipe, RecipeError>) {
-    let stem = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let stem = default_name(path);
     match read_source(path) {
         (source, None) => {
             let result = load_selected(&source, &stem, selection);
@@ -2336,6 +2333,14 @@ pub fn load_file_selected(
         }
         (source, Some(err)) => (source, Err(err)),
     }
+}
+
+/// The deployment a recipe file names when it writes no `name:`: its file stem
+/// (`recipes/agg.yaml` is `agg`).
+pub fn default_name(path: &std::path::Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// A recipe file's text, read up to [`MAX_RECIPE_BYTES`]; an unreadable, oversized or

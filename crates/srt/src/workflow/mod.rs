@@ -706,11 +706,7 @@ impl Setup {
 pub fn setup_file(path: &Path, options: &PrepareOptions) -> Result<Setup, OpError> {
     let (source, loaded) = recipe::load_file_selected(path, &options.selection);
     loaded?;
-    let stem = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    setup(source, &stem, options)
+    setup(source, &recipe::load::default_name(path), options)
 }
 
 impl Setup {
