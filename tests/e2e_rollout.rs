@@ -9,7 +9,7 @@
 
 mod e2e_support;
 
-use e2e_support::load::Load;
+use e2e_support::load::{assert_no_failures, Load};
 use e2e_support::{serial, Env};
 use std::time::Duration;
 
@@ -65,17 +65,6 @@ fn apply_under_load_timed(
     let window = load.failure_window();
     let (ok, failed) = load.finish();
     (out, ok, failed, window)
-}
-
-fn assert_no_failures(what: &str, out: &str, ok: usize, failed: &[String]) {
-    assert!(
-        failed.is_empty(),
-        "{what}: {} of {} requests failed: {:?}\n{out}",
-        failed.len(),
-        ok + failed.len(),
-        &failed[..failed.len().min(10)]
-    );
-    eprintln!("{what}: {ok} requests, none failed");
 }
 
 #[test]

@@ -10,6 +10,7 @@
 
 mod e2e_support;
 
+use e2e_support::load::assert_no_failures;
 use e2e_support::{repo, tools_dir, tools_path, with_client};
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Output};
@@ -1620,12 +1621,7 @@ fn scaling_out_and_in_adds_and_releases_allocations_with_no_failed_request() {
         });
     }
     let (ok, failed) = load.finish();
-    assert!(
-        failed.is_empty(),
-        "{} of {} failed: {failed:?}",
-        failed.len(),
-        ok + failed.len()
-    );
+    assert_no_failures("scaling 1 -> 3 -> 1 nodes", "", ok, &failed);
     assert!(ok > 20, "{ok}");
     destroy(&env, d);
 }
@@ -1782,12 +1778,7 @@ fn an_allocation_near_its_time_limit_moves_to_a_new_job_with_no_failed_request()
         out.contains("allocation[1]: reallocated") && out.contains("allocation[1]: released"),
         "{out}"
     );
-    assert!(
-        failed.is_empty(),
-        "{} of {} failed: {failed:?}\n{out}",
-        failed.len(),
-        ok + failed.len()
-    );
+    assert_no_failures("a renewal move", &out, ok, &failed);
     assert!(ok > 20, "{ok}");
     assert_eq!(env.step(d, "router[0]"), router);
     let now = env.allocations(d);
@@ -1855,12 +1846,7 @@ fn a_move_killed_half_way_is_finished_by_the_next_apply() {
     );
     env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
     let (ok, failed) = load.finish();
-    assert!(
-        failed.is_empty(),
-        "{} of {} failed: {failed:?}",
-        failed.len(),
-        ok + failed.len()
-    );
+    assert_no_failures("a move killed half-way, then finished", "", ok, &failed);
     let new = env.allocations(d)["allocation[1]"]["job_id"]
         .as_u64()
         .unwrap();

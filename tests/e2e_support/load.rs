@@ -157,6 +157,14 @@ pub(crate) fn apply_failing_nothing(
     let out = env.apply(path);
     std::thread::sleep(Duration::from_millis(300));
     let (ok, failed) = load.finish();
+    assert_no_failures(what, &out, ok, &failed);
+    assert!(ok > 0, "{what}: no request went through\n{out}");
+    out
+}
+
+/// No request of a load failed (`ok` went through, `failed` are the failures), during
+/// `what`; `out` is shown with the failures.
+pub(crate) fn assert_no_failures(what: &str, out: &str, ok: usize, failed: &[String]) {
     assert!(
         failed.is_empty(),
         "{what}: {} of {} requests failed: {:?}\n{out}",
@@ -164,7 +172,5 @@ pub(crate) fn apply_failing_nothing(
         ok + failed.len(),
         &failed[..failed.len().min(10)]
     );
-    assert!(ok > 0, "{what}: no request went through\n{out}");
     eprintln!("{what}: {ok} requests, none failed");
-    out
 }
