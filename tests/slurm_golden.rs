@@ -182,6 +182,25 @@ fn a_single_allocation_holds_every_node() {
     assert!(text.contains("--nodes 2"), "{text}");
 }
 
+/// slurm-agg's graph on the test cluster's profile.
+fn slurm_agg() -> ResourceGraph {
+    lowered_from("examples/slurm-agg.yaml", profile("test-cluster.yaml")).1
+}
+
+/// The plan of `graph` against `state`, refresh having seen `observed` (an address and
+/// what it found there) when given.
+fn plan_observing(
+    graph: &ResourceGraph,
+    state: &State,
+    observed: Option<(&str, Observation)>,
+) -> plan::Plan {
+    let observed: BTreeMap<String, Observation> = observed
+        .map(|(a, o)| (a.to_string(), o))
+        .into_iter()
+        .collect();
+    plan::diff(graph, state, &observed, "h", &PlanOptions::default())
+}
+
 /// State as if every resource of `graph` had been applied, the i-th allocation on job
 /// 41 + i.
 fn applied(graph: &ResourceGraph) -> State {
@@ -290,13 +309,7 @@ fn a_changed_allocation_replaces_everything_with_the_reason() {
     let mut longer = profile("test-cluster.yaml");
     longer.time_limit = Some("04:00:00".into());
     let (_, after) = lowered(longer);
-    let p = plan::diff(
-        &after,
-        &state,
-        &BTreeMap::new(),
-        "h",
-        &PlanOptions::default(),
-    );
+    let p = plan_observing(&after, &state, None);
     for address in ["allocation[0]", "allocation[1]"] {
         assert_eq!(
             p.change(address).unwrap().reasons,
@@ -383,18 +396,12 @@ fn replaced(p: &plan::Plan) -> BTreeMap<String, Vec<String>> {
 /// is destroyed first.
 #[test]
 fn a_live_allocation_is_replaced_by_one_created_first_and_what_runs_on_it_moves() {
-    let (_, before) = lowered_from("examples/slurm-agg.yaml", profile("test-cluster.yaml"));
+    let before = slurm_agg();
     let state = applied(&before);
     let mut longer = profile("test-cluster.yaml");
     longer.time_limit = Some("04:00:00".into());
     let (_, after) = lowered_from("examples/slurm-agg.yaml", longer);
-    let p = plan::diff(
-        &after,
-        &state,
-        &BTreeMap::new(),
-        "h",
-        &PlanOptions::default(),
-    );
+    let p = plan_observing(&after, &state, None);
     for a in ["allocation[0]", "allocation[1]", "allocation[2]"] {
         let c = p.change(a).unwrap();
         assert!(c.create_first, "{a}");
@@ -418,12 +425,12 @@ fn a_live_allocation_is_replaced_by_one_created_first_and_what_runs_on_it_moves(
     );
     snapshot("plan-move@slurm-agg.yaml", &plan::render::render(&p));
 
-    let observed = BTreeMap::from([(
-        "allocation[1]".to_string(),
-        Observation::Gone("job 42 is gone".into()),
-    )]);
-    let (_, graph) = lowered_from("examples/slurm-agg.yaml", profile("test-cluster.yaml"));
-    let p = plan::diff(&graph, &state, &observed, "h", &PlanOptions::default());
+    let graph = slurm_agg();
+    let p = plan_observing(
+        &graph,
+        &state,
+        Some(("allocation[1]", Observation::Gone("job 42 is gone".into()))),
+    );
     assert!(!p.change("allocation[1]").unwrap().create_first);
 }
 
@@ -431,13 +438,18 @@ fn a_live_allocation_is_replaced_by_one_created_first_and_what_runs_on_it_moves(
 /// one created first, only its own processes moving; nothing else changes.
 #[test]
 fn a_renewal_moves_only_what_runs_on_the_allocation() {
-    let (_, graph) = lowered_from("examples/slurm-agg.yaml", profile("test-cluster.yaml"));
+    let graph = slurm_agg();
     let state = applied(&graph);
-    let observed = BTreeMap::from([(
-        "allocation[2]".to_string(),
-        Observation::Renew("5:00 left of its time limit 4:00:00, under renew_before 30:00".into()),
-    )]);
-    let p = plan::diff(&graph, &state, &observed, "h", &PlanOptions::default());
+    let p = plan_observing(
+        &graph,
+        &state,
+        Some((
+            "allocation[2]",
+            Observation::Renew(
+                "5:00 left of its time limit 4:00:00, under renew_before 30:00".into(),
+            ),
+        )),
+    );
     assert!(p.drift.is_empty(), "a renewal is not drift");
     let replaced = replaced(&p);
     assert_eq!(
@@ -465,7 +477,7 @@ fn a_renewal_moves_only_what_runs_on_the_allocation() {
 /// place (its deposed job released once nothing runs in it); nothing else changes.
 #[test]
 fn a_process_left_in_a_deposed_job_moves_and_the_job_is_released() {
-    let (_, graph) = lowered_from("examples/slurm-agg.yaml", profile("test-cluster.yaml"));
+    let graph = slurm_agg();
     let mut state = applied(&graph);
     let alloc = state.resources.get_mut("allocation[1]").unwrap();
     let old = alloc.runtime.clone().unwrap();
@@ -483,13 +495,7 @@ fn a_process_left_in_a_deposed_job_moves_and_the_job_is_released() {
     {
         *job_id = 90;
     }
-    let p = plan::diff(
-        &graph,
-        &state,
-        &BTreeMap::new(),
-        "h",
-        &PlanOptions::default(),
-    );
+    let p = plan_observing(&graph, &state, None);
     let replaced = replaced(&p);
     assert_eq!(
         replaced.keys().collect::<Vec<_>>(),
@@ -515,13 +521,13 @@ fn a_process_left_in_a_deposed_job_moves_and_the_job_is_released() {
 /// (through its admin API) is updated in place, each taken out and added back.
 #[test]
 fn workers_restarted_on_a_new_job_rejoin_their_router() {
-    let (_, graph) = lowered_from("examples/slurm-agg.yaml", profile("test-cluster.yaml"));
+    let graph = slurm_agg();
     let state = applied(&graph);
-    let observed = BTreeMap::from([(
-        "allocation[2]".to_string(),
-        Observation::Gone("job 43 is gone".into()),
-    )]);
-    let p = plan::diff(&graph, &state, &observed, "h", &PlanOptions::default());
+    let p = plan_observing(
+        &graph,
+        &state,
+        Some(("allocation[2]", Observation::Gone("job 43 is gone".into()))),
+    );
     let members = p.change("members.router[0]").unwrap();
     assert_eq!(members.action, plan::Action::Update);
     assert_eq!(
