@@ -432,11 +432,7 @@ fn a_chat_template_benchmark_records_the_templated_prompts() {
 fn a_tokenizer_adapter_wraps_prompts_where_the_model_has_no_template() {
     let _g = serial();
     let env = Env::new();
-    let bare = tempfile::tempdir().unwrap();
-    let tiny = repo().join("tests/fixtures/tiny-model");
-    for f in ["tokenizer.json", "tokenizer_config.json"] {
-        std::fs::copy(tiny.join(f), bare.path().join(f)).unwrap();
-    }
+    let bare = tokenizer_without_template();
     const ADAPTER: &str = "sa_bench_tokenizers.sglang_deepseek_v4.SGLangDeepseekV4Tokenizer";
     let text = recipe().replace(
         "benchmark:\n  type: sa-bench\n",
@@ -476,11 +472,7 @@ fn a_tokenizer_adapter_wraps_prompts_where_the_model_has_no_template() {
 fn a_chat_template_benchmark_without_a_template_is_refused_before_anything_starts() {
     let _g = serial();
     let env = Env::new();
-    let bare = tempfile::tempdir().unwrap();
-    let tiny = repo().join("tests/fixtures/tiny-model");
-    for f in ["tokenizer.json", "tokenizer_config.json"] {
-        std::fs::copy(tiny.join(f), bare.path().join(f)).unwrap();
-    }
+    let bare = tokenizer_without_template();
     let text = recipe().replace(
         "  type: sa-bench\n",
         &format!(
@@ -509,4 +501,15 @@ fn a_chat_template_benchmark_without_a_template_is_refused_before_anything_start
     );
     assert!(env.processes("e2e-bench").is_empty());
     assert!(runs(&env).is_empty());
+}
+
+/// The tiny model's tokenizer files alone, in a directory of their own: a tokenizer
+/// with no chat template.
+fn tokenizer_without_template() -> tempfile::TempDir {
+    let bare = tempfile::tempdir().unwrap();
+    let tiny = repo().join("tests/fixtures/tiny-model");
+    for f in ["tokenizer.json", "tokenizer_config.json"] {
+        std::fs::copy(tiny.join(f), bare.path().join(f)).unwrap();
+    }
+    bare
 }
