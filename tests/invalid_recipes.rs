@@ -629,10 +629,16 @@ const CASES: &[Case] = &[
         "install: true",
     ),
     case(
-        "dynamo-source-build.yaml",
+        "dynamo-top-of-tree.yaml",
         "srt::recipe::dynamo_install",
-        "hash",
-        "`install: true` and `version: X`",
+        "top_of_tree",
+        "name the commit with `hash: <sha>`",
+    ),
+    case(
+        "dynamo-hash-branch.yaml",
+        "srt::recipe::dynamo_source",
+        "main",
+        "`git rev-parse <ref>`",
     ),
     case(
         "dynamo-unknown-key.yaml",

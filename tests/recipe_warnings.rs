@@ -156,3 +156,39 @@ fn an_abbreviated_flag_is_read_and_rendered_as_the_flag() {
         plan.warnings
     );
 }
+
+/// `dynamo.hash`: the frontend and every worker run the same build script before their
+/// program, named by its contents, so another commit replaces them all.
+#[test]
+fn a_dynamo_commit_is_built_before_every_dynamo_program() {
+    let builds = |path: &str| {
+        let plan = common::plan(path);
+        plan.processes
+            .iter()
+            .filter(|p| p.address.starts_with("frontend") || p.worker.is_some())
+            .map(|p| {
+                let setup = p
+                    .wrap
+                    .setup
+                    .iter()
+                    .find(|s| s.key == "dynamo.install")
+                    .unwrap_or_else(|| panic!("{} builds no Dynamo", p.address));
+                (setup.path.clone(), setup.digest.clone(), setup.text.clone())
+            })
+            .collect::<Vec<_>>()
+    };
+    let here = builds("tests/warnings/dynamo-hash.yaml");
+    assert_eq!(here.len(), 3, "{here:?}");
+    assert!(here.iter().all(|b| b == &here[0]), "{here:?}");
+    assert!(here[0].0.starts_with("<run-dir>/setup/dynamo-build-"));
+    assert!(here[0]
+        .2
+        .contains("\ncommit=81d0555ee23519cea80a42b4fe824e30368b7300\n"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other.yaml");
+    let text = std::fs::read_to_string("tests/warnings/dynamo-hash.yaml").unwrap();
+    std::fs::write(&other, text.replace("81d0555ee23519", "4e4006138bb9dd")).unwrap();
+    let there = builds(other.to_str().unwrap());
+    assert_ne!(here[0].1, there[0].1);
+}

@@ -339,7 +339,7 @@ impl Frontend for Dynamo {
             nats: nats_url,
             planes,
             frontends: entries.iter().map(|(url, _)| url.clone()).collect(),
-            install: install::release(recipe),
+            install: install::install(recipe),
         };
         Ok(Infrastructure {
             processes,
@@ -419,8 +419,8 @@ impl Frontend for Dynamo {
                 watches: Default::default(),
                 worker: None,
                 wrap: Wrap {
-                    setup: install::release(recipe)
-                        .map(|release| install::setup(&release, program))
+                    setup: install::install(recipe)
+                        .map(|what| install::setup(&what, program))
                         .into_iter()
                         .collect(),
                     ..Default::default()

@@ -57,9 +57,9 @@ pub(super) struct DynamoRuntime {
     /// (behind nginx, a rolled worker must be routable by every frontend before the
     /// next one stops).
     pub frontends: Vec<String>,
-    /// The ai-dynamo release each worker installs before its program
-    /// (`dynamo.install`), if any.
-    pub install: Option<String>,
+    /// The ai-dynamo each worker installs before its program (`dynamo.install`),
+    /// if any.
+    pub install: Option<super::install::Install>,
 }
 
 /// The component a role's workers register as: Dynamo's frontend sends prefill work to
@@ -111,10 +111,10 @@ impl WorkerRuntime for DynamoRuntime {
             return Ok(());
         };
         let (role, headless) = (info.role, info.headless);
-        if let Some(release) = &self.install {
+        if let Some(what) = &self.install {
             // srtctl installs it before every worker's program, a follower's too.
             let python = super::install::interpreter(&process.argv).unwrap_or("python3");
-            let setup = super::install::setup(release, python);
+            let setup = super::install::setup(what, python);
             process.wrap.setup.push(setup);
         }
         let endpoint = format!("dyn://{}.{}.generate", self.namespace, component(role));

@@ -39,8 +39,16 @@ static KEYS: &[Key] = &[
         r#"{"type": "boolean"}"#,
         "true: install ai-dynamo `version` with pip before each Dynamo program (frontend and workers), in its container where it has one, as srtctl does. false: run the ai-dynamo the program finds (`frontend.binary`, or `python3` on PATH). Default: false.",
     ),
-    k("hash", r#"{"not": {}}"#, "srtctl's source build of Dynamo: not supported."),
-    k("top_of_tree", r#"{"not": {}}"#, "srtctl's source build of Dynamo: not supported."),
+    k(
+        "hash",
+        r#"{"type": "string", "pattern": "^[0-9a-f]{7,40}$"}"#,
+        "A commit of ai-dynamo's repository: srt builds it from source before each Dynamo program (unless `install: false`), as srtctl does: once per run, into the run directory, and installs it with pip. The nodes must reach GitHub and the package indexes.",
+    ),
+    k(
+        "top_of_tree",
+        r#"{"not": {}}"#,
+        "srtctl's build of Dynamo's HEAD: not supported (not reproducible); name the commit with `hash`.",
+    ),
     k(
         "wheel",
         r#"{"type": "string"}"#,
@@ -129,9 +137,10 @@ pub(super) fn check(recipe: &Recipe, problems: &mut Vec<Problem>) {
     };
     check_choice(section, "request_plane", &["tcp", "nats"], problems);
     check_choice(section, "event_plane", &["nats", "zmq"], problems);
-    match section.get("wheel") {
-        Some(wheel) => problems.extend(wheel_problems(section, wheel)),
-        None => {
+    match (section.get("hash"), section.get("wheel")) {
+        (Some(commit), _) => problems.extend(commit_problems(section, commit)),
+        (None, Some(wheel)) => problems.extend(wheel_problems(section, wheel)),
+        (None, None) => {
             if let Some(arg) = section.get("version") {
                 if arg.value != ArgValue::Str(VERSION.into()) {
                     problems.push(version_problem(section, arg));
@@ -140,21 +149,96 @@ pub(super) fn check(recipe: &Recipe, problems: &mut Vec<Problem>) {
         }
     }
     for arg in &section.entries {
-        if matches!(arg.key.as_str(), "hash" | "top_of_tree" | "cargo_patches") {
-            problems.push(
-                Problem::new(
-                    "srt::recipe::dynamo_install",
-                    arg.key_span,
-                    format!("srt does not build or stage Dynamo (`dynamo.{}`)", arg.key),
-                )
-                .label("not supported")
-                .help(
-                    "name a released ai-dynamo with `install: true` and `version: X` (pip installs it before each Dynamo program), \
-                     or put that Dynamo in the container image and write `install: false`",
-                ),
-            );
-        }
+        let help = match arg.key.as_str() {
+            "top_of_tree" => "a build of HEAD is another Dynamo each time it runs: name the commit with `hash: <sha>` (srt builds it), or a release with `version`",
+            "cargo_patches" => "build that Dynamo into the container image and write `install: false`, or name a commit or release without patches",
+            _ => continue,
+        };
+        problems.push(
+            Problem::new(
+                "srt::recipe::dynamo_install",
+                arg.key_span,
+                format!("srt does not support `dynamo.{}`", arg.key),
+            )
+            .label("not supported")
+            .help(help),
+        );
     }
+}
+
+/// What srt says of `hash` (a commit it builds before each Dynamo program): a commit
+/// srt cannot check its commands against (a warning), which must be a commit id; a
+/// `version` or `wheel` beside it is not what is installed (srtctl refuses a wheel
+/// with it and clears the version); with `install: false` nothing is.
+fn commit_problems(section: &Section, commit: &crate::recipe::Arg) -> Vec<Problem> {
+    let id = commit.value.render();
+    let mut out = Vec::new();
+    let is_commit = matches!(&commit.value, ArgValue::Str(s)
+        if (7..=40).contains(&s.len()) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
+    if !is_commit {
+        out.push(
+            Problem::new(
+                "srt::recipe::dynamo_source",
+                commit.value_span,
+                format!("`dynamo.hash` is `{id}`, not a commit id"),
+            )
+            .label("7 to 40 lowercase hex digits, quoted")
+            .help("name the commit (`git rev-parse <ref>` in ai-dynamo's repository): a branch or tag is another Dynamo when it moves"),
+        );
+        return out;
+    }
+    if section.get("install").map(|a| &a.value) == Some(&ArgValue::Bool(false)) {
+        out.push(
+            Problem::warning(
+                "srt::recipe::dynamo_source",
+                commit.key_span,
+                format!("`dynamo.hash` names commit {id}, and `install: false` builds nothing"),
+            )
+            .label("not built")
+            .help(
+                "the programs run the image's Dynamo; remove `install: false` to build this commit",
+            ),
+        );
+        return out;
+    }
+    out.push(
+        Problem::warning(
+            "srt::recipe::dynamo_source",
+            commit.value_span,
+            format!("srt builds ai-dynamo at {id} from source before the Dynamo programs start, once per run"),
+        )
+        .label("cloned, built and installed on the nodes")
+        .help(format!(
+            "the nodes must reach GitHub and the package indexes (the first build takes minutes); \
+             srt checks Dynamo's commands against ai-dynamo {VERSION}'s flags"
+        )),
+    );
+    if let Some(wheel) = section.get("wheel") {
+        out.push(
+            Problem::new(
+                "srt::recipe::dynamo_source",
+                wheel.key_span,
+                "`dynamo.wheel` and `dynamo.hash` both name the Dynamo to install",
+            )
+            .label("a second source")
+            .help("keep one of them (srtctl refuses both too)"),
+        );
+    }
+    if let Some(version) = section.get("version") {
+        out.push(
+            Problem::warning(
+                "srt::recipe::dynamo_source",
+                version.key_span,
+                format!(
+                    "`dynamo.version` ({}) is not installed: `hash` names the Dynamo, as srtctl reads them",
+                    version.value.render()
+                ),
+            )
+            .label("cleared by `hash`")
+            .help("remove one of them"),
+        );
+    }
+    out
 }
 
 /// What srt says of srtctl's `wheel` (an exact release it stages before the job, and
@@ -324,7 +408,7 @@ mod tests {
         );
         assert!(problems.is_empty(), "{problems:?}");
         check(
-            &recipe("dynamo:\n  event_plane: tcp\n  install: true\n  hash: \"81d0555\"\n"),
+            &recipe("dynamo:\n  event_plane: tcp\n  install: true\n  top_of_tree: true\n"),
             &mut problems,
         );
         let codes: Vec<&str> = problems.iter().map(|p| p.code).collect();
@@ -336,27 +420,66 @@ mod tests {
 
     #[test]
     fn a_wheel_is_its_release_installed_from_the_indexes() {
+        use super::super::install::Install::Release;
         let with = |text: &str| {
             let r = recipe(text);
             let mut problems = Vec::new();
             check(&r, &mut problems);
             let codes: Vec<(&str, bool)> =
                 problems.iter().map(|p| (p.code, p.is_warning())).collect();
-            (super::super::install::release(&r), codes)
+            (super::super::install::install(&r), codes)
         };
         let note = ("srt::recipe::dynamo_wheel", true);
         assert_eq!(
             with("dynamo:\n  wheel: \"1.2.0.dev20260426\"\n"),
-            (Some("1.2.0.dev20260426".into()), vec![note])
+            (Some(Release("1.2.0.dev20260426".into())), vec![note])
         );
         assert_eq!(
             with("dynamo:\n  version: \"0.8.0\"\n  wheel: \"1.2.0.dev1\"\n  install: true\n"),
-            (Some("1.2.0.dev1".into()), vec![note, note])
+            (Some(Release("1.2.0.dev1".into())), vec![note, note])
         );
         assert_eq!(
             with("dynamo:\n  wheel: \"1.2.0.dev1\"\n  install: false\n"),
             (None, vec![note])
         );
+    }
+
+    #[test]
+    fn a_commit_is_built_unless_install_is_false_and_must_be_a_commit_id() {
+        use super::super::install::Install::Commit;
+        let with = |text: &str| {
+            let r = recipe(text);
+            let mut problems = Vec::new();
+            check(&r, &mut problems);
+            let codes: Vec<(&str, bool)> =
+                problems.iter().map(|p| (p.code, p.is_warning())).collect();
+            (super::super::install::install(&r), codes)
+        };
+        let note = ("srt::recipe::dynamo_source", true);
+        let refusal = ("srt::recipe::dynamo_source", false);
+        let sha = "81d0555ee23519cea80a42b4fe824e30368b7300";
+        assert_eq!(
+            with(&format!("dynamo:\n  install: true\n  hash: \"{sha}\"\n")),
+            (Some(Commit(sha.into())), vec![note])
+        );
+        // srtctl's default is to install: a commit named is a commit built.
+        assert_eq!(
+            with("dynamo:\n  hash: 39d2a68\n"),
+            (Some(Commit("39d2a68".into())), vec![note])
+        );
+        assert_eq!(
+            with("dynamo:\n  hash: 39d2a68\n  install: false\n"),
+            (None, vec![note])
+        );
+        // The version is cleared (srtctl's reading); a wheel is a second source.
+        assert_eq!(
+            with("dynamo:\n  hash: 39d2a68\n  version: \"0.8.0\"\n  wheel: \"1.2.0\"\n").1,
+            vec![note, refusal, note]
+        );
+        for moving in ["main", "v1.6.1", "39D2A68", "39d2a6"] {
+            let (_, codes) = with(&format!("dynamo:\n  hash: {moving}\n"));
+            assert_eq!(codes, vec![refusal], "{moving}");
+        }
     }
 
     #[test]
