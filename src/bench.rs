@@ -64,6 +64,11 @@ pub(crate) fn run(args: Args) -> CmdResult {
             "deployment `{name}` has no benchmark: add `benchmark:` to its recipe and apply it"
         )));
     };
+    if record.spec.get_str("type").as_deref() == Some("command") {
+        return Err(ExpectedError::Usage(format!(
+            "the benchmark of `{name}` is a command (`type: custom`): `srt apply --replace benchmark` runs it again"
+        )));
+    }
     let mut spec: Spec = serde_json::from_str(record.spec.as_str()).map_err(|e| {
         ExpectedError::Failed(format!(
             "the recorded benchmark of `{name}` is not readable by this srt ({e}): apply the recipe again"

@@ -513,3 +513,117 @@ fn tokenizer_without_template() -> tempfile::TempDir {
     }
     bare
 }
+
+/// srtctl's `custom` benchmark: a recipe with the tiny model and `command`.
+fn custom_recipe(command: &str) -> String {
+    let model = repo().join("tests/fixtures/tiny-model");
+    format!(
+        r#"name: e2e-custom
+model:
+  path: {model}
+  served_name: tiny
+resources:
+  gpus_per_node: 1
+frontend:
+  type: vllm-router
+roles:
+  prefill:
+    nodes: 1
+    workers: 1
+  decode:
+    nodes: 1
+    workers: 1
+environment:
+  FROM_ENVIRONMENT: "on {{node_id}}"
+health_check:
+  timeout_seconds: 60
+  interval_seconds: 1
+benchmark:
+  type: custom
+  command: {command}
+  env:
+    MY_OPTION: "set"
+"#,
+        model = model.display(),
+        command = serde_json::to_string(command).unwrap(),
+    )
+}
+
+/// The command runs once the smoke completion passed, as a process of the deployment,
+/// told its endpoints as srtctl tells them; exit 0 passes. Another exit status fails the
+/// apply with the command's last lines.
+#[test]
+fn a_custom_benchmark_runs_its_command_and_is_judged_by_its_exit_status() {
+    let _g = serial();
+    let env = Env::new();
+    let out_file = env.deployment_dir("e2e-custom").with_extension("seen");
+    let command = format!(
+        r#"env | grep -E '^(SRT_|SRTCTL_|AIPERF_|MY_OPTION|FROM_ENVIRONMENT)' | sort > {seen}
+curl -sf -o /dev/null "http://$SRT_FRONTEND_HOST:$SRT_FRONTEND_PORT/v1/models"
+for e in ${{SRT_PREFILL_ENDPOINTS//,/ }} ${{SRT_DECODE_ENDPOINTS//,/ }}; do curl -sf -o /dev/null "http://$e/health"; done
+echo checked"#,
+        seen = out_file.display()
+    );
+    let recipe = env.recipe("custom.yaml", &custom_recipe(&command));
+    let shown = env.apply(&recipe);
+    assert!(
+        shown.contains("benchmark: passed (the command exited 0"),
+        "{shown}"
+    );
+    let seen = std::fs::read_to_string(&out_file).unwrap();
+    for expected in [
+        "FROM_ENVIRONMENT=on 0",
+        "MY_OPTION=set",
+        "SRTCTL_FRONTEND_TYPE=vllm-router",
+        "SRT_FRONTEND_HOST=127.0.0.1",
+        "SRT_FRONTEND_PORT=",
+        "SRT_PREFILL_ENDPOINTS=127.0.0.1:",
+        "SRT_DECODE_IPS=127.0.0.1",
+        "AIPERF_SERVER_METRICS_URLS=http://127.0.0.1:",
+    ] {
+        assert!(seen.contains(expected), "{expected} not in:\n{seen}");
+    }
+    let bench = env.srt(&["bench", "e2e-custom"]);
+    assert_eq!(bench.status.code(), Some(64), "{}", e2e_support::text(&bench));
+    assert!(e2e_support::text(&bench).contains("`srt apply --replace benchmark` runs it again"));
+    // A check, like the serving benchmark: every apply runs it again.
+    std::fs::remove_file(&out_file).unwrap();
+    let again = env.apply(&recipe);
+    assert!(
+        again.contains("No changes") && again.contains("benchmark: passed"),
+        "{again}"
+    );
+    assert!(out_file.exists(), "{again}");
+
+    let failing = env.recipe("failing.yaml", &custom_recipe("echo about to fail; exit 7"));
+    let out = env.srt(&["apply", "-f", &failing, "--simulate", "--auto-approve"]);
+    let shown = e2e_support::text(&out);
+    assert_eq!(out.status.code(), Some(srt::exit::APPLY_FAILED), "{shown}");
+    assert!(
+        shown.contains("the command exited 7") && shown.contains("about to fail"),
+        "{shown}"
+    );
+    env.destroy("e2e-custom");
+}
+
+/// A command still running when apply is killed is no record's: the next plan finds it
+/// through its lease, and destroy stops it.
+#[test]
+fn a_custom_benchmark_left_by_a_killed_apply_is_stopped_by_destroy() {
+    let _g = serial();
+    let env = Env::new();
+    let recipe = env.recipe("custom.yaml", &custom_recipe("sleep 600"));
+    let mut apply = env.spawn(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
+    e2e_support::wait_for("the benchmark's command to start", || {
+        !env.processes_of("e2e-custom", "benchmark.command")
+            .is_empty()
+    });
+    e2e_support::sigkill(apply.id()).unwrap();
+    apply.wait().unwrap();
+    let plan = env.stdout(&["plan", "-f", &recipe, "--simulate"]);
+    assert!(plan.contains("benchmark.command"), "{plan}");
+    env.destroy("e2e-custom");
+    assert!(env
+        .processes_of("e2e-custom", "benchmark.command")
+        .is_empty());
+}

@@ -1357,6 +1357,66 @@ fn runtime_keys_run_their_scripts_on_the_nodes_before_the_workers() {
     destroy(&env, d);
 }
 
+/// srtctl's `custom` benchmark on SLURM: the command runs once as a step of its own on
+/// the public endpoint's node, told the endpoints, and is gone when apply returns; a
+/// command that fails fails the apply, with its output.
+#[test]
+fn a_custom_benchmark_runs_as_a_step_on_the_public_node() {
+    let _g = serial();
+    let Some(c) = cluster() else { return };
+    let env = Env::new(c);
+    let d = "slurm-disagg";
+    let seen = env.dir.path().join("seen");
+    let command = format!(
+        "set -e\n{{ hostname; env | grep -E '^SRT_(FRONTEND|PREFILL|DECODE)' | sort; }} > {}\ncurl -sf -o /dev/null \"$SRT_FRONTEND_URL/v1/models\"\n",
+        seen.display()
+    );
+    let with_command = |command: &str| {
+        format!(
+            "{}benchmark:\n  type: custom\n  command: {}\n",
+            example("slurm-disagg.yaml"),
+            serde_json::to_string(command).unwrap()
+        )
+    };
+    let recipe = env.file("custom.yaml", &with_command(&command));
+    let out = env.ok(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
+    assert!(
+        out.contains("benchmark: passed (the command exited 0"),
+        "{out}"
+    );
+    let seen = std::fs::read_to_string(&seen).unwrap();
+    let (prefill_ip, decode_ip) = (env.ip(d, 0), env.ip(d, 1));
+    for line in [
+        env.host(d, 0),
+        format!("SRT_FRONTEND_HOST={prefill_ip}"),
+        format!("SRT_PREFILL_IPS={prefill_ip}"),
+        format!("SRT_DECODE_IPS={decode_ip}"),
+    ] {
+        assert!(seen.lines().any(|l| l == line), "{line} not in:\n{seen}");
+    }
+    for job in env.jobs(d) {
+        assert!(
+            !live_steps(job)
+                .iter()
+                .any(|s| s.contains("benchmark.command")),
+            "{:?}",
+            live_steps(job)
+        );
+    }
+    let failing = env.file("failing.yaml", &with_command("echo on the node; exit 3"));
+    let out = env
+        .command(&["apply", "-f", &failing, "--simulate", "--auto-approve"])
+        .output()
+        .unwrap();
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(srt::exit::APPLY_FAILED), "{shown}");
+    assert!(
+        shown.contains("the command exited 3") && shown.contains("on the node"),
+        "{shown}"
+    );
+    destroy(&env, d);
+}
+
 /// The pyxis path on the test cluster, which has no pyxis: a stand-in `srun` first on
 /// `PATH` drops the container options, and `vllm` is the simulator (run as the engine
 /// itself, no `--simulate`, so that the steps keep their image). A worker's

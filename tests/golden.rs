@@ -280,6 +280,7 @@ fn json_format_3_fields() {
                     &["type", "urls", "path", "lists"]
                 }
                 "completion" => &["type", "url", "model"],
+                "command" => &["type", "node", "argv", "env", "status"],
                 "benchmark" => {
                     assert_eq!(
                         keys(&probe["dataset"]),
@@ -318,6 +319,7 @@ fn json_format_3_fields() {
         probe_types.into_iter().collect::<Vec<_>>(),
         [
             "benchmark",
+            "command",
             "completion",
             "http",
             "json_counts",

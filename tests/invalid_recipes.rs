@@ -122,6 +122,18 @@ const CASES: &[Case] = &[
         "not supported by srt",
     ),
     case(
+        "benchmark-custom-no-command.yaml",
+        "srt::recipe::missing_key",
+        "benchmark",
+        "needs `benchmark.command`",
+    ),
+    case(
+        "benchmark-custom-serving-key.yaml",
+        "srt::recipe::unknown_key",
+        "isl",
+        "benchmark.isl",
+    ),
+    case(
         "benchmark-req-rate.yaml",
         "srt::recipe::value",
         "0",

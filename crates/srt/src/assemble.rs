@@ -21,6 +21,7 @@ use crate::recipe::{Arg, ArgValue, Args, Nodes, Recipe, RoleKind};
 use crate::topology::{self, Topology};
 use std::borrow::Cow;
 
+mod command_bench;
 mod fit;
 mod runtime;
 
@@ -229,7 +230,13 @@ fn check(
     );
     problems.extend(recipe.sweep.as_ref().map(crate::recipe::sweep::read_as));
     crate::launch::env::check(recipe, &mut problems);
-    problems.extend(recipe.benchmark.as_ref().and_then(benchmark_too_slow));
+    problems.extend(
+        recipe
+            .benchmark
+            .as_ref()
+            .and_then(crate::recipe::BenchmarkRun::serving)
+            .and_then(benchmark_too_slow),
+    );
     let (Some(engine), Some(frontend)) = (engine, frontend) else {
         return Err(problems);
     };
@@ -346,10 +353,10 @@ fn build(
     warnings.extend(parts.warnings);
     let mut gates = infra.gates;
     gates.extend(parts.gates);
-    gates.extend(checks(recipe, &parts.public_url, &gates, &parts.processes));
     let mut processes = infra.processes;
     processes.extend(workers);
     processes.extend(parts.processes);
+    gates.extend(checks(recipe, &parts.public_url, &gates, &processes));
     runtime::apply(recipe, engine, &mut processes)?;
     let too_large = crate::launch::env::check_processes(recipe, &processes);
     if !too_large.is_empty() {
@@ -911,11 +918,11 @@ fn checks(
     recipe: &Recipe,
     public_url: &str,
     gates: &[Gate],
-    frontend_processes: &[LaunchProcess],
+    processes: &[LaunchProcess],
 ) -> Vec<Gate> {
     let mut smoke_deps: Vec<String> = gates.iter().map(|g| g.address.clone()).collect();
     smoke_deps.extend(
-        frontend_processes
+        processes
             .iter()
             .filter(|p| p.address == frontend::nginx::ADDRESS)
             .map(|p| p.address.clone()),
@@ -929,7 +936,15 @@ fn checks(
         },
         depends_on: smoke_deps,
     }];
-    if let Some(b) = &recipe.benchmark {
+    let serving = match &recipe.benchmark {
+        Some(crate::recipe::BenchmarkRun::Command(c)) => {
+            out.push(command_bench::gate(recipe, c, public_url, processes));
+            None
+        }
+        Some(crate::recipe::BenchmarkRun::Serving(b)) => Some(b),
+        None => None,
+    };
+    if let Some(b) = serving {
         let spec = benchmark_spec(recipe, b, public_url);
         out.push(Gate {
             address: "benchmark".into(),

@@ -167,7 +167,7 @@ async fn attempt(
             })
         }
         Probe::Http { urls, path } => every_url_answers(client, urls, path, resolve).await,
-        Probe::Benchmark(_) => Err(Miss::Unanswered(
+        Probe::Benchmark(_) | Probe::Command(_) => Err(Miss::Unanswered(
             "a benchmark is run by the gate, not polled".into(),
         )),
         Probe::Completion { url, model } => completion(client, &resolve(url), model).await,

@@ -46,6 +46,9 @@ pub(super) async fn run(apply: &Apply<'_>, rec: &Recorder<'_>, gate: &Gate) -> S
             _ = apply.cancel.cancelled() => Err("interrupted".into()),
         };
     }
+    if let Probe::Command(run) = &gate.probe {
+        return Ok(command(apply, gate, run).await?);
+    }
     let mut interval = FIRST_INTERVAL;
     let mut last_report = Instant::now();
     loop {
@@ -111,6 +114,75 @@ async fn benchmark(
     let report = crate::bench::run(spec, url, &place, &progress).await?;
     report.check().map_err(|e| e.to_string())?;
     Ok(report.summary())
+}
+
+/// How often a running command is looked at (the SLURM executor asks the scheduler at
+/// most once a second per job).
+const COMMAND_POLL: Duration = Duration::from_millis(250);
+
+/// A command run to completion (a `custom` benchmark): started through the executor as
+/// a process of its own (its lease names it, so one an apply that died left running is
+/// an orphan the next apply or destroy stops), watched until it is gone, then judged by
+/// the status it wrote. Interrupted, it is stopped. It runs as long as it takes.
+async fn command(
+    apply: &Apply<'_>,
+    gate: &Gate,
+    run: &crate::launch::CommandRun,
+) -> Result<String, String> {
+    let address = format!("{}.command", gate.address);
+    let process = run.process(&address);
+    let started = apply.exec.start(&process).map_err(|e| e.to_string())?;
+    let runtime = apply
+        .exec
+        .confirm(&started)
+        .await
+        .map_err(|e| e.to_string())?;
+    let began = Instant::now();
+    let mut last_report = Instant::now();
+    while apply.exec.observe(&runtime).await.is_alive() {
+        if apply.cancel.is_cancelled() {
+            let _ = apply.exec.stop(&runtime).await;
+            return Err("interrupted".into());
+        }
+        if last_report.elapsed() >= Duration::from_secs(5) {
+            (apply.events)(Event::Waiting {
+                address: gate.address.clone(),
+                detail: format!(
+                    "the command runs ({}s; output in {})",
+                    began.elapsed().as_secs(),
+                    started.log_path.display()
+                ),
+            });
+            last_report = Instant::now();
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(COMMAND_POLL) => {}
+            _ = apply.cancel.cancelled() => {}
+        }
+    }
+    let status_path = apply.exec.bindings().resolve(&run.status);
+    let status = std::fs::read_to_string(&status_path)
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok());
+    let tail = || {
+        apply
+            .exec
+            .log_tail(&address, 20)
+            .map(|t| format!("; its last lines:\n{t}"))
+            .unwrap_or_default()
+    };
+    match status {
+        Some(0) => Ok(format!(
+            "the command exited 0 after {:.1}s (output in {})",
+            began.elapsed().as_secs_f64(),
+            started.log_path.display()
+        )),
+        Some(code) => Err(format!("the command exited {code}{}", tail())),
+        None => Err(format!(
+            "the command ended without writing its exit status to {status_path} (killed?){}",
+            tail()
+        )),
+    }
 }
 
 /// A recorded process of the deployment that died: mark it failed and describe it.

@@ -461,10 +461,21 @@ pub fn lower_with(
         deps.dedup();
         let kind = match g.probe {
             crate::launch::Probe::Completion { .. } => Kind::Smoke,
-            crate::launch::Probe::Benchmark(_) => Kind::Benchmark,
+            crate::launch::Probe::Benchmark(_) | crate::launch::Probe::Command(_) => {
+                Kind::Benchmark
+            }
             _ => Kind::Gate,
         };
-        let spec = Spec::of(&serde_json::to_value(&g.probe).expect("probe serializes"));
+        let mut probe = serde_json::to_value(&g.probe).expect("probe serializes");
+        if let Some(env) = probe.get_mut("env").and_then(|e| e.as_object_mut()) {
+            // A command's secrets are recorded as their digests, as a process's are.
+            for (k, v) in env.iter_mut() {
+                if plan.is_sensitive(k) {
+                    *v = secrets::digest(v.as_str().unwrap_or_default()).into();
+                }
+            }
+        }
+        let spec = Spec::of(&probe);
         pending.push(Resource::new(
             g.address.clone(),
             kind,

@@ -738,10 +738,9 @@ impl LaunchProcess {
     }
 }
 
-#[cfg(test)]
 impl LaunchProcess {
-    /// A process of `kind` running `argv` on node 0, with nothing else: tests set what
-    /// they need on top.
+    /// A process of `kind` running `argv` on node 0, with nothing else: callers set
+    /// what they need on top.
     pub(crate) fn bare(address: &str, kind: ProcessKind, argv: Argv) -> LaunchProcess {
         LaunchProcess {
             address: address.to_string(),
@@ -817,6 +816,52 @@ pub enum Probe {
     },
     /// The serving benchmark (run once per apply, not polled): see [`crate::bench`].
     Benchmark(crate::bench::Spec),
+    /// A command run to completion on a node (a `custom` benchmark, run once per
+    /// apply): it passes when it exits 0.
+    Command(CommandRun),
+}
+
+/// A command the executor runs to completion on a node, as a process of its own (found
+/// and stopped through its lease like any other): what it exits with is written to
+/// `status`, which apply reads once the process is gone.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CommandRun {
+    /// The node it runs on.
+    pub node: usize,
+    /// Its program and arguments (placeholders kept).
+    pub argv: Vec<String>,
+    /// Its environment (placeholders kept).
+    pub env: BTreeMap<String, String>,
+    /// The image it runs in, where the executor runs containers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// The file its exit status is written to (placeholders kept).
+    pub status: String,
+}
+
+/// What runs a [`CommandRun`]: a process of its own, not a resource of the graph.
+static COMMAND: Component = Component {
+    name: "benchmark",
+    install_hint: None,
+    reloads_files: false,
+    scratch_dirs: &[],
+};
+
+impl CommandRun {
+    /// The process that runs it, at `address` (its lease's name: an address no
+    /// resource has, so that one left by an apply that died is an orphan apply and
+    /// destroy stop).
+    pub fn process(&self, address: &str) -> LaunchProcess {
+        let mut p = LaunchProcess::bare(
+            address,
+            ProcessKind::Component(&COMMAND),
+            Argv::from_iter(self.argv.iter().map(String::as_str)),
+        );
+        p.node = self.node;
+        p.env = self.env.clone();
+        p.container_image = self.image.clone();
+        p
+    }
 }
 
 /// The placeholder of a value a [`Probe::Learned`] reads first.

@@ -240,6 +240,16 @@ pub fn describe_probe(probe: &Probe) -> String {
             describe_probe(then)
         ),
         Probe::Benchmark(spec) => spec.describe(),
+        Probe::Command(run) => format!(
+            "on node {}: {} exits 0 (its status in {})",
+            run.node,
+            run.argv
+                .iter()
+                .map(|w| quote(w))
+                .collect::<Vec<_>>()
+                .join(" "),
+            run.status
+        ),
         Probe::Completion { url, model } => {
             format!(
                 "POST {url}/v1/completions {{\"model\": \"{model}\", \"max_tokens\": 1}} == 200"
@@ -332,12 +342,26 @@ pub fn render(plan: &LaunchPlan) -> String {
         let _ = writeln!(out, "## {}", g.address);
         let kind = match &g.probe {
             Probe::Completion { .. } => "smoke",
-            Probe::Benchmark(_) => "benchmark",
+            Probe::Benchmark(_) | Probe::Command(_) => "benchmark",
             _ => "gate",
         };
         let _ = writeln!(out, "kind: {kind}");
         let _ = writeln!(out, "checks: {}", g.description);
         let _ = writeln!(out, "probe: {}", describe_probe(&g.probe));
+        if let Probe::Command(run) = &g.probe {
+            if let Some(image) = &run.image {
+                let _ = writeln!(out, "image: {image}");
+            }
+            let _ = writeln!(out, "env:");
+            for (k, v) in &run.env {
+                let shown = if plan.is_sensitive(k) {
+                    secrets::MASK.to_string()
+                } else {
+                    quote(v)
+                };
+                let _ = writeln!(out, "  {k}={shown}");
+            }
+        }
         let _ = writeln!(out, "depends_on: {}", g.depends_on.join(" "));
         out.push('\n');
     }
@@ -347,6 +371,15 @@ pub fn render(plan: &LaunchPlan) -> String {
 /// The plan as pretty JSON, with sensitive env values masked.
 pub fn json(plan: &LaunchPlan) -> String {
     let mut masked = plan.clone();
+    for g in &mut masked.gates {
+        if let Probe::Command(run) = &mut g.probe {
+            for (k, v) in &mut run.env {
+                if plan.is_sensitive(k) {
+                    *v = secrets::MASK.to_string();
+                }
+            }
+        }
+    }
     for p in &mut masked.processes {
         for (k, v) in &mut p.env {
             if plan.is_sensitive(k) {

@@ -235,13 +235,32 @@ pub(crate) const SLURM: &[Key] = &[
     k("account", r#"{"type": "string"}"#, "Account (`--account`)."),
 ];
 
+/// The keys of a `custom` benchmark.
+pub(crate) const COMMAND_BENCHMARK: &[&str] = &["type", "command", "env", "container_image"];
+
 /// `benchmark:`: srtctl's sa-bench keys, then srt's (named after `vllm bench serve`'s
-/// options).
+/// options); `command`, `env` and `container_image` are `custom`'s
+/// ([`COMMAND_BENCHMARK`]).
 pub(crate) const BENCHMARK: &[Key] = &[
     k(
         "type",
-        r#"{"enum": ["sa-bench"]}"#,
-        "Benchmark type; srt runs sa-bench's serving load itself (vLLM's `bench serve` metrics).",
+        r#"{"enum": ["sa-bench", "custom"]}"#,
+        "Benchmark type: `sa-bench`, srt's own serving load (vLLM's `bench serve` metrics); `custom`, the `command` run to completion (srtctl's).",
+    ),
+    k(
+        "command",
+        r#"{"type": "string", "minLength": 1}"#,
+        "`custom` only: the command, run with `bash -lc` as written on the public endpoint's node (in `container_image`, else the model's container), with `SRT_FRONTEND_HOST`, `SRT_FRONTEND_PORT`, `SRT_<ROLE>_ENDPOINTS`, ... set; it passes when it exits 0.",
+    ),
+    k(
+        "env",
+        r#"{"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}"#,
+        "`custom` only: the command's variables, applied last (they override srt's).",
+    ),
+    k(
+        "container_image",
+        r#"{"type": "string"}"#,
+        "`custom` only: the image the command runs in (default: the model's container).",
     ),
     k(
         "isl",

@@ -1091,7 +1091,7 @@ impl Loader<'_> {
         node: Option<&Node>,
         key_span: Option<SourceSpan>,
         runtime: &crate::recipe::runtime::RuntimeKeys,
-    ) -> Option<Benchmark> {
+    ) -> Option<BenchmarkRun> {
         let node = node?;
         if node.value == Value::Null {
             return None;
@@ -1112,11 +1112,16 @@ impl Loader<'_> {
         let kind = match srtctl::tree::get(node, "type") {
             Some(t) => {
                 let kind = self.string(t, "benchmark.type")?;
+                if kind == "custom" {
+                    return self
+                        .command_benchmark(node, span)
+                        .map(BenchmarkRun::Command);
+                }
                 if kind != "sa-bench" {
                     self.problem(
                         Problem::new("srt::recipe::benchmark_type", t.span, format!("benchmark type `{kind}` is not supported by srt"))
                             .label("unsupported benchmark")
-                            .help("srt runs `sa-bench` (its built-in equivalent); remove `benchmark` to skip it"),
+                            .help("srt runs `sa-bench` (its built-in equivalent) and `custom` (a command); remove `benchmark` to skip it"),
                     );
                     return None;
                 }
@@ -1136,12 +1141,11 @@ impl Loader<'_> {
             }
             None => String::new(),
         };
-        let f = self.fields(
-            node,
-            "benchmark",
-            &keys::names(keys::BENCHMARK),
-            SRTCTL_ONLY,
-        )?;
+        let serving: Vec<&str> = keys::names(keys::BENCHMARK)
+            .into_iter()
+            .filter(|k| *k == "type" || !keys::COMMAND_BENCHMARK.contains(k))
+            .collect();
+        let f = self.fields(node, "benchmark", &serving, SRTCTL_ONLY)?;
         let table = keys::BENCHMARK;
         let num = |this: &mut Self, key: &str, min: i64| -> Option<Option<u32>> {
             match f.get(key) {
@@ -1415,7 +1419,7 @@ impl Loader<'_> {
         };
         let req_rate_span = f.get("req_rate").map_or(span, |n| n.span);
         let tokenizer_span = f.get("tokenizer").map_or(span, |n| n.span);
-        Some(Benchmark {
+        Some(BenchmarkRun::Serving(Box::new(Benchmark {
             span,
             kind,
             isl,
@@ -1444,11 +1448,40 @@ impl Loader<'_> {
             seed,
             percentiles,
             goodput,
-        })
+        })))
     }
 
     /// `benchmark.custom_tokenizer`: a sa-bench tokenizer adapter srt renders, in the
     /// mode the top-level `environment` gives it (srtctl's benchmark step sees it).
+    /// A `custom` benchmark: its `command` (required), `env` and `container_image`.
+    fn command_benchmark(&mut self, node: &Node, span: SourceSpan) -> Option<CommandBenchmark> {
+        let f = self.fields(node, "benchmark", keys::COMMAND_BENCHMARK, &[])?;
+        let env = self.env(&f, "env");
+        let container_image = self.opt_string(&f, "container_image");
+        let command = match f.get("command") {
+            Some(n) => self.string(n, "benchmark.command")?,
+            None => String::new(),
+        };
+        if command.trim().is_empty() {
+            self.problem(
+                Problem::new(
+                    "srt::recipe::missing_key",
+                    f.key_span("command").unwrap_or(span),
+                    "a `custom` benchmark needs `benchmark.command`",
+                )
+                .label("no command")
+                .help("write the command to run once the deployment serves, e.g. `command: ./bench.sh \"$SRT_FRONTEND_HOST:$SRT_FRONTEND_PORT\"`"),
+            );
+            return None;
+        }
+        Some(CommandBenchmark {
+            span,
+            command,
+            env,
+            container_image,
+        })
+    }
+
     fn tokenizer_adapter(
         &mut self,
         node: &Node,

@@ -47,8 +47,8 @@ pub struct Recipe {
     /// `infra.etcd_nats_dedicated_node: true`, where written: the frontend's services
     /// get a node of their own.
     pub services_node: Option<SourceSpan>,
-    /// The load benchmark run after the gates, if any.
-    pub benchmark: Option<Benchmark>,
+    /// The benchmark run after the smoke completion, if any.
+    pub benchmark: Option<BenchmarkRun>,
     /// `sensitive_env`: variables to treat as secrets besides the default list of
     /// [`crate::secrets`], sorted and deduplicated.
     pub sensitive_env: Vec<String>,
@@ -130,6 +130,40 @@ pub struct SlurmSettings {
     pub partition: Option<String>,
     /// `--account`.
     pub account: Option<String>,
+}
+
+/// `benchmark:`: what apply runs once the smoke completion passed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BenchmarkRun {
+    /// `type: sa-bench`: srt's own serving benchmark.
+    Serving(Box<Benchmark>),
+    /// `type: custom`: the recipe's command, run to completion.
+    Command(CommandBenchmark),
+}
+
+impl BenchmarkRun {
+    /// The serving benchmark, if it is one.
+    pub fn serving(&self) -> Option<&Benchmark> {
+        match self {
+            BenchmarkRun::Serving(b) => Some(b),
+            BenchmarkRun::Command(_) => None,
+        }
+    }
+}
+
+/// `benchmark:` of srtctl's `type: custom`: a command run with `bash -lc` on the node
+/// of the public endpoint (in its container where there is one), told the deployment's
+/// endpoints in `SRT_*` variables, as srtctl runs it; it passes when it exits 0.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CommandBenchmark {
+    /// Span of the `benchmark` key.
+    pub span: SourceSpan,
+    /// The command, passed to `bash -lc` as written (no placeholders expanded).
+    pub command: String,
+    /// `env`: its variables, applied last (they override srt's).
+    pub env: BTreeMap<String, String>,
+    /// `container_image`: its image, else the model's container.
+    pub container_image: Option<String>,
 }
 
 /// `benchmark:`: a serving benchmark through the public URL after every gate passed
