@@ -5,7 +5,7 @@ as a JSON catalog on stdout; spot checks go to stderr.
 Usage: <venv>/bin/python scripts/flag-catalog.py PROGRAM
        PROGRAM: vllm | vllm-router | sglang-router | smg | sglang
                 | dynamo-frontend | dynamo-mocker | dynamo-vllm | dynamo-sglang
-                | dynamo-trtllm
+                | dynamo-trtllm | sglang-run-eval
 
 Run it with the interpreter of the venv that holds PROGRAM;
 scripts/flag-catalogs.sh does that for every program and writes the files
@@ -285,6 +285,13 @@ def probe_underscore(program, options):
         if flag.startswith("--") and "-" in flag[2:] and under not in flags:
             args = _parses(program, _base_argv(program) + [under])
             return args is not None and getattr(args, o["dest"], None) is True, under
+    # A parser without such a switch (sglang-run-eval): an int-valued --foo-bar.
+    for o in options:
+        flag = o["flags"][0]
+        under = "--" + flag[2:].replace("-", "_")
+        if o["action"] == "store" and o["type"] == "int" and "-" in flag[2:] and under not in flags:
+            args = _parses(program, _base_argv(program) + [under, "7"])
+            return args is not None and getattr(args, o["dest"], None) == 7, under
     raise RuntimeError(f"{program}: no option to probe underscores with")
 
 

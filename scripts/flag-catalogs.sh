@@ -6,9 +6,9 @@
 #
 # Usage: scripts/flag-catalogs.sh [--check] [PROGRAM...]
 #
-#   PROGRAM is vllm, vllm-router, sglang-router, smg, sglang, dynamo-frontend,
-#   dynamo-mocker, dynamo-vllm, dynamo-sglang, dynamo-trtllm, etcd or
-#   nats-server (default: all of them).
+#   PROGRAM is vllm, vllm-router, sglang-router, smg, sglang, sglang-run-eval,
+#   dynamo-frontend, dynamo-mocker, dynamo-vllm, dynamo-sglang, dynamo-trtllm,
+#   etcd or nats-server (default: all of them).
 #   Each runs with the interpreter of that program's venv under
 #   ${SRT_TOOLS_DIR:-<repo>/.tools}:
 #     vllm           vllm-venv           (scripts/install-vllm.sh)
@@ -23,6 +23,10 @@
 #                    sglang-V-catalog-venv (scripts/install-sglang-catalog.sh)
 #                    -> crates/srt/src/engine/sglang/catalog/sglang-<version>.json
 #                    (`python3 -m sglang.launch_server`: ServerArgs' options)
+#     sglang-run-eval  sglang-catalog-venv (the same install)
+#                    -> crates/srt/src/bench/catalog/sglang-run-eval-<version>.json
+#                    (`python3 -m sglang.test.run_eval`, SGLang's accuracy
+#                    harness: srtctl's gsm8k and gpqa benchmarks)
 #     dynamo-frontend, dynamo-mocker, dynamo-vllm, dynamo-sglang, dynamo-trtllm
 #                    dynamo-venv         (scripts/install-dynamo.sh)
 #                    -> crates/srt/src/frontend/dynamo/catalog/<program>-<version>.json
@@ -50,7 +54,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROOT="$(repo_root)"
 TOOLS="$(tools_dir)"
-ALL_PROGRAMS=(vllm vllm-router sglang-router smg sglang dynamo-frontend dynamo-mocker dynamo-vllm dynamo-sglang dynamo-trtllm etcd nats-server)
+ALL_PROGRAMS=(vllm vllm-router sglang-router smg sglang sglang-run-eval dynamo-frontend dynamo-mocker dynamo-vllm dynamo-sglang dynamo-trtllm etcd nats-server)
 
 venv_of() {
     case "$1" in
@@ -58,7 +62,7 @@ venv_of() {
     vllm-router) printf '%s\n' "$TOOLS/router-venv" ;;
     sglang-router) printf '%s\n' "$TOOLS/sglang-router-venv" ;;
     smg) printf '%s\n' "$TOOLS/smg-venv" ;;
-    sglang) sglang_catalog_venv "${SRT_SGLANG_VERSION:-0.5.23}" ;;
+    sglang | sglang-run-eval) sglang_catalog_venv "${SRT_SGLANG_VERSION:-0.5.23}" ;;
     dynamo-frontend | dynamo-mocker | dynamo-vllm | dynamo-sglang | dynamo-trtllm) printf '%s\n' "$TOOLS/dynamo-venv" ;;
     *) die "unknown program '$1' (want: ${ALL_PROGRAMS[*]})" ;;
     esac
@@ -71,6 +75,7 @@ out_dir_of() {
     sglang-router) printf '%s\n' "$ROOT/crates/srt/src/frontend/sglang_router/catalog" ;;
     smg) printf '%s\n' "$ROOT/crates/srt/src/frontend/smg/catalog" ;;
     sglang) printf '%s\n' "$ROOT/crates/srt/src/engine/sglang/catalog" ;;
+    sglang-run-eval) printf '%s\n' "$ROOT/crates/srt/src/bench/catalog" ;;
     dynamo-* | etcd | nats-server) printf '%s\n' "$ROOT/crates/srt/src/frontend/dynamo/catalog" ;;
     esac
 }

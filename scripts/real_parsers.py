@@ -8,6 +8,10 @@ it from a venv that holds the program:
   smg            smg (install-smg.sh): `smg launch`
   sglang         SGLang's server options (install-sglang-catalog.sh):
                  `python3 -m sglang.launch_server`
+  sglang-run-eval
+                 SGLang's accuracy harness, `python3 -m sglang.test.run_eval`
+                 (any install of the sglang wheel: its parser is read from the
+                 source, see below)
   dynamo-frontend, dynamo-mocker, dynamo-vllm, dynamo-sglang, dynamo-trtllm
                  ai-dynamo (install-dynamo.sh): `python3 -m dynamo.frontend`,
                  `python3 -m dynamo.mocker`, `python3 -m dynamo.vllm`,
@@ -144,6 +148,7 @@ PROGRAMS = (
     "dynamo-vllm",
     "dynamo-sglang",
     "dynamo-trtllm",
+    "sglang-run-eval",
 )
 DYNAMO_PROGRAMS = ("dynamo-frontend", "dynamo-mocker", "dynamo-vllm", "dynamo-sglang", "dynamo-trtllm")
 # Dynamo's engine wrappers: their own parsers leave the rest to the engine's.
@@ -162,6 +167,7 @@ COMMANDS = {
     "dynamo-vllm": ["python3", "-m", "dynamo.vllm"],
     "dynamo-sglang": ["python3", "-m", "dynamo.sglang"],
     "dynamo-trtllm": ["python3", "-m", "dynamo.trtllm"],
+    "sglang-run-eval": ["python3", "-m", "sglang.test.run_eval"],
 }
 
 _ROUTER_MODULES = {"vllm-router": "vllm_router", "sglang-router": "sglang_router", "smg": "smg"}
@@ -176,6 +182,7 @@ _DISTRIBUTIONS = {
     "dynamo-vllm": "ai-dynamo",
     "dynamo-sglang": "ai-dynamo",
     "dynamo-trtllm": "ai-dynamo",
+    "sglang-run-eval": "sglang",
 }
 
 
@@ -348,6 +355,56 @@ def _stub_tensorrt_llm_if_absent():
     _stand_in("tensorrt_llm.llmapi.llm_args", BaseLlmArgs=BaseLlmArgs)
 
 
+def run_eval_parser():
+    """The ArgumentParser of sglang/test/run_eval.py, which builds it under
+    `if __name__ == "__main__":`. Importing the module imports the `sglang`
+    package (torch and the server's dependencies), so the parser is built from
+    the installed file's source instead: its stdlib imports and module-level
+    functions (the `type=` converters), then the statements of the main block
+    that create `parser` and add its arguments, run as written; nothing else of
+    the file runs."""
+    import ast
+
+    dist = importlib.metadata.distribution("sglang")
+    path = dist.locate_file("sglang/test/run_eval.py")
+    tree = ast.parse(open(path).read(), str(path))
+    kept = []
+    for node in tree.body:
+        if isinstance(node, ast.Import) and all(a.name in sys.stdlib_module_names for a in node.names):
+            kept.append(node)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sglang.test."):
+            # Functions and constants of the harness's helper modules (a `type=`
+            # converter, a list of choices), taken from their source the same way.
+            helper = dist.locate_file(node.module.replace(".", "/") + ".py")
+            wanted = {a.name for a in node.names}
+            for n in ast.parse(open(helper).read(), str(helper)).body:
+                if isinstance(n, ast.Import) and all(a.name in sys.stdlib_module_names for a in n.names):
+                    kept.append(n)
+                elif isinstance(n, ast.FunctionDef) and n.name in wanted:
+                    kept.append(n)
+                elif isinstance(n, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id in wanted for t in n.targets
+                ):
+                    kept.append(n)
+        elif isinstance(node, ast.FunctionDef):
+            kept.append(node)
+        elif isinstance(node, ast.If) and ast.unparse(node.test) == "__name__ == '__main__'":
+            for stmt in node.body:
+                text = ast.unparse(stmt)
+                if not (text.startswith("parser = ") or text.startswith("parser.add_argument(")):
+                    break
+                kept.append(stmt)
+    import __future__
+
+    namespace = {"__name__": "run_eval_parser"}
+    # Annotations name the harness's classes, which are not imported: not evaluated.
+    code = compile(
+        ast.Module(body=kept, type_ignores=[]), str(path), "exec", flags=__future__.annotations.compiler_flag
+    )
+    exec(code, namespace)
+    return namespace["parser"]
+
+
 def sglang_parser():
     """The ArgumentParser that sglang.srt.server_args.prepare_server_args builds."""
     from sglang.srt.server_args import prepare_server_args
@@ -466,6 +523,8 @@ def options_parser(program, with_help=False):
         return dynamo_parsers(program)[0][1]
     if program == "sglang":
         return sglang_parser()
+    if program == "sglang-run-eval":
+        return run_eval_parser()
     return router_parser(program)
 
 
@@ -536,6 +595,8 @@ def parse(program, argv, validate=True):
 
                     return prepare_server_args(list(argv))
                 return sglang_parser().parse_args(list(argv))
+            if program == "sglang-run-eval":
+                return run_eval_parser().parse_args(list(argv))
             launch_router = importlib.import_module(_ROUTER_MODULES[program] + ".launch_router")
             args = launch_router.parse_router_args(list(argv))
             if validate and hasattr(args, "_validate_router_args"):

@@ -584,7 +584,12 @@ echo checked"#,
         assert!(seen.contains(expected), "{expected} not in:\n{seen}");
     }
     let bench = env.srt(&["bench", "e2e-custom"]);
-    assert_eq!(bench.status.code(), Some(64), "{}", e2e_support::text(&bench));
+    assert_eq!(
+        bench.status.code(),
+        Some(64),
+        "{}",
+        e2e_support::text(&bench)
+    );
     assert!(e2e_support::text(&bench).contains("`srt apply --replace benchmark` runs it again"));
     // A check, like the serving benchmark: every apply runs it again.
     std::fs::remove_file(&out_file).unwrap();

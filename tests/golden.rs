@@ -280,6 +280,9 @@ fn json_format_3_fields() {
                     &["type", "urls", "path", "lists"]
                 }
                 "completion" => &["type", "url", "model"],
+                "command" if probe.get("image").is_some() => {
+                    &["type", "node", "argv", "env", "image", "status"]
+                }
                 "command" => &["type", "node", "argv", "env", "status"],
                 "benchmark" => {
                     assert_eq!(

@@ -122,6 +122,12 @@ const CASES: &[Case] = &[
         "not supported by srt",
     ),
     case(
+        "benchmark-gsm8k-vllm.yaml",
+        "srt::recipe::benchmark_type",
+        "gsm8k",
+        "remove `benchmark`",
+    ),
+    case(
         "benchmark-custom-no-command.yaml",
         "srt::recipe::missing_key",
         "benchmark",

@@ -22,6 +22,7 @@ use crate::topology::{self, Topology};
 use std::borrow::Cow;
 
 mod command_bench;
+mod eval_bench;
 mod fit;
 mod runtime;
 
@@ -240,6 +241,9 @@ fn check(
     let (Some(engine), Some(frontend)) = (engine, frontend) else {
         return Err(problems);
     };
+    if let Some(crate::recipe::BenchmarkRun::Eval(e)) = &recipe.benchmark {
+        problems.extend(eval_bench::problems(recipe, e, engine));
+    }
     check_engine_keys(recipe, engine, &mut problems);
     engine.validate(recipe, &mut problems);
     own.check(&mut problems);
@@ -938,7 +942,21 @@ fn checks(
     }];
     let serving = match &recipe.benchmark {
         Some(crate::recipe::BenchmarkRun::Command(c)) => {
-            out.push(command_bench::gate(recipe, c, public_url, processes));
+            out.push(command_bench::gate(
+                recipe,
+                "custom benchmark",
+                c,
+                public_url,
+                processes,
+            ));
+            None
+        }
+        Some(crate::recipe::BenchmarkRun::Eval(e)) => {
+            let c = eval_bench::command(recipe, e, public_url);
+            let what = format!("{} evaluation (SGLang's run_eval)", e.eval);
+            out.push(command_bench::gate(
+                recipe, &what, &c, public_url, processes,
+            ));
             None
         }
         Some(crate::recipe::BenchmarkRun::Serving(b)) => Some(b),

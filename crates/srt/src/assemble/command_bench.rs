@@ -17,9 +17,11 @@ use std::collections::BTreeMap;
 /// run is removed first).
 const RUNNER: &str = r#"mkdir -p "${2%/*}" && rm -f "$2" || exit; bash -lc "$1"; status=$?; echo "$status" > "$2"; exit "$status""#;
 
-/// The gate that runs `c` once every earlier check passed.
+/// The gate that runs `c` once every earlier check passed; `what` names it in the
+/// gate's description (`custom benchmark`, `gsm8k evaluation`).
 pub(super) fn gate(
     recipe: &Recipe,
+    what: &str,
     c: &CommandBenchmark,
     public_url: &str,
     processes: &[LaunchProcess],
@@ -44,7 +46,7 @@ pub(super) fn gate(
     Gate {
         address: "benchmark".into(),
         description: format!(
-            "custom benchmark: `{}` exits 0 on node {node}",
+            "{what}: `{}` exits 0 on node {node}",
             first_line(&c.command)
         ),
         probe: Probe::Command(CommandRun {

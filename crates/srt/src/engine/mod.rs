@@ -123,6 +123,13 @@ pub trait Engine: Sync {
     /// How to get the engine's program when it is not on this machine's `PATH`: named
     /// when a plan would start it and cannot find it.
     fn install_hint(&self) -> &'static str;
+
+    /// Whether srtctl's `gsm8k` benchmark evaluates this engine's deployments with
+    /// SGLang's `run_eval`, as it does for every engine but vLLM (which it evaluates
+    /// with a copy of vLLM's own script, which srt does not ship).
+    fn gsm8k_with_run_eval(&self) -> bool {
+        true
+    }
     /// Requests the worker at `url` is still working on (running and queued), or `None`
     /// when it cannot tell: how apply knows a worker taken out of its Routers has
     /// drained before stopping it.

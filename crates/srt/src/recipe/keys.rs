@@ -238,14 +238,69 @@ pub(crate) const SLURM: &[Key] = &[
 /// The keys of a `custom` benchmark.
 pub(crate) const COMMAND_BENCHMARK: &[&str] = &["type", "command", "env", "container_image"];
 
+/// The accuracy evaluations srt runs (srtctl's benchmark types of those names).
+pub(crate) const EVALS: &[&str] = &["gsm8k", "gpqa"];
+
+/// The keys of a `gsm8k` or `gpqa` benchmark: counts, then sampling values.
+pub(crate) const EVAL_COUNTS: &[&str] = &[
+    "num_examples",
+    "max_tokens",
+    "num_threads",
+    "num_shots",
+    "repeat",
+    "top_k",
+];
+/// Sampling values of an evaluation.
+pub(crate) const EVAL_SAMPLING: &[&str] = &["temperature", "top_p"];
+
 /// `benchmark:`: srtctl's sa-bench keys, then srt's (named after `vllm bench serve`'s
 /// options); `command`, `env` and `container_image` are `custom`'s
 /// ([`COMMAND_BENCHMARK`]).
 pub(crate) const BENCHMARK: &[Key] = &[
     k(
         "type",
-        r#"{"enum": ["sa-bench", "custom"]}"#,
-        "Benchmark type: `sa-bench`, srt's own serving load (vLLM's `bench serve` metrics); `custom`, the `command` run to completion (srtctl's).",
+        r#"{"enum": ["sa-bench", "custom", "gsm8k", "gpqa"]}"#,
+        "Benchmark type: `sa-bench`, srt's own serving load (vLLM's `bench serve` metrics); `custom`, the `command` run to completion (srtctl's); `gsm8k` and `gpqa`, accuracy evaluations by SGLang's `run_eval` (srtctl's).",
+    ),
+    k(
+        "num_examples",
+        r#"{"type": "integer", "minimum": 1}"#,
+        "`gsm8k`/`gpqa` only: questions evaluated (default: srtctl's, 1319 and 198).",
+    ),
+    k(
+        "max_tokens",
+        r#"{"type": "integer", "minimum": 1}"#,
+        "`gsm8k`/`gpqa` only: the most tokens per answer (default 16384 and 32768).",
+    ),
+    k(
+        "num_threads",
+        r#"{"type": "integer", "minimum": 1}"#,
+        "`gsm8k`/`gpqa` only: requests in flight (default 512 and 128).",
+    ),
+    k(
+        "num_shots",
+        r#"{"type": "integer", "minimum": 0}"#,
+        "`gsm8k` only: few-shot examples per question (default 5).",
+    ),
+    k(
+        "repeat",
+        r#"{"type": "integer", "minimum": 1}"#,
+        "`gpqa` only: times each question is asked (default 8).",
+    ),
+    k(
+        "temperature",
+        r#"{"type": "number", "minimum": 0}"#,
+        "`gsm8k` only: sampling temperature (default: the harness's).",
+    ),
+    k(
+        "top_p",
+        r#"{"type": "number", "exclusiveMinimum": 0, "maximum": 1}"#,
+        "`gsm8k` only: nucleus sampling (default: the harness's).",
+    ),
+    k(
+        "top_k",
+        r#"{"type": "integer"}"#,
+        "`gsm8k` only: top-k sampling (default: the harness's).",
     ),
     k(
         "command",
@@ -260,7 +315,7 @@ pub(crate) const BENCHMARK: &[Key] = &[
     k(
         "container_image",
         r#"{"type": "string"}"#,
-        "`custom` only: the image the command runs in (default: the model's container).",
+        "`custom`, `gsm8k` and `gpqa`: the image the command runs in (default: the model's container).",
     ),
     k(
         "isl",

@@ -1117,11 +1117,16 @@ impl Loader<'_> {
                         .command_benchmark(node, span)
                         .map(BenchmarkRun::Command);
                 }
+                if keys::EVALS.contains(&kind.as_str()) {
+                    return self
+                        .eval_benchmark(node, span, t.span, kind)
+                        .map(BenchmarkRun::Eval);
+                }
                 if kind != "sa-bench" {
                     self.problem(
                         Problem::new("srt::recipe::benchmark_type", t.span, format!("benchmark type `{kind}` is not supported by srt"))
                             .label("unsupported benchmark")
-                            .help("srt runs `sa-bench` (its built-in equivalent) and `custom` (a command); remove `benchmark` to skip it"),
+                            .help("srt runs `sa-bench` (its built-in equivalent), `custom` (a command), `gsm8k` and `gpqa` (SGLang's `run_eval`); remove `benchmark` to skip it"),
                     );
                     return None;
                 }
@@ -1143,7 +1148,12 @@ impl Loader<'_> {
         };
         let serving: Vec<&str> = keys::names(keys::BENCHMARK)
             .into_iter()
-            .filter(|k| *k == "type" || !keys::COMMAND_BENCHMARK.contains(k))
+            .filter(|k| {
+                *k == "type"
+                    || !(keys::COMMAND_BENCHMARK.contains(k)
+                        || keys::EVAL_COUNTS.contains(k)
+                        || keys::EVAL_SAMPLING.contains(k))
+            })
             .collect();
         let f = self.fields(node, "benchmark", &serving, SRTCTL_ONLY)?;
         let table = keys::BENCHMARK;
@@ -1478,6 +1488,56 @@ impl Loader<'_> {
             span,
             command,
             env,
+            container_image,
+        })
+    }
+
+    /// A `gsm8k` or `gpqa` benchmark: its counts and sampling values, each checked
+    /// as srtctl checks them (counts above 0, `num_shots` at least 0).
+    fn eval_benchmark(
+        &mut self,
+        node: &Node,
+        span: SourceSpan,
+        type_span: SourceSpan,
+        eval: String,
+    ) -> Option<EvalBenchmark> {
+        let allowed: Vec<&str> = ["type", "container_image"]
+            .into_iter()
+            .chain(keys::EVAL_COUNTS.iter().copied())
+            .chain(keys::EVAL_SAMPLING.iter().copied())
+            .collect();
+        let f = self.fields(node, "benchmark", &allowed, &[])?;
+        let mut counts = BTreeMap::new();
+        for key in keys::EVAL_COUNTS {
+            let Some(n) = f.get(key) else { continue };
+            let (min, max) = match *key {
+                "num_shots" => (0, 1_000),
+                "top_k" => (-1, 1_000_000),
+                _ => (1, 100_000_000),
+            };
+            let value = self.uint(n, &format!("benchmark.{key}"), min, max)?;
+            counts.insert(key.to_string(), Sp::new(value, n.span));
+        }
+        let mut sampling = BTreeMap::new();
+        for key in keys::EVAL_SAMPLING {
+            let Some(n) = f.get(key) else { continue };
+            let value = match &n.value {
+                Value::Int(i) if *i >= 0 => *i as f64,
+                Value::Float(x) if x.is_finite() && *x >= 0.0 => *x,
+                _ => {
+                    self.type_error(n, &format!("benchmark.{key}"), "a number at least 0");
+                    return None;
+                }
+            };
+            sampling.insert(key.to_string(), Sp::new(value, n.span));
+        }
+        let container_image = self.opt_string(&f, "container_image");
+        Some(EvalBenchmark {
+            span,
+            type_span,
+            eval,
+            counts,
+            sampling,
             container_image,
         })
     }

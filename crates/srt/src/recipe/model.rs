@@ -139,6 +139,8 @@ pub enum BenchmarkRun {
     Serving(Box<Benchmark>),
     /// `type: custom`: the recipe's command, run to completion.
     Command(CommandBenchmark),
+    /// `type: gsm8k` or `gpqa`: an accuracy evaluation through the public URL.
+    Eval(EvalBenchmark),
 }
 
 impl BenchmarkRun {
@@ -146,7 +148,7 @@ impl BenchmarkRun {
     pub fn serving(&self) -> Option<&Benchmark> {
         match self {
             BenchmarkRun::Serving(b) => Some(b),
-            BenchmarkRun::Command(_) => None,
+            BenchmarkRun::Command(_) | BenchmarkRun::Eval(_) => None,
         }
     }
 }
@@ -163,6 +165,27 @@ pub struct CommandBenchmark {
     /// `env`: its variables, applied last (they override srt's).
     pub env: BTreeMap<String, String>,
     /// `container_image`: its image, else the model's container.
+    pub container_image: Option<String>,
+}
+
+/// `benchmark:` of srtctl's `type: gsm8k` or `gpqa`: an accuracy evaluation of the
+/// deployment through its public URL by SGLang's harness (`sglang.test.run_eval`), run
+/// as srtctl runs it, in the benchmark's container (else the model's). Unset numbers
+/// take srtctl's defaults for the evaluation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvalBenchmark {
+    /// Span of the `benchmark` key.
+    pub span: SourceSpan,
+    /// Span of `benchmark.type`.
+    pub type_span: SourceSpan,
+    /// The evaluation: `gsm8k` or `gpqa`.
+    pub eval: String,
+    /// `num_examples`, `max_tokens`, `num_threads`, `num_shots`, `repeat`, `top_k`:
+    /// those written, by key.
+    pub counts: BTreeMap<String, Sp<i64>>,
+    /// `temperature`, `top_p`: those written.
+    pub sampling: BTreeMap<String, Sp<f64>>,
+    /// `container_image`: the image the harness runs in, else the model's container.
     pub container_image: Option<String>,
 }
 

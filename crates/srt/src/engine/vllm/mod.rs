@@ -95,6 +95,10 @@ impl Engine for Vllm {
         .boxed()
     }
 
+    fn gsm8k_with_run_eval(&self) -> bool {
+        false
+    }
+
     fn install_hint(&self) -> &'static str {
         "without GPUs, apply with `--simulate` (srt's simulator answers as `vllm serve` \
          would); otherwise install vLLM (`scripts/install-vllm.sh` installs its CPU build \
