@@ -824,6 +824,34 @@ fn local_agg_two_single_gpu_workers_on_one_node() {
     assert_static_gates(&plan, 0, 2);
 }
 
+/// A `custom` benchmark runs on the node of the public endpoint (the Router's), told
+/// each worker's endpoint, after the smoke completion.
+#[test]
+fn local_custom_benchmark_runs_beside_the_router_told_every_worker() {
+    let plan = plan("examples/local-custom-benchmark.yaml");
+    let ws = workers(&plan);
+    assert_eq!(ws.len(), 2);
+    let r = single_router(&plan);
+    let gate = plan
+        .gates
+        .iter()
+        .find(|g| g.address == "benchmark")
+        .unwrap();
+    assert_eq!(gate.depends_on, ["smoke"]);
+    let srt::launch::Probe::Command(run) = &gate.probe else {
+        panic!("{:?}", gate.probe)
+    };
+    assert_eq!(run.node, r.node);
+    let endpoints: Vec<String> = ws
+        .iter()
+        .map(|w| format!("{}:{}", srt::launch::node_ip(w.node), port(w, "http")))
+        .collect();
+    assert_eq!(run.env["SRT_AGG_ENDPOINTS"], endpoints.join(","));
+    assert_eq!(run.env["SRT_FRONTEND_PORT"], "8000");
+    assert_eq!(run.env["PYTHONUNBUFFERED"], "1");
+    assert_eq!(run.argv[..2], ["bash", "-c"]);
+}
+
 /// The SGLang Model Gateway: `sglang-router launch` in regular mode listing every
 /// worker, its readiness read from `/readiness` (its `/health` is 200 with no worker).
 #[test]
@@ -1516,6 +1544,8 @@ fn every_example_has_a_topology_test() {
         "examples/srtctl-v1/dep-sglang.yaml",
         "examples/srtctl-v1/override.yaml",
         "examples/srtctl-v1/sweep.yaml",
+        "examples/srtctl-v1/accuracy-sglang.yaml",
+        "examples/local-custom-benchmark.yaml",
     ];
     let found: Vec<String> = examples()
         .iter()
@@ -1545,12 +1575,20 @@ fn placement(plan: &LaunchPlan) -> Vec<Placed> {
 /// srtctl's v1 fixtures place their workers as srtctl v1 derives them: GPUs per worker
 /// from `gpus_per_<role>` or nodes x GPUs per node / workers, decode after prefill on
 /// nodes of its own, a worker over two nodes one process per node; an override file's
-/// first variant (`override_tp4`); a sweep's first point (TP 2).
+/// first variant (`override_tp4`); a sweep's first point (TP 2); an accuracy recipe
+/// (whose evaluation runs on the public endpoint's node, the prefill's).
 #[test]
 fn srtctl_v1_fixtures_place_workers_as_srtctl_derives_them() {
     use RoleKind::{Agg, Decode, Prefill};
-    let cases: [(&str, Vec<Placed>); 5] = [
+    let cases: [(&str, Vec<Placed>); 6] = [
         ("agg-vllm", vec![(Agg, 0, vec![0, 1]), (Agg, 0, vec![2, 3])]),
+        (
+            "accuracy-sglang",
+            vec![
+                (Prefill, 0, vec![0, 1, 2, 3]),
+                (Decode, 1, vec![0, 1, 2, 3]),
+            ],
+        ),
         (
             "disagg-sglang",
             vec![
