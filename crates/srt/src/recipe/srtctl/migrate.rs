@@ -37,6 +37,10 @@ enum V1Flag {
     RoleMode,
     /// The KV transfer backend, the user's choice in v1: srt's role `connector`.
     Connector,
+    /// A value srt sets itself (`host` srtctl sets too; vLLM's hybrid load balancing
+    /// is srt's `dp_launch_mode: per_node`, its default): the recipe's is dropped when
+    /// it is that value (another value stays, and srt refuses it).
+    Same(&'static str),
     /// A port the engine's processes use among themselves, which srtctl allocates
     /// per process (its allocation wins over the recipe's, or the recipe's collides
     /// when two processes share a node): srt allocates it, the recipe's is dropped.
@@ -47,6 +51,7 @@ enum V1Flag {
 const V1_FLAGS: &[(&str, &str, V1Flag)] = &[
     ("sglang", "model-path", V1Flag::Dropped),
     ("sglang", "nccl-port", V1Flag::Dropped),
+    ("sglang", "host", V1Flag::Same("0.0.0.0")),
     ("sglang", "disaggregation-mode", V1Flag::RoleMode),
     (
         "sglang",
@@ -55,6 +60,7 @@ const V1_FLAGS: &[(&str, &str, V1Flag)] = &[
     ),
     ("sglang", "disaggregation-bootstrap-port", V1Flag::Port),
     ("vllm", "data-parallel-rpc-port", V1Flag::Port),
+    ("vllm", "data-parallel-hybrid-lb", V1Flag::Same("true")),
 ];
 
 /// v1 frontend names that 2.0 (and srt) spell otherwise.
@@ -271,6 +277,13 @@ fn v1_flags(recipe: &mut Node, engine: &str, role: &str, notes: &mut Vec<String>
                 ));
                 false
             }
+            V1Flag::Same(same) if scalar_text(value).as_deref() == Some(same) => {
+                notes.push(format!(
+                    "dropped roles.{role}.args.{}: {same} (srt sets that itself)",
+                    key.name
+                ));
+                false
+            }
             V1Flag::RoleMode if tree::as_str(value) == Some(role) => {
                 notes.push(format!("dropped roles.{role}.args.{}: {role} (the role says it)", key.name));
                 false
@@ -287,6 +300,16 @@ fn v1_flags(recipe: &mut Node, engine: &str, role: &str, notes: &mut Vec<String>
         if !entries.iter().any(|(k, _)| k.name == "connector") {
             entries.push((tree::named("connector", span), value));
         }
+    }
+}
+
+/// A scalar's text as a command line would carry it (`true` for a boolean).
+fn scalar_text(node: &Node) -> Option<String> {
+    match &node.value {
+        Value::Str(s) => Some(s.clone()),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Int(i) => Some(i.to_string()),
+        _ => None,
     }
 }
 
@@ -842,8 +865,8 @@ backend:
         let (root, m) = migrated(
             "resources: {prefill_nodes: 1, decode_nodes: 1, prefill_workers: 1, decode_workers: 1}\n\
              backend:\n  type: sglang\n  sglang_config:\n\
-             \x20   prefill: {model-path: /x, disaggregation-mode: prefill, disaggregation-transfer-backend: mooncake, page-size: 64}\n\
-             \x20   decode: {nccl_port: 1, disaggregation-mode: prefill}\n",
+             \x20   prefill: {model-path: /x, host: 0.0.0.0, disaggregation-mode: prefill, disaggregation-transfer-backend: mooncake, page-size: 64}\n\
+             \x20   decode: {nccl_port: 1, host: 10.0.0.1, disaggregation-mode: prefill}\n",
         );
         let prefill = at(&root, "roles.prefill.args");
         let names: Vec<_> = tree::entries(prefill)
@@ -856,14 +879,15 @@ backend:
             at(&root, "roles.prefill.args.connector").value,
             Value::Str("mooncake".into())
         );
-        // A mode other than the role's is left for srt to refuse.
+        // A mode other than the role's, a host other than srtctl's, are left for srt
+        // to refuse.
         let decode = at(&root, "roles.decode.args");
         let names: Vec<_> = tree::entries(decode)
             .unwrap()
             .iter()
             .map(|(k, _)| k.name.as_str())
             .collect();
-        assert_eq!(names, ["disaggregation-mode"]);
+        assert_eq!(names, ["host", "disaggregation-mode"]);
         assert!(
             m.notes.iter().any(|n| n.contains("nccl_port")),
             "{:?}",
