@@ -1822,3 +1822,43 @@ roles:
     let at = router.argv.iter().position(|a| a == "--prefill").unwrap();
     assert_eq!(router.argv[at + 2], p.to_string());
 }
+
+/// `resources.spread_workers` (srtctl's): each worker smaller than a node takes a node
+/// of its own; without it they pack. A role must declare a node per worker then.
+#[test]
+fn spread_workers_give_each_partial_worker_its_own_node() {
+    use RoleKind::{Decode, Prefill};
+    let text = |spread: bool, prefill_nodes: u32| {
+        format!(
+            "model:\n  path: /m\nresources:\n  gpus_per_node: 4\n  spread_workers: {spread}\n\
+             roles:\n  prefill:\n    nodes: {prefill_nodes}\n    workers: 2\n    gpus: 1\n\
+             \x20 decode:\n    nodes: 1\n    workers: 1\n    gpus: 2\n    args:\n      tensor-parallel-size: 2\n"
+        )
+    };
+    let placed = |text: String| {
+        let source = srt::recipe::Source {
+            name: "spread.yaml".into(),
+            text,
+        };
+        let recipe = srt::recipe::load_str(&source, "spread").unwrap();
+        srt::assemble::assemble(&recipe, &Default::default()).map(|plan| placement(&plan))
+    };
+    assert_eq!(
+        placed(text(true, 2)).unwrap(),
+        [
+            (Prefill, 0, vec![0]),
+            (Prefill, 1, vec![0]),
+            (Decode, 2, vec![0, 1])
+        ]
+    );
+    assert_eq!(
+        placed(text(false, 2)).unwrap(),
+        [
+            (Prefill, 0, vec![0]),
+            (Prefill, 0, vec![1]),
+            (Decode, 1, vec![0, 1])
+        ]
+    );
+    let problems = placed(text(true, 1)).unwrap_err();
+    assert_eq!(problems[0].code, "srt::recipe::nodes", "{problems:?}");
+}

@@ -3,7 +3,8 @@
 //! Endpoints are allocated in role order prefill, decode, agg, by endpoint index, with a
 //! `(node, gpu offset)` cursor that fills nodes sequentially (srtctl's
 //! `allocate_endpoints`): a worker needing at least a node's GPUs takes whole nodes; a
-//! smaller worker packs onto the current node or moves to the next. Before the first
+//! smaller worker packs onto the current node or moves to the next (with
+//! `resources.spread_workers`, the next worker always moves on). Before the first
 //! decode worker the cursor jumps to a fresh node, unless decode is colocated, in which
 //! case decode takes the prefill node's remaining GPUs.
 
@@ -159,7 +160,7 @@ pub fn allocate(recipe: &Recipe, available_nodes: Option<usize>) -> Result<Topol
                     gpu_indices: (offset..offset + per).collect(),
                 });
                 offset += per;
-                if offset == gpn {
+                if offset == gpn || recipe.resources.spread_workers {
                     node += 1;
                     offset = 0;
                 }

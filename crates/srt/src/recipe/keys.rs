@@ -444,6 +444,11 @@ pub(crate) const RESOURCES: &[Key] = &[
         r#"{"type": "string"}"#,
         "GPU model; the GRES type the SLURM executor requests (`--gres=gpu:<type>:N`).",
     ),
+    k(
+        "spread_workers",
+        r#"{"type": "boolean", "default": false}"#,
+        "Each worker smaller than a node gets a node of its own instead of sharing one with the next worker (srtctl's); a role's `nodes` must then hold one per worker.",
+    ),
 ];
 
 /// `engine:` as a mapping: its type; every other key is the engine's

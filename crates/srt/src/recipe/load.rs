@@ -25,7 +25,6 @@ const SRTCTL_ONLY_ROLE: &[&str] = &["engine", "kv_events", "sidecar", "critical"
 const SRTCTL_ONLY_ENGINE: &[&str] = &["set_visible_devices", "failover", "sequential_node_start"];
 const SRTCTL_ONLY_FRONTEND: &[&str] = &["placement", "nginx_keepalive_timeout"];
 const SRTCTL_ONLY_RESOURCES: &[&str] = &[
-    "spread_workers",
     "het_jobs",
     "prefill_critical",
     "decode_critical",
@@ -1770,6 +1769,7 @@ impl Loader<'_> {
                     SourceSpan::new(doc.offset().into(), 0),
                 ),
                 gpu_type: None,
+                spread_workers: false,
             });
         };
         let f = self.fields(
@@ -1791,9 +1791,11 @@ impl Loader<'_> {
             None => Sp::new(keys::default(keys::RESOURCES, "gpus_per_node"), node.span),
         };
         let gpu_type = self.opt_string(&f, "gpu_type");
+        let spread_workers = self.bool_field(&f, "spread_workers", false).value;
         Some(Resources {
             gpus_per_node,
             gpu_type,
+            spread_workers,
         })
     }
 
@@ -2550,9 +2552,10 @@ mod srtctl_keys {
             ["srt::recipe::unsupported_key"]
         );
         assert_eq!(
-            codes("  spread_workers: false\n"),
+            codes("  prefill_critical: true\n"),
             ["srt::recipe::unsupported_key"]
         );
+        assert!(codes("  spread_workers: true\n").is_empty());
     }
 
     fn nginx(frontend: &str) -> Result<Nginx, Vec<&'static str>> {

@@ -269,6 +269,8 @@ pub struct Resources {
     pub gpus_per_node: Sp<u32>,
     /// GPU model (`h100`, `mi300x`): the GRES type a scheduler allocates.
     pub gpu_type: Option<String>,
+    /// `spread_workers`: a worker smaller than a node gets a node of its own.
+    pub spread_workers: bool,
 }
 
 /// `engine:` (a name, or a mapping with `type`).
