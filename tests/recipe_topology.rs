@@ -1862,3 +1862,32 @@ fn spread_workers_give_each_partial_worker_its_own_node() {
     let problems = placed(text(true, 1)).unwrap_err();
     assert_eq!(problems[0].code, "srt::recipe::nodes", "{problems:?}");
 }
+
+/// `engine.allow_prefill_decode_colocation` (srtctl's): decode goes on from the GPUs
+/// prefill left on its node instead of starting a node of its own.
+#[test]
+fn allowed_colocation_lets_decode_take_what_prefill_left() {
+    use RoleKind::{Decode, Prefill};
+    let placed = |allow: bool| {
+        let text = format!(
+            "model:\n  path: /m\nresources:\n  gpus_per_node: 8\n\
+             engine:\n  type: vllm\n  allow_prefill_decode_colocation: {allow}\n\
+             roles:\n  prefill:\n    nodes: 1\n    workers: 1\n    gpus: 1\n\
+             \x20 decode:\n    nodes: 1\n    workers: 1\n    gpus: 4\n    args:\n      tensor-parallel-size: 4\n"
+        );
+        let source = srt::recipe::Source {
+            name: "colocation.yaml".into(),
+            text,
+        };
+        let recipe = srt::recipe::load_str(&source, "colocation").unwrap();
+        placement(&srt::assemble::assemble(&recipe, &Default::default()).unwrap())
+    };
+    assert_eq!(
+        placed(true),
+        [(Prefill, 0, vec![0]), (Decode, 0, vec![1, 2, 3, 4])]
+    );
+    assert_eq!(
+        placed(false),
+        [(Prefill, 0, vec![0]), (Decode, 1, vec![0, 1, 2, 3])]
+    );
+}

@@ -6,7 +6,9 @@
 //! smaller worker packs onto the current node or moves to the next (with
 //! `resources.spread_workers`, the next worker always moves on). Before the first
 //! decode worker the cursor jumps to a fresh node, unless decode is colocated, in which
-//! case decode takes the prefill node's remaining GPUs.
+//! case decode takes the prefill node's remaining GPUs, or the engine allows prefill
+//! and decode to share a node (`allow_prefill_decode_colocation`), in which case decode
+//! goes on from the cursor.
 
 use crate::recipe::diag::Problem;
 use crate::recipe::{Nodes, Recipe, RoleKind};
@@ -111,7 +113,11 @@ pub fn allocate(recipe: &Recipe, available_nodes: Option<usize>) -> Result<Topol
                 continue;
             }
         };
-        if role.kind == RoleKind::Decode && !colocate && offset > 0 {
+        if role.kind == RoleKind::Decode
+            && !colocate
+            && !recipe.engine.allow_prefill_decode_colocation
+            && offset > 0
+        {
             node += 1;
             offset = 0;
         }

@@ -453,11 +453,18 @@ pub(crate) const RESOURCES: &[Key] = &[
 
 /// `engine:` as a mapping: its type; every other key is the engine's
 /// (`crate::engine::Engine::keys`).
-pub(crate) const ENGINE: &[Key] = &[k(
-    "type",
-    r#"{"type": "string", "default": "vllm"}"#,
-    "Engine type.",
-)];
+pub(crate) const ENGINE: &[Key] = &[
+    k(
+        "type",
+        r#"{"type": "string", "default": "vllm"}"#,
+        "Engine type.",
+    ),
+    k(
+        "allow_prefill_decode_colocation",
+        r#"{"type": "boolean", "default": false}"#,
+        "srtctl's: the first decode worker may take the GPUs prefill left on its last node instead of starting a node of its own.",
+    ),
+];
 
 /// `roles:`.
 pub(crate) const ROLES: &[Key] = &[

@@ -38,6 +38,9 @@ const SRTCTL_ONLY_RESOURCES: &[&str] = &[
 /// is refused as the key's others are.
 const SRTCTL_AS_SRT: &[(&str, bool)] = &[("het_jobs", false)];
 
+/// The engine key srt reads itself (a layout rule), not the engine.
+const COLOCATION: &str = "allow_prefill_decode_colocation";
+
 /// srtctl's default `frontend.nginx_session_affinity_header`.
 const SRTCTL_SESSION_HEADER: &str = "X-Dynamo-Session-ID";
 
@@ -1810,6 +1813,7 @@ impl Loader<'_> {
                 key_span: span,
                 entries: Vec::new(),
             },
+            allow_prefill_decode_colocation: false,
         };
         let Some(node) = node else {
             return Some(engine);
@@ -1832,6 +1836,12 @@ impl Loader<'_> {
                     ),
                 }
                 engine.keys.entries = self.engine_keys(entries);
+                if let Some((_, v)) = entries.iter().find(|(k, _)| k.name == COLOCATION) {
+                    match v.value {
+                        Value::Bool(b) => engine.allow_prefill_decode_colocation = b,
+                        _ => self.type_error(v, &format!("engine.{COLOCATION}"), "a boolean"),
+                    }
+                }
             }
             _ => {
                 self.type_error(node, "engine", "an engine name or a mapping");
@@ -1845,7 +1855,10 @@ impl Loader<'_> {
     /// but srtctl's that srt refuses.
     fn engine_keys(&mut self, entries: &[(Key, Node)]) -> Vec<Arg> {
         let mut out = Vec::new();
-        for (k, v) in entries.iter().filter(|(k, _)| k.name != "type") {
+        for (k, v) in entries
+            .iter()
+            .filter(|(k, _)| k.name != "type" && k.name != COLOCATION)
+        {
             if SRTCTL_ONLY_ENGINE.contains(&k.name.as_str()) {
                 self.problem(
                     Problem::new(

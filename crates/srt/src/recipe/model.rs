@@ -284,6 +284,9 @@ pub struct Engine {
     /// The mapping's other keys, as written: the engine declares, checks and reads them
     /// (`crate::engine::Engine::keys`).
     pub keys: Section,
+    /// `allow_prefill_decode_colocation` (srtctl's): the first decode worker may take
+    /// the GPUs prefill left on its last node instead of starting a node of its own.
+    pub allow_prefill_decode_colocation: bool,
 }
 
 /// The three role kinds, in allocation order.
