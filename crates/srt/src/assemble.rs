@@ -256,7 +256,7 @@ fn check(
     check_sections(recipe, frontend, &mut problems);
     check_services_node(recipe, frontend, &mut problems);
     crate::catalog::check_args(
-        frontend.catalog(),
+        frontend.args_catalog(recipe),
         &recipe.frontend.args,
         "frontend.args",
         &|flag| frontend.managed_by(flag),

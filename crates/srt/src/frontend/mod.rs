@@ -151,6 +151,13 @@ pub trait Frontend: Sync {
     /// The flag catalog of the program it runs, which `frontend.args` are checked
     /// against.
     fn catalog(&self) -> &'static Catalog;
+    /// The catalog `recipe`'s `frontend.args` are checked against and rendered with:
+    /// that of the release the recipe runs, where the frontend has catalogs of several
+    /// (default: [`catalog`](Self::catalog)).
+    fn args_catalog(&self, recipe: &Recipe) -> &'static Catalog {
+        let _ = recipe;
+        self.catalog()
+    }
     /// The flag catalogs of every program it renders a command for (its own, its
     /// infrastructure's, the runtime wrappers' of its workers), each dumped from the
     /// program's parser: what golden commands are read back with.
