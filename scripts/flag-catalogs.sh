@@ -34,6 +34,11 @@
 #                    and the Dynamo-own options of `python3 -m dynamo.vllm`,
 #                    `python3 -m dynamo.sglang` and `python3 -m dynamo.trtllm`;
 #                    <version> is ai-dynamo's; see scripts/real_parsers.py).
+#                    SRT_DYNAMO_VENV names another venv: the frontend's catalogs
+#                    of older releases (0.8.0 to 1.3.1) come from one per release,
+#                    `python3 -m venv V && V/bin/pip install ai-dynamo==X
+#                    ai-dynamo-runtime==X`, then
+#                    `SRT_DYNAMO_VENV=V scripts/flag-catalogs.sh dynamo-frontend`.
 #                    dynamo-sglang imports SGLang from sglang-catalog-venv when
 #                    it is installed, else stand-ins (the same catalog either
 #                    way); dynamo-trtllm runs with stand-ins for the TensorRT-LLM
@@ -63,7 +68,7 @@ venv_of() {
     sglang-router) printf '%s\n' "$TOOLS/sglang-router-venv" ;;
     smg) printf '%s\n' "$TOOLS/smg-venv" ;;
     sglang | sglang-run-eval) sglang_catalog_venv "${SRT_SGLANG_VERSION:-0.5.23}" ;;
-    dynamo-frontend | dynamo-mocker | dynamo-vllm | dynamo-sglang | dynamo-trtllm) printf '%s\n' "$TOOLS/dynamo-venv" ;;
+    dynamo-frontend | dynamo-mocker | dynamo-vllm | dynamo-sglang | dynamo-trtllm) printf '%s\n' "${SRT_DYNAMO_VENV:-$TOOLS/dynamo-venv}" ;;
     *) die "unknown program '$1' (want: ${ALL_PROGRAMS[*]})" ;;
     esac
 }

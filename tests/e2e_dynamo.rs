@@ -65,6 +65,9 @@ frontend:
   enable_multiple_frontends: false
 dynamo:
   request_plane: nats
+# srtctl's: nats-server takes messages of up to 8 MiB (its own default is 1).
+infra:
+  nats_max_payload_mb: 8
 roles:
   prefill:
     nodes: 1
@@ -166,6 +169,11 @@ fn disaggregated_over_nats_decode_change_and_scale_ups_keep_serving() {
     let name = "dyn-pd";
     let out = env.apply(&env.recipe("dynamo.yaml", &pd(name, 1, 2, 2048)));
     assert!(out.contains("gate.nats: passed"), "{out}");
+    let monitor = env.state(name)["resources"]["nats"]["ports"]["nats_monitor"]
+        .as_u64()
+        .expect("nats-server's monitor port");
+    let varz = env.get(&format!("http://127.0.0.1:{monitor}/varz"));
+    assert_eq!(varz["max_payload"], 8 * 1024 * 1024, "{varz}");
     let frontend = env.pid(name, "frontend[0]");
     let nats = env.pid(name, "nats");
     let out = apply_under_load(&env, "decode args change", &pd(name, 1, 2, 1024), 1);

@@ -1891,3 +1891,62 @@ fn allowed_colocation_lets_decode_take_what_prefill_left() {
         [(Prefill, 0, vec![0]), (Decode, 1, vec![0, 1, 2, 3])]
     );
 }
+
+/// The Dynamo frontend's command and `frontend.args` follow the release the recipe
+/// runs: srt has the frontend's flags of several ai-dynamo releases.
+#[test]
+fn the_dynamo_frontend_follows_the_release_the_recipe_runs() {
+    let build = |dynamo: &str, args: &str| {
+        let text = format!(
+            "model:\n  path: /m\nresources:\n  gpus_per_node: 1\nfrontend:\n  type: dynamo\n{args}\
+             dynamo:\n{dynamo}roles:\n  agg:\n    nodes: 1\n    workers: 1\n    gpus: 1\n"
+        );
+        let source = srt::recipe::Source {
+            name: "dynamo.yaml".into(),
+            text,
+        };
+        let recipe = srt::recipe::load_str(&source, "dynamo").unwrap();
+        srt::assemble::assemble(&recipe, &Default::default())
+    };
+    let frontend_argv = |plan: &srt::launch::LaunchPlan| {
+        plan.processes
+            .iter()
+            .find(|p| p.address == "frontend[0]")
+            .unwrap()
+            .argv
+            .to_vec()
+    };
+    // 0.8's frontend discovers through etcd only and migrates nothing: no flags for it.
+    let old = build("  version: \"0.8.0\"\n  install: true\n", "").unwrap();
+    let argv = frontend_argv(&old);
+    assert!(
+        !argv
+            .iter()
+            .any(|w| w == "--discovery-backend" || w == "--migration-limit"),
+        "{argv:?}"
+    );
+    let new = build("  version: \"1.6.1\"\n  install: true\n", "").unwrap();
+    let argv = frontend_argv(&new);
+    assert!(
+        argv.iter().any(|w| w == "--discovery-backend")
+            && argv.iter().any(|w| w == "--migration-limit"),
+        "{argv:?}"
+    );
+    // A flag of the 1.3 series, which 1.6.1 dropped.
+    let reset = "  args:\n    router-reset-states: true\n";
+    assert!(build("  wheel: \"1.3.0.dev1\"\n", reset).is_ok());
+    let refused = build("  version: \"1.6.1\"\n  install: true\n", reset).unwrap_err();
+    assert_eq!(refused[0].code, "srt::recipe::unknown_flag", "{refused:?}");
+    // A plane flag the release lacks.
+    let plane = build(
+        "  version: \"0.8.0\"\n  install: true\n  event_plane: zmq\n",
+        "",
+    )
+    .unwrap_err();
+    assert!(
+        plane
+            .iter()
+            .any(|p| p.code == "srt::recipe::dynamo_plane" && p.message.contains("0.8.0")),
+        "{plane:?}"
+    );
+}

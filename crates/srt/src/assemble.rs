@@ -420,12 +420,26 @@ fn lookup_engine(recipe: &Recipe, problems: &mut Vec<Problem>) -> Option<&'stati
 
 /// A node of their own for the frontend's services needs a frontend that runs some.
 fn check_services_node(recipe: &Recipe, frontend: &dyn Frontend, problems: &mut Vec<Problem>) {
-    let Some(span) = recipe.services_node else {
-        return;
-    };
     if frontend.runs_services() {
         return;
     }
+    if let Some(mb) = &recipe.nats_max_payload_mb {
+        problems.push(
+            Problem::warning(
+                "srt::recipe::nats_unread",
+                mb.span,
+                format!(
+                    "`infra.nats_max_payload_mb` is not read: frontend `{}` runs no nats-server",
+                    frontend.name()
+                ),
+            )
+            .label("unread")
+            .help("remove it"),
+        );
+    }
+    let Some(span) = recipe.services_node else {
+        return;
+    };
     problems.push(
         Problem::new(
             "srt::recipe::services_node",

@@ -215,11 +215,18 @@ pub(crate) const PROFILING_PHASE: &[Key] = &[
 
 /// `slurm:`.
 /// `infra:`.
-pub(crate) const INFRA: &[Key] = &[k(
-    "etcd_nats_dedicated_node",
-    r#"{"type": "boolean", "default": false}"#,
-    "Run the frontend's services (etcd, NATS) on a node of their own, after the workers' (srtctl's meaning); a frontend without services refuses it.",
-)];
+pub(crate) const INFRA: &[Key] = &[
+    k(
+        "etcd_nats_dedicated_node",
+        r#"{"type": "boolean", "default": false}"#,
+        "Run the frontend's services (etcd, NATS) on a node of their own, after the workers' (srtctl's meaning); a frontend without services refuses it.",
+    ),
+    k(
+        "nats_max_payload_mb",
+        r#"{"type": "integer", "minimum": 1, "maximum": 64}"#,
+        "The largest message the deployment's nats-server takes, in MiB (srtctl's; NATS's default is 1): its `max_payload`. A warning when no nats-server runs.",
+    ),
+];
 
 pub(crate) const SLURM: &[Key] = &[
     k(

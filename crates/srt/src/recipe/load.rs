@@ -887,23 +887,29 @@ impl Loader<'_> {
 
     /// srtctl's `infra:`: `etcd_nats_dedicated_node` puts the frontend's services on a
     /// node of their own (its span when true); NATS's payload limit is refused.
-    fn infra(&mut self, node: Option<&Node>) -> Option<SourceSpan> {
-        let node = node.filter(|n| n.value != Value::Null)?;
-        let f = self.fields(
-            node,
-            "infra",
-            &keys::names(keys::INFRA),
-            &["nats_max_payload_mb"],
-        )?;
-        let dedicated = f.get("etcd_nats_dedicated_node")?;
-        match dedicated.value {
-            Value::Bool(true) => f.key_span("etcd_nats_dedicated_node"),
-            Value::Bool(false) => None,
-            _ => {
-                self.type_error(dedicated, "infra.etcd_nats_dedicated_node", "true or false");
+    /// `infra:`: where `etcd_nats_dedicated_node: true` is written, and
+    /// `nats_max_payload_mb`.
+    fn infra(&mut self, node: Option<&Node>) -> (Option<SourceSpan>, Option<Sp<u32>>) {
+        let Some(node) = node.filter(|n| n.value != Value::Null) else {
+            return (None, None);
+        };
+        let Some(f) = self.fields(node, "infra", &keys::names(keys::INFRA), &[]) else {
+            return (None, None);
+        };
+        let payload = f.get("nats_max_payload_mb").and_then(|n| {
+            let mb = self.uint(n, "infra.nats_max_payload_mb", 1, 64)?;
+            Some(Sp::new(mb as u32, n.span))
+        });
+        let dedicated = match f.get("etcd_nats_dedicated_node").map(|n| &n.value) {
+            Some(Value::Bool(true)) => f.key_span("etcd_nats_dedicated_node"),
+            Some(Value::Bool(false)) | None => None,
+            Some(_) => {
+                let n = f.get("etcd_nats_dedicated_node").expect("just read");
+                self.type_error(n, "infra.etcd_nats_dedicated_node", "true or false");
                 None
             }
-        }
+        };
+        (dedicated, payload)
     }
 
     fn recipe(&mut self, root: &Node, default_name: &str) -> Option<Recipe> {
@@ -983,7 +989,7 @@ impl Loader<'_> {
         let health_check = self.health_check(f.get("health_check"));
         let rollout = self.rollout(f.get("rollout"));
         let slurm = self.slurm(f.get("slurm"));
-        let services_node = self.infra(f.get("infra"));
+        let (services_node, nats_max_payload_mb) = self.infra(f.get("infra"));
         let runtime = self.runtime(&f);
         let benchmark = self.benchmark(f.get("benchmark"), f.key_span("benchmark"), &runtime);
         let sensitive_env = self.sensitive_env(f.get("sensitive_env"));
@@ -1015,6 +1021,7 @@ impl Loader<'_> {
             slurm,
             benchmark,
             services_node,
+            nats_max_payload_mb,
             notes: Vec::new(),
             sweep: None,
             runtime,

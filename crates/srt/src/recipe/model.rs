@@ -47,6 +47,8 @@ pub struct Recipe {
     /// `infra.etcd_nats_dedicated_node: true`, where written: the frontend's services
     /// get a node of their own.
     pub services_node: Option<SourceSpan>,
+    /// `infra.nats_max_payload_mb`, where written: the nats-server's `max_payload`.
+    pub nats_max_payload_mb: Option<Sp<u32>>,
     /// The benchmark run after the smoke completion, if any.
     pub benchmark: Option<BenchmarkRun>,
     /// `sensitive_env`: variables to treat as secrets besides the default list of

@@ -12,6 +12,7 @@
 //! running all of it here: `docs/dynamo-notes.md`.
 
 mod install;
+mod release;
 mod runtime;
 mod section;
 
@@ -206,6 +207,10 @@ impl Frontend for Dynamo {
         catalog()
     }
 
+    fn args_catalog(&self, recipe: &Recipe) -> &'static Catalog {
+        release::of(recipe)
+    }
+
     fn managed_by(&self, flag: &str) -> Option<&'static str> {
         crate::catalog::managed_by(MANAGED, flag)
     }
@@ -247,6 +252,20 @@ impl Frontend for Dynamo {
 
     fn validate(&self, recipe: &Recipe, _: &[ConnectorChoice], problems: &mut Vec<Problem>) {
         section::check(recipe, problems);
+        section::check_planes_exist(recipe, release::of(recipe), problems);
+        if let Some(mb) = &recipe.nats_max_payload_mb {
+            if !section::planes(recipe).nats() {
+                problems.push(
+                    Problem::warning(
+                        "srt::recipe::nats_unread",
+                        mb.span,
+                        "`infra.nats_max_payload_mb` is not read: no nats-server runs, as neither Dynamo plane is on NATS",
+                    )
+                    .label("unread")
+                    .help("srtctl starts nats-server whatever the planes; srt only when `dynamo.request_plane` or `event_plane` is `nats`"),
+                );
+            }
+        }
         let fe = &recipe.frontend;
         let envs = std::iter::once(("frontend.env".to_string(), &fe.env_spans)).chain(
             recipe
@@ -315,7 +334,8 @@ impl Frontend for Dynamo {
                 .allocate(&NATS_MONITOR, node, 1, NATS_ADDRESS)
                 .map_err(port_problem)?;
             let url = format!("nats://{ip}:{}", port.base);
-            processes.push(nats_process(&ip, node, port, monitor));
+            let payload = recipe.nats_max_payload_mb.as_ref().map(|mb| mb.value);
+            processes.push(nats_process(&ip, node, port, monitor, payload));
             gates.push(Gate {
                 address: "gate.nats".into(),
                 description: "nats-server answers /healthz".into(),
@@ -369,21 +389,22 @@ impl Frontend for Dynamo {
             let address = entry_address(i);
             let url = services.endpoints[&address].clone();
             let port = url.rsplit(':').next().unwrap_or_default().to_string();
+            // The flags srt sets that the release's frontend has: etcd discovery and
+            // migration are the only (or no) choice before ai-dynamo 1.1.
+            let has = |flag: &str| release::has(release::of(recipe), flag);
             let mut argv = Argv::from([program, "-m", "dynamo.frontend"]);
             argv.extend(["--http-host", "0.0.0.0", "--http-port", &port]);
-            argv.extend([
-                "--namespace",
-                &namespace(recipe),
-                "--discovery-backend",
-                "etcd",
-            ]);
+            argv.extend(["--namespace", &namespace(recipe)]);
+            if has("--discovery-backend") {
+                argv.extend(["--discovery-backend", "etcd"]);
+            }
             argv.extend(
                 section::planes(recipe)
                     .flags()
                     .into_iter()
                     .flat_map(|(flag, value)| [flag, value]),
             );
-            if recipe.frontend.args.get("migration-limit").is_none() {
+            if recipe.frontend.args.get("migration-limit").is_none() && has("--migration-limit") {
                 argv.extend(["--migration-limit", MIGRATION_LIMIT]);
             }
             argv.extend(&user);
@@ -543,11 +564,23 @@ fn infrastructure_process(
 }
 
 /// `nats-server` on `node` with JetStream (Dynamo's event plane keeps streams), its
-/// store under the run directory.
-fn nats_process(ip: &str, node: usize, port: PortBlock, monitor: PortBlock) -> LaunchProcess {
+/// store under the run directory; with `max_payload_mb` (`infra.nats_max_payload_mb`),
+/// a configuration file holding that `max_payload` (nats-server has no flag for it; its
+/// flags override the file's other settings), as srtctl starts it.
+fn nats_process(
+    ip: &str,
+    node: usize,
+    port: PortBlock,
+    monitor: PortBlock,
+    max_payload_mb: Option<u32>,
+) -> LaunchProcess {
     let store = format!("{}/nats-store", crate::launch::RUN_DIR);
-    let argv = Argv::from([
-        "nats-server",
+    let config = format!("{}/config/nats.conf", crate::launch::RUN_DIR);
+    let mut argv = Argv::from(["nats-server"]);
+    if max_payload_mb.is_some() {
+        argv.extend(["--config", &config]);
+    }
+    argv.extend([
         "--addr",
         ip,
         "--port",
@@ -559,7 +592,12 @@ fn nats_process(ip: &str, node: usize, port: PortBlock, monitor: PortBlock) -> L
         &store,
     ]);
     let ports = [(&NATS_CLIENT, port), (&NATS_MONITOR, monitor)];
-    infrastructure_process((NATS_ADDRESS, &NATS), node, &ports, argv)
+    let mut p = infrastructure_process((NATS_ADDRESS, &NATS), node, &ports, argv);
+    if let Some(mb) = max_payload_mb {
+        let bytes = u64::from(mb) * 1024 * 1024;
+        p.files.insert(config, format!("max_payload: {bytes}\n"));
+    }
+    p
 }
 
 /// The recipe's `frontend.args`, sorted, as `dynamo.frontend` parses them.
@@ -572,7 +610,7 @@ fn user_flags(recipe: &Recipe) -> Vec<String> {
         .map(|a| (a.key.clone(), a.value.clone()))
         .collect();
     flags.sort_by(|a, b| a.0.cmp(&b.0));
-    crate::catalog::render(Some(catalog()), &flags)
+    crate::catalog::render(Some(release::of(recipe)), &flags)
 }
 
 /// Every frontend lists every endpoint of every role under the deployment's namespace

@@ -269,7 +269,8 @@ fn wheel_problems(section: &Section, wheel: &crate::recipe::Arg) -> Vec<Problem>
         )
         .label("installed from the indexes on each node")
         .help(format!(
-            "the nodes must reach the indexes; srt checks Dynamo's commands against ai-dynamo {VERSION}'s flags"
+            "the nodes must reach the indexes; {}",
+            checked_against(&release)
         )),
     );
     if let Some(version) = section.get("version") {
@@ -294,12 +295,10 @@ fn wheel_problems(section: &Section, wheel: &crate::recipe::Arg) -> Vec<Problem>
 /// checks the commands against. Without it the recipe is ambiguous: srtctl would
 /// install the release, srt by default installs nothing.
 fn version_problem(section: &Section, arg: &crate::recipe::Arg) -> Problem {
-    let message = format!(
-        "srt checks Dynamo's commands against ai-dynamo {VERSION}'s flags, not `{}`'s",
-        arg.value.render()
-    );
+    let message = checked_against(&arg.value.render());
     let help = format!(
-        "a flag of {VERSION} that this release lacks (or the reverse) shows only when the program starts; srt has catalogs of {VERSION} only"
+        "a flag of the release srt checks against that the running one lacks (or the reverse) shows only when the program starts; srt has the frontend's flags of ai-dynamo {}, the workers' wrappers' of {VERSION}",
+        super::release::frontend_releases().join(", ")
     );
     match section.get("install").map(|a| &a.value) {
         Some(ArgValue::Bool(true)) => {
@@ -322,6 +321,55 @@ fn version_problem(section: &Section, arg: &crate::recipe::Arg) -> Problem {
             "write `install: true` to install this release before each Dynamo program (srtctl's default), \
              or `install: false` if the image holds it",
         ),
+    }
+}
+
+/// A plane the recipe chooses whose flag the release's frontend lacks (ai-dynamo
+/// 0.8's has no `--event-plane`): it would refuse the command srt gives it.
+pub(super) fn check_planes_exist(
+    recipe: &Recipe,
+    catalog: &crate::catalog::Catalog,
+    problems: &mut Vec<Problem>,
+) {
+    let Some(section) = recipe.sections.get(NAME) else {
+        return;
+    };
+    for (flag, _) in planes(recipe).flags() {
+        if super::release::has(catalog, flag) {
+            continue;
+        }
+        let key = &flag[2..].replace('-', "_");
+        let at = section.get(key).map_or(section.key_span, |a| a.value_span);
+        problems.push(
+            Problem::new(
+                "srt::recipe::dynamo_plane",
+                at,
+                format!(
+                    "ai-dynamo {}'s frontend has no `{flag}`: it runs Dynamo's default plane",
+                    catalog.version
+                ),
+            )
+            .label("not a flag of this release")
+            .help("remove it, or name a release that has it (`dynamo.version`)"),
+        );
+    }
+}
+
+/// What srt checks a recipe's Dynamo commands against when it runs `release`.
+fn checked_against(release: &str) -> String {
+    use super::release::{frontend_catalog, Fit};
+    let (catalog, fit) = frontend_catalog(Some(release));
+    let of = &catalog.version;
+    match fit {
+        Fit::Same => format!(
+            "srt checks `frontend.args` against ai-dynamo {of}'s flags, and the workers' wrapper flags against {VERSION}'s"
+        ),
+        Fit::Series => format!(
+            "srt checks `frontend.args` against ai-dynamo {of}'s flags (the nearest release of `{release}`'s series it has), and the workers' wrapper flags against {VERSION}'s"
+        ),
+        Fit::Default => {
+            format!("srt checks Dynamo's commands against ai-dynamo {VERSION}'s flags, not `{release}`'s")
+        }
     }
 }
 
