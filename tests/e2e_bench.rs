@@ -258,9 +258,10 @@ fn benchmark_figures_follow_the_simulators_timing_model() {
         "the recorded warm-up multiple"
     );
     // A rate too slow to send the run within its bound is refused before any request.
-    let slow = env.srt(&["bench", "e2e-bench", "--request-rate", "0.0001"]);
-    let shown = e2e_support::text(&slow);
-    assert_eq!(slow.status.code(), Some(srt::exit::USAGE), "{shown}");
+    let shown = env.exits(
+        &["bench", "e2e-bench", "--request-rate", "0.0001"],
+        srt::exit::USAGE,
+    );
     assert!(
         shown.contains("`benchmark.max_duration_seconds`") && shown.contains("--request-rate"),
         "{shown}"
@@ -306,9 +307,10 @@ fn a_benchmark_whose_requests_fail_fails_the_apply() {
     let env = Env::new();
     let text = recipe().replace("max-model-len: 4096", "max-model-len: 64");
     let recipe = env.recipe("failing.yaml", &text);
-    let out = env.srt(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
-    let shown = e2e_support::text(&out);
-    assert_eq!(out.status.code(), Some(srt::exit::APPLY_FAILED), "{shown}");
+    let shown = env.exits(
+        &["apply", "-f", &recipe, "--simulate", "--auto-approve"],
+        srt::exit::APPLY_FAILED,
+    );
     // 1 x 4 + 4 x 4 measured requests.
     assert!(
         shown.contains("the benchmark failed: 20/20 measured requests failed (fraction 1.0000)")
@@ -353,9 +355,10 @@ fn a_benchmark_without_its_tokenizer_is_refused_before_anything_starts() {
             && shown.contains("no tokenizer for `/no/such/tokenizer`"),
         "{shown}"
     );
-    let out = env.srt(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
-    let shown = e2e_support::text(&out);
-    assert_eq!(out.status.code(), Some(srt::exit::ERROR), "{shown}");
+    let shown = env.exits(
+        &["apply", "-f", &recipe, "--simulate", "--auto-approve"],
+        srt::exit::ERROR,
+    );
     assert!(
         shown.contains("srt::bench::tokenizer")
             && shown.contains("has no tokenizer; nothing was started")
@@ -490,9 +493,10 @@ fn a_chat_template_benchmark_without_a_template_is_refused_before_anything_start
         ) && shown.contains("has no chat template"),
         "{shown}"
     );
-    let out = env.srt(&["apply", "-f", &recipe, "--simulate", "--auto-approve"]);
-    let shown = e2e_support::text(&out);
-    assert_eq!(out.status.code(), Some(srt::exit::ERROR), "{shown}");
+    let shown = env.exits(
+        &["apply", "-f", &recipe, "--simulate", "--auto-approve"],
+        srt::exit::ERROR,
+    );
     assert!(
         shown.contains("srt::bench::chat_template")
             && shown.contains("nothing was started")
@@ -583,14 +587,11 @@ echo checked"#,
     ] {
         assert!(seen.contains(expected), "{expected} not in:\n{seen}");
     }
-    let bench = env.srt(&["bench", "e2e-custom"]);
-    assert_eq!(
-        bench.status.code(),
-        Some(64),
-        "{}",
-        e2e_support::text(&bench)
+    let bench = env.exits(&["bench", "e2e-custom"], srt::exit::USAGE);
+    assert!(
+        bench.contains("`srt apply --replace benchmark` runs it again"),
+        "{bench}"
     );
-    assert!(e2e_support::text(&bench).contains("`srt apply --replace benchmark` runs it again"));
     // A check, like the serving benchmark: every apply runs it again.
     std::fs::remove_file(&out_file).unwrap();
     let again = env.apply(&recipe);
@@ -601,9 +602,10 @@ echo checked"#,
     assert!(out_file.exists(), "{again}");
 
     let failing = env.recipe("failing.yaml", &custom_recipe("echo about to fail; exit 7"));
-    let out = env.srt(&["apply", "-f", &failing, "--simulate", "--auto-approve"]);
-    let shown = e2e_support::text(&out);
-    assert_eq!(out.status.code(), Some(srt::exit::APPLY_FAILED), "{shown}");
+    let shown = env.exits(
+        &["apply", "-f", &failing, "--simulate", "--auto-approve"],
+        srt::exit::APPLY_FAILED,
+    );
     assert!(
         shown.contains("the command exited 7") && shown.contains("about to fail"),
         "{shown}"

@@ -316,6 +316,14 @@ impl Env {
         self.command(args).output().unwrap()
     }
 
+    /// Run srt, require exit code `code`, and return what it printed.
+    pub(crate) fn exits(&self, args: &[&str], code: i32) -> String {
+        let out = self.srt(args);
+        let shown = text(&out);
+        assert_eq!(out.status.code(), Some(code), "srt {args:?}: {shown}");
+        shown
+    }
+
     pub(crate) fn spawn(&self, args: &[&str]) -> Child {
         self.command(args)
             .stdout(Stdio::piped())

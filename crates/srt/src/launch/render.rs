@@ -153,15 +153,7 @@ fn write_process(out: &mut String, plan: &LaunchPlan, p: &LaunchProcess) {
         let _ = writeln!(out, "advertised: {url}");
     }
     if !p.env.is_empty() {
-        let _ = writeln!(out, "env:");
-        for (k, v) in &p.env {
-            let shown = if plan.is_sensitive(k) {
-                secrets::MASK.to_string()
-            } else {
-                quote(v)
-            };
-            let _ = writeln!(out, "  {k}={shown}");
-        }
+        env_lines(out, plan, &p.env);
     }
     if !p.env_unset.is_empty() {
         let _ = writeln!(out, "env_unset: {}", p.env_unset.join(" "));
@@ -352,20 +344,29 @@ pub fn render(plan: &LaunchPlan) -> String {
             if let Some(image) = &run.image {
                 let _ = writeln!(out, "image: {image}");
             }
-            let _ = writeln!(out, "env:");
-            for (k, v) in &run.env {
-                let shown = if plan.is_sensitive(k) {
-                    secrets::MASK.to_string()
-                } else {
-                    quote(v)
-                };
-                let _ = writeln!(out, "  {k}={shown}");
-            }
+            env_lines(&mut out, plan, &run.env);
         }
         let _ = writeln!(out, "depends_on: {}", g.depends_on.join(" "));
         out.push('\n');
     }
     out
+}
+
+/// An `env:` block, sensitive values masked.
+fn env_lines(
+    out: &mut String,
+    plan: &LaunchPlan,
+    env: &std::collections::BTreeMap<String, String>,
+) {
+    let _ = writeln!(out, "env:");
+    for (k, v) in env {
+        let shown = if plan.is_sensitive(k) {
+            secrets::MASK.to_string()
+        } else {
+            quote(v)
+        };
+        let _ = writeln!(out, "  {k}={shown}");
+    }
 }
 
 /// The plan as pretty JSON, with sensitive env values masked.

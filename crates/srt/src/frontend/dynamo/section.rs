@@ -466,17 +466,24 @@ mod tests {
         );
     }
 
+    /// What a recipe with `section` installs, and the codes (and warning-ness) of what
+    /// [`check`] says of it.
+    fn with(
+        section: &str,
+    ) -> (
+        Option<super::super::install::Install>,
+        Vec<(&'static str, bool)>,
+    ) {
+        let r = recipe(section);
+        let mut problems = Vec::new();
+        check(&r, &mut problems);
+        let codes = problems.iter().map(|p| (p.code, p.is_warning())).collect();
+        (super::super::install::install(&r), codes)
+    }
+
     #[test]
     fn a_wheel_is_its_release_installed_from_the_indexes() {
         use super::super::install::Install::Release;
-        let with = |text: &str| {
-            let r = recipe(text);
-            let mut problems = Vec::new();
-            check(&r, &mut problems);
-            let codes: Vec<(&str, bool)> =
-                problems.iter().map(|p| (p.code, p.is_warning())).collect();
-            (super::super::install::install(&r), codes)
-        };
         let note = ("srt::recipe::dynamo_wheel", true);
         assert_eq!(
             with("dynamo:\n  wheel: \"1.2.0.dev20260426\"\n"),
@@ -495,14 +502,6 @@ mod tests {
     #[test]
     fn a_commit_is_built_unless_install_is_false_and_must_be_a_commit_id() {
         use super::super::install::Install::Commit;
-        let with = |text: &str| {
-            let r = recipe(text);
-            let mut problems = Vec::new();
-            check(&r, &mut problems);
-            let codes: Vec<(&str, bool)> =
-                problems.iter().map(|p| (p.code, p.is_warning())).collect();
-            (super::super::install::install(&r), codes)
-        };
         let note = ("srt::recipe::dynamo_source", true);
         let refusal = ("srt::recipe::dynamo_source", false);
         let sha = "81d0555ee23519cea80a42b4fe824e30368b7300";
