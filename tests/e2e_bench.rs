@@ -565,7 +565,7 @@ fn a_custom_benchmark_runs_its_command_and_is_judged_by_its_exit_status() {
         r#"env | grep -E '^(SRT_|SRTCTL_|AIPERF_|MY_OPTION|FROM_ENVIRONMENT)' | sort > {seen}
 curl -sf -o /dev/null "http://$SRT_FRONTEND_HOST:$SRT_FRONTEND_PORT/v1/models"
 for e in ${{SRT_PREFILL_ENDPOINTS//,/ }} ${{SRT_DECODE_ENDPOINTS//,/ }}; do curl -sf -o /dev/null "http://$e/health"; done
-echo checked"#,
+echo custom-benchmark-passed"#,
         seen = out_file.display()
     );
     let recipe = env.recipe("custom.yaml", &custom_recipe(&command));
@@ -610,6 +610,8 @@ echo checked"#,
         shown.contains("the command exited 7") && shown.contains("about to fail"),
         "{shown}"
     );
+    // Its output only: not the earlier, passing runs' (the log keeps them).
+    assert!(!shown.contains("custom-benchmark-passed"), "{shown}");
     env.destroy("e2e-custom");
 }
 

@@ -168,7 +168,7 @@ async fn command(
         apply
             .exec
             .log_tail(&address, 20)
-            .map(|t| format!("; its last lines:\n{t}"))
+            .map(|t| format!("; its last lines:\n{}", this_run(&t)))
             .unwrap_or_default()
     };
     match status {
@@ -182,6 +182,16 @@ async fn command(
             "the command ended without writing its exit status to {status_path} (killed?){}",
             tail()
         )),
+    }
+}
+
+/// The lines of a command's log tail that this run wrote: those after the last line
+/// it starts with (all of them when the run's output is longer than the tail).
+fn this_run(tail: &str) -> &str {
+    let marker = crate::launch::COMMAND_STARTS;
+    match tail.rfind(marker) {
+        Some(at) => tail[at + marker.len()..].trim_start_matches('\n'),
+        None => tail,
     }
 }
 
@@ -206,4 +216,20 @@ async fn dead_process(apply: &Apply<'_>, rec: &Recorder<'_>) -> Option<StepError
     let message = format!("`{addr}` died while waiting: {detail}");
     let _ = rec.died(&addr, &rt, detail);
     Some(StepError::caused_by(message, addr))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::this_run;
+
+    #[test]
+    fn a_command_failure_shows_the_lines_of_this_run_only() {
+        let marker = crate::launch::COMMAND_STARTS;
+        let tail = format!("{marker}\nfirst run\n--- srt: starting benchmark.command ---\n{marker}\nsecond run\nexit 7\n");
+        assert_eq!(this_run(&tail), "second run\nexit 7\n");
+        assert_eq!(
+            this_run("only the end of a long run\n"),
+            "only the end of a long run\n"
+        );
+    }
 }

@@ -14,8 +14,9 @@ use std::collections::BTreeMap;
 
 /// The shell that runs the command and records what it exits with (`$1` the command,
 /// `$2` the status file, in a directory made if missing; a status left by an earlier
-/// run is removed first).
-const RUNNER: &str = r#"mkdir -p "${2%/*}" && rm -f "$2" || exit; bash -lc "$1"; status=$?; echo "$status" > "$2"; exit "$status""#;
+/// run is removed first). It starts its output with [`crate::launch::COMMAND_STARTS`],
+/// so that a failure shows this run's lines only.
+const RUNNER: &str = r#"mkdir -p "${2%/*}" && rm -f "$2" || exit; echo "srt: the benchmark command starts"; bash -lc "$1"; status=$?; echo "$status" > "$2"; exit "$status""#;
 
 /// The gate that runs `c` once every earlier check passed; `what` names it in the
 /// gate's description (`custom benchmark`, `gsm8k evaluation`).

@@ -839,6 +839,10 @@ pub struct CommandRun {
     pub status: String,
 }
 
+/// The line a [`CommandRun`]'s output starts with: its log (which keeps earlier runs')
+/// is read from the last one.
+pub const COMMAND_STARTS: &str = "srt: the benchmark command starts";
+
 /// What runs a [`CommandRun`]: a process of its own, not a resource of the graph.
 static COMMAND: Component = Component {
     name: "benchmark",
