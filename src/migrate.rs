@@ -21,6 +21,11 @@ pub struct Args {
     /// recipe the file holds (an override file's base and variants); prints no recipe.
     #[arg(long, conflicts_with_all = ["write", "output"])]
     verify: bool,
+    /// With `--verify`: the cluster profile whose aliases and script directories both
+    /// recipes are read with, as `srt validate` reads them (default: `srt-cluster.yaml`
+    /// here if present, else srtctl's `srtslurm.yaml` where srtctl finds it).
+    #[arg(long, env = "SRT_CLUSTER", value_name = "FILE", requires = "verify")]
+    cluster: Option<PathBuf>,
 }
 
 /// Run `srt migrate`.
@@ -39,7 +44,8 @@ pub(crate) fn run(args: Args) -> CmdResult {
     let migrated = srt::recipe::srtctl::migrate_text(&source.text, &source.name)
         .map_err(|p| source.error(p))?;
     if args.verify {
-        return verify_all(&source, &migrated.text, &args.file);
+        let profile = srt::workflow::cluster_profile(args.cluster.as_deref())?;
+        return verify_all(&source, &migrated.text, &args.file, &profile);
     }
     for note in &migrated.notes {
         shout!("note: {note}");
@@ -78,9 +84,14 @@ fn verify_profile(original: &str, written: &str) -> CmdResult {
     }
 }
 
-fn verify_all(source: &srt::recipe::Source, migrated: &str, file: &std::path::Path) -> CmdResult {
+fn verify_all(
+    source: &srt::recipe::Source,
+    migrated: &str,
+    file: &std::path::Path,
+    profile: &srt::cluster::ClusterProfile,
+) -> CmdResult {
     let stem = srt::recipe::load::default_name(file);
-    let checks = verify(source, migrated, &stem)?;
+    let checks = verify(source, migrated, &stem, profile)?;
     let mut failed = 0;
     for check in &checks {
         let label = if check.label.is_empty() {
@@ -90,6 +101,14 @@ fn verify_all(source: &srt::recipe::Source, migrated: &str, file: &std::path::Pa
         };
         match &check.outcome {
             Outcome::Same => say!("{label}: same launch plan"),
+            Outcome::Incomplete(error) => {
+                let first = error
+                    .problems
+                    .iter()
+                    .find(|p| !p.is_warning())
+                    .map_or(String::new(), |p| format!(": {}", p.message));
+                say!("{label}: not a recipe on its own, in either form (srtctl runs the variants, which complete it; the base only when selected){first}");
+            }
             Outcome::Differs(diff) => {
                 failed += 1;
                 say!("{label}: the launch plans differ\n{diff}");

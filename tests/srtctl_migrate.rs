@@ -40,7 +40,7 @@ fn every_fixture_and_its_migrated_form_give_the_same_launch_plan() {
         let original = source(path);
         let migrated = srt::recipe::srtctl::migrate_text(&original.text, &original.name).unwrap();
         let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
-        let checks = verify(&original, &migrated.text, &stem).unwrap();
+        let checks = verify(&original, &migrated.text, &stem, &Default::default()).unwrap();
         assert!(!checks.is_empty());
         for check in checks {
             match check.outcome {

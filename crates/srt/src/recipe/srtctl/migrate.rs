@@ -127,9 +127,33 @@ pub fn migrate_part(mapping: &mut Node, part: Part<'_>) -> Migration {
                 fold_engine(mapping, &engine, &mut m.notes);
             }
             rename_frontend(mapping, &mut m.notes);
+            null_frontend(mapping, &mut m.notes);
         }
     }
     m
+}
+
+/// A variant's `frontend: null` removes the base's frontend, leaving srtctl's default,
+/// Dynamo, which is not srt's: written out as the section it leaves.
+fn null_frontend(variant: &mut Node, notes: &mut Vec<String>) {
+    let Some(span) = tree::get(variant, "frontend")
+        .filter(|f| f.value == Value::Null)
+        .map(|f| f.span)
+    else {
+        return;
+    };
+    let key = tree::key_span(variant, "frontend").unwrap_or(span);
+    let section = tree::map(
+        vec![(
+            tree::named("type", span),
+            tree::string(V1_FRONTEND_DEFAULT, span),
+        )],
+        span,
+    );
+    tree::set(variant, tree::named("frontend", key), section);
+    notes.push(format!(
+        "frontend: null -> frontend: {{type: {V1_FRONTEND_DEFAULT}}} (srtctl's default once the base's is removed)"
+    ));
 }
 
 fn has_engine_type(mapping: &Node) -> bool {
@@ -890,6 +914,21 @@ backend:
         assert_eq!(names, ["host", "disaggregation-mode"]);
         assert!(
             m.notes.iter().any(|n| n.contains("nccl_port")),
+            "{:?}",
+            m.notes
+        );
+    }
+
+    #[test]
+    fn a_variant_that_removes_the_frontend_leaves_srtctls_default() {
+        let mut variant = parse("frontend: null\nresources: {prefill_nodes: 2}\n").unwrap();
+        let m = migrate_part(&mut variant, Part::Variant("sglang"));
+        assert_eq!(
+            at(&variant, "frontend.type").value,
+            Value::Str("dynamo".into())
+        );
+        assert!(
+            m.notes.iter().any(|n| n.contains("frontend: null")),
             "{:?}",
             m.notes
         );
