@@ -21,10 +21,11 @@ pub struct Args {
     /// recipe the file holds (an override file's base and variants); prints no recipe.
     #[arg(long, conflicts_with_all = ["write", "output"])]
     verify: bool,
-    /// With `--verify`: the cluster profile whose aliases and script directories both
-    /// recipes are read with, as `srt validate` reads them (default: `srt-cluster.yaml`
-    /// here if present, else srtctl's `srtslurm.yaml` where srtctl finds it).
-    #[arg(long, env = "SRT_CLUSTER", value_name = "FILE", requires = "verify")]
+    /// The cluster profile whose aliases and script directories `--verify` reads both
+    /// recipes with, as `srt validate` reads them (default: `srt-cluster.yaml` here if
+    /// present, else srtctl's `srtslurm.yaml` where srtctl finds it); unread without
+    /// `--verify`, so that `SRT_CLUSTER` in the environment never gets in the way.
+    #[arg(long, env = "SRT_CLUSTER", value_name = "FILE")]
     cluster: Option<PathBuf>,
 }
 

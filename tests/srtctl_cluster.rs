@@ -189,6 +189,30 @@ fn setup_scripts_are_found_in_srtctl_s_configs_as_srtctl_finds_them() {
         "{stderr}"
     );
 
+    // `srt migrate --verify` reads both forms with the cluster file as validate does;
+    // without `--verify`, a cluster file in the environment is unread.
+    let migrate = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_srt"))
+            .arg("migrate")
+            .args(args)
+            .current_dir(root)
+            .env("SRT_CLUSTER", "srtslurm.yaml")
+            .output()
+            .unwrap()
+    };
+    let verified = migrate(&["recipes/r.yaml", "--verify"]);
+    assert!(
+        verified.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verified.stderr)
+    );
+    let printed = migrate(&["recipes/r.yaml"]);
+    assert!(
+        printed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&printed.stderr)
+    );
+
     std::fs::write(root.join("recipes/deps.sh"), "echo beside\n").unwrap();
     let (ok, stderr) = validate(Some("srtslurm.yaml"));
     assert!(ok, "{stderr}");
