@@ -38,6 +38,19 @@ pub enum Syntax {
     GoFlag,
 }
 
+/// A program's shipped catalogs (`(version, JSON)`, newest first), parsed; each must
+/// carry the version it is filed under.
+pub(crate) fn parse_shipped(files: &[(&str, &str)]) -> Vec<Catalog> {
+    files
+        .iter()
+        .map(|(v, text)| {
+            let c = Catalog::parse(text).expect("a shipped catalog parses");
+            assert_eq!(c.version, *v, "catalog file named by its version");
+            c
+        })
+        .collect()
+}
+
 /// Who sets `flag`, in a table of the flags an engine or frontend derives (`(flag, who
 /// sets it)`), or `None` when a recipe may set it.
 pub fn managed_by(table: &[(&str, &'static str)], flag: &str) -> Option<&'static str> {

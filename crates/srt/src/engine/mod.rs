@@ -211,19 +211,6 @@ pub(crate) fn unknown_connector(chosen: &Sp<String>, names: &[&str]) -> Problem 
     }
 }
 
-/// An engine's shipped catalogs (`(version, JSON)`, newest first), parsed; each must
-/// carry the version it is filed under.
-pub(crate) fn parse_catalogs(files: &[(&str, &str)]) -> Vec<Catalog> {
-    files
-        .iter()
-        .map(|(v, text)| {
-            let c = Catalog::parse(text).expect("a shipped catalog parses");
-            assert_eq!(c.version, *v, "catalog file named by its version");
-            c
-        })
-        .collect()
-}
-
 /// The catalog of `version` among `parsed` (the first, the default, for `None`), or
 /// the versions there are.
 pub(crate) fn catalog_of(

@@ -106,7 +106,7 @@ const CATALOGS: &[(&str, &str)] = &[
 
 fn catalogs() -> &'static [Catalog] {
     static PARSED: std::sync::OnceLock<Vec<Catalog>> = std::sync::OnceLock::new();
-    PARSED.get_or_init(|| super::parse_catalogs(CATALOGS))
+    PARSED.get_or_init(|| crate::catalog::parse_shipped(CATALOGS))
 }
 
 /// The catalog a release an image names is checked against: its own, or for a post

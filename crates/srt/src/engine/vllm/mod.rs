@@ -55,7 +55,7 @@ const CATALOGS: &[(&str, &str)] = &[("0.32.0", include_str!("catalog/vllm-0.32.0
 
 fn catalogs() -> &'static [Catalog] {
     static PARSED: std::sync::OnceLock<Vec<Catalog>> = std::sync::OnceLock::new();
-    PARSED.get_or_init(|| super::parse_catalogs(CATALOGS))
+    PARSED.get_or_init(|| crate::catalog::parse_shipped(CATALOGS))
 }
 
 const MANAGED_ENV: &[&str] = &[

@@ -141,14 +141,14 @@ const MANAGED_ENV: &[(&str, &str)] = &[
     ),
 ];
 
-/// The catalogs of the programs it runs: the frontend (first), etcd, the mocker, and
-/// the own flags of `dynamo.vllm` and `dynamo.sglang` (each leaves the rest to its
-/// engine's parser) and of `dynamo.trtllm` (which takes no engine flags).
+/// The catalogs of the programs it runs besides the frontend (whose releases'
+/// catalogs are [`release`]'s): etcd, nats-server, the mocker, and the own flags of
+/// `dynamo.vllm` and `dynamo.sglang` (each leaves the rest to its engine's parser) and
+/// of `dynamo.trtllm` (which takes no engine flags).
 fn catalogs() -> &'static [Catalog] {
     static PARSED: std::sync::OnceLock<Vec<Catalog>> = std::sync::OnceLock::new();
     PARSED.get_or_init(|| {
         [
-            include_str!("catalog/dynamo-frontend-1.6.1.json"),
             include_str!("catalog/etcd-3.4.23.json"),
             include_str!("catalog/nats-server-2.9.10.json"),
             include_str!("catalog/dynamo-mocker-1.6.1.json"),
@@ -163,7 +163,7 @@ fn catalogs() -> &'static [Catalog] {
 }
 
 fn catalog() -> &'static Catalog {
-    &catalogs()[0]
+    release::default()
 }
 
 /// The deployment's Dynamo namespace: its name, with what a `dyn://` path cannot hold
@@ -216,7 +216,7 @@ impl Frontend for Dynamo {
     }
 
     fn program_catalogs(&self) -> Vec<&'static Catalog> {
-        catalogs().iter().collect()
+        std::iter::once(catalog()).chain(catalogs()).collect()
     }
 
     fn section(&self) -> Option<&'static OwnedSection> {
@@ -381,7 +381,15 @@ impl Frontend for Dynamo {
         let services = ctx.services().clone();
         let etcd = &services.endpoints[ETCD_SERVICE];
         let program = fe.binary.as_deref().unwrap_or(self.default_binary());
-        let user = user_flags(recipe);
+        let catalog = release::of(recipe);
+        let user = user_flags(recipe, catalog);
+        // The flags srt sets that the release's frontend has: etcd discovery and
+        // migration are the only (or no) choice before ai-dynamo 1.1.
+        let has = |flag: &str| release::has(catalog, flag);
+        let setup: Vec<_> = install::install(recipe)
+            .map(|what| install::setup(&what, program))
+            .into_iter()
+            .collect();
         let mut processes = Vec::new();
         let mut urls = Vec::new();
         let mut upstreams = Vec::new();
@@ -389,9 +397,6 @@ impl Frontend for Dynamo {
             let address = entry_address(i);
             let url = services.endpoints[&address].clone();
             let port = url.rsplit(':').next().unwrap_or_default().to_string();
-            // The flags srt sets that the release's frontend has: etcd discovery and
-            // migration are the only (or no) choice before ai-dynamo 1.1.
-            let has = |flag: &str| release::has(release::of(recipe), flag);
             let mut argv = Argv::from([program, "-m", "dynamo.frontend"]);
             argv.extend(["--http-host", "0.0.0.0", "--http-port", &port]);
             argv.extend(["--namespace", &namespace(recipe)]);
@@ -440,10 +445,7 @@ impl Frontend for Dynamo {
                 watches: Default::default(),
                 worker: None,
                 wrap: Wrap {
-                    setup: install::install(recipe)
-                        .map(|what| install::setup(&what, program))
-                        .into_iter()
-                        .collect(),
+                    setup: setup.clone(),
                     ..Default::default()
                 },
                 ranks: None,
@@ -600,8 +602,9 @@ fn nats_process(
     p
 }
 
-/// The recipe's `frontend.args`, sorted, as `dynamo.frontend` parses them.
-fn user_flags(recipe: &Recipe) -> Vec<String> {
+/// The recipe's `frontend.args`, sorted, as `dynamo.frontend` of `catalog`'s release
+/// parses them.
+fn user_flags(recipe: &Recipe, catalog: &Catalog) -> Vec<String> {
     let mut flags: Vec<(String, ArgValue)> = recipe
         .frontend
         .args
@@ -610,7 +613,7 @@ fn user_flags(recipe: &Recipe) -> Vec<String> {
         .map(|a| (a.key.clone(), a.value.clone()))
         .collect();
     flags.sort_by(|a, b| a.0.cmp(&b.0));
-    crate::catalog::render(Some(release::of(recipe)), &flags)
+    crate::catalog::render(Some(catalog), &flags)
 }
 
 /// Every frontend lists every endpoint of every role under the deployment's namespace

@@ -8,24 +8,24 @@ use crate::catalog::Catalog;
 use crate::recipe::{ArgValue, Recipe};
 
 /// The frontend's catalogs, newest (srt's default, `section::VERSION`) first.
-const FRONTEND: &[&str] = &[
-    include_str!("catalog/dynamo-frontend-1.6.1.json"),
-    include_str!("catalog/dynamo-frontend-1.3.1.json"),
-    include_str!("catalog/dynamo-frontend-1.2.1.json"),
-    include_str!("catalog/dynamo-frontend-1.1.0.json"),
-    include_str!("catalog/dynamo-frontend-0.9.1.json"),
-    include_str!("catalog/dynamo-frontend-0.8.1.json"),
-    include_str!("catalog/dynamo-frontend-0.8.0.json"),
+const FRONTEND: &[(&str, &str)] = &[
+    ("1.6.1", include_str!("catalog/dynamo-frontend-1.6.1.json")),
+    ("1.3.1", include_str!("catalog/dynamo-frontend-1.3.1.json")),
+    ("1.2.1", include_str!("catalog/dynamo-frontend-1.2.1.json")),
+    ("1.1.0", include_str!("catalog/dynamo-frontend-1.1.0.json")),
+    ("0.9.1", include_str!("catalog/dynamo-frontend-0.9.1.json")),
+    ("0.8.1", include_str!("catalog/dynamo-frontend-0.8.1.json")),
+    ("0.8.0", include_str!("catalog/dynamo-frontend-0.8.0.json")),
 ];
 
 fn frontends() -> &'static [Catalog] {
     static PARSED: std::sync::OnceLock<Vec<Catalog>> = std::sync::OnceLock::new();
-    PARSED.get_or_init(|| {
-        FRONTEND
-            .iter()
-            .map(|t| Catalog::parse(t).expect("the shipped catalog parses"))
-            .collect()
-    })
+    PARSED.get_or_init(|| crate::catalog::parse_shipped(FRONTEND))
+}
+
+/// The frontend's catalog of srt's default release.
+pub(super) fn default() -> &'static Catalog {
+    &frontends()[0]
 }
 
 /// The release a recipe names: srtctl's `wheel`, else `version`, else srtctl's
