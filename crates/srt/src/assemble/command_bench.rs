@@ -8,15 +8,19 @@
 //! `SRT_<ROLE>_ENDPOINTS` (each worker's leader, in order), `AIPERF_SERVER_METRICS_URLS`
 //! (their `/metrics`), then the recipe's `environment`, then the benchmark's `env`.
 
-use crate::launch::{node_ip, CommandRun, Gate, LaunchProcess, Probe, RUN_DIR};
+use crate::launch::{node_ip, CommandRun, Gate, LaunchProcess, Probe, COMMAND_STARTS, RUN_DIR};
 use crate::recipe::{CommandBenchmark, Recipe};
 use std::collections::BTreeMap;
 
 /// The shell that runs the command and records what it exits with (`$1` the command,
 /// `$2` the status file, in a directory made if missing; a status left by an earlier
-/// run is removed first). It starts its output with [`crate::launch::COMMAND_STARTS`],
-/// so that a failure shows this run's lines only.
-const RUNNER: &str = r#"mkdir -p "${2%/*}" && rm -f "$2" || exit; echo "srt: the benchmark command starts"; bash -lc "$1"; status=$?; echo "$status" > "$2"; exit "$status""#;
+/// run is removed first). It starts its output with [`COMMAND_STARTS`], so that a
+/// failure shows this run's lines only.
+fn runner() -> String {
+    format!(
+        r#"mkdir -p "${{2%/*}}" && rm -f "$2" || exit; echo "{COMMAND_STARTS}"; bash -lc "$1"; status=$?; echo "$status" > "$2"; exit "$status""#
+    )
+}
 
 /// The gate that runs `c` once every earlier check passed; `what` names it in the
 /// gate's description (`custom benchmark`, `gsm8k evaluation`).
@@ -32,9 +36,16 @@ pub(super) fn gate(
         .find(|p| p.ports.contains_key(crate::ports::PUBLIC))
         .map_or(0, |p| p.node);
     let status = format!("{RUN_DIR}/benchmark.status");
-    let argv = ["bash", "-c", RUNNER, "srt-benchmark", &c.command, &status]
-        .map(String::from)
-        .to_vec();
+    let argv = [
+        "bash",
+        "-c",
+        &runner(),
+        "srt-benchmark",
+        &c.command,
+        &status,
+    ]
+    .map(String::from)
+    .to_vec();
     let mut env = endpoints_env(recipe, public_url, processes);
     env.extend(
         recipe

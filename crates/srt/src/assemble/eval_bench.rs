@@ -108,14 +108,9 @@ fn arguments(recipe: &Recipe, e: &EvalBenchmark, base_url: &str) -> Vec<String> 
         out.extend(["--model".into(), recipe.model.served_name.clone()]);
     }
     out.extend(["--eval-name".into(), e.eval.clone()]);
-    for key in [
-        "num_examples",
-        "max_tokens",
-        "num_threads",
-        "num_shots",
-        "repeat",
-    ] {
-        if !reads(&e.eval, key) {
+    // The counts in the keys' order, `top_k` (a sampling value) after the others.
+    for &key in crate::recipe::keys::EVAL_COUNTS {
+        if key == "top_k" || !reads(&e.eval, key) {
             continue;
         }
         let value = e.counts.get(key).map(|v| v.value).or(default(&e.eval, key));

@@ -900,15 +900,16 @@ impl Loader<'_> {
             let mb = self.uint(n, "infra.nats_max_payload_mb", 1, 64)?;
             Some(Sp::new(mb as u32, n.span))
         });
-        let dedicated = match f.get("etcd_nats_dedicated_node").map(|n| &n.value) {
-            Some(Value::Bool(true)) => f.key_span("etcd_nats_dedicated_node"),
-            Some(Value::Bool(false)) | None => None,
-            Some(_) => {
-                let n = f.get("etcd_nats_dedicated_node").expect("just read");
-                self.type_error(n, "infra.etcd_nats_dedicated_node", "true or false");
-                None
-            }
-        };
+        let dedicated = f
+            .get("etcd_nats_dedicated_node")
+            .and_then(|n| match n.value {
+                Value::Bool(true) => f.key_span("etcd_nats_dedicated_node"),
+                Value::Bool(false) => None,
+                _ => {
+                    self.type_error(n, "infra.etcd_nats_dedicated_node", "true or false");
+                    None
+                }
+            });
         (dedicated, payload)
     }
 

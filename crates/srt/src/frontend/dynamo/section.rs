@@ -224,21 +224,36 @@ fn commit_problems(section: &Section, commit: &crate::recipe::Arg) -> Vec<Proble
             .help("keep one of them (srtctl refuses both too)"),
         );
     }
-    if let Some(version) = section.get("version") {
-        out.push(
-            Problem::warning(
-                "srt::recipe::dynamo_source",
-                version.key_span,
-                format!(
-                    "`dynamo.version` ({}) is not installed: `hash` names the Dynamo, as srtctl reads them",
-                    version.value.render()
-                ),
-            )
-            .label("cleared by `hash`")
-            .help("remove one of them"),
-        );
-    }
+    out.extend(version_cleared(
+        section,
+        "srt::recipe::dynamo_source",
+        "hash",
+        "the Dynamo",
+    ));
     out
+}
+
+/// A `version` beside `key` (`hash`, `wheel`), which names `what` is installed: not
+/// installed, as srtctl clears it.
+fn version_cleared(
+    section: &Section,
+    code: &'static str,
+    key: &str,
+    what: &str,
+) -> Option<Problem> {
+    let version = section.get("version")?;
+    Some(
+        Problem::warning(
+            code,
+            version.key_span,
+            format!(
+                "`dynamo.version` ({}) is not installed: `{key}` names {what}, as srtctl reads them",
+                version.value.render()
+            ),
+        )
+        .label(format!("cleared by `{key}`"))
+        .help("remove one of them"),
+    )
 }
 
 /// What srt says of srtctl's `wheel` (an exact release it stages before the job, and
@@ -273,20 +288,12 @@ fn wheel_problems(section: &Section, wheel: &crate::recipe::Arg) -> Vec<Problem>
             checked_against(&release)
         )),
     );
-    if let Some(version) = section.get("version") {
-        out.push(
-            Problem::warning(
-                "srt::recipe::dynamo_wheel",
-                version.key_span,
-                format!(
-                    "`dynamo.version` ({}) is not installed: `wheel` names the release, as srtctl reads them",
-                    version.value.render()
-                ),
-            )
-            .label("cleared by `wheel`")
-            .help("remove one of them"),
-        );
-    }
+    out.extend(version_cleared(
+        section,
+        "srt::recipe::dynamo_wheel",
+        "wheel",
+        "the release",
+    ));
     out
 }
 
