@@ -131,36 +131,23 @@ async fn command(
 ) -> Result<String, String> {
     let address = format!("{}.command", gate.address);
     let process = run.process(&address);
-    let started = apply.exec.start(&process).map_err(|e| e.to_string())?;
-    let runtime = apply
-        .exec
-        .confirm(&started)
-        .await
-        .map_err(|e| e.to_string())?;
-    let began = Instant::now();
-    let mut last_report = Instant::now();
-    while apply.exec.observe(&runtime).await.is_alive() {
-        if apply.cancel.is_cancelled() {
-            let _ = apply.exec.stop(&runtime).await;
-            return Err("interrupted".into());
-        }
-        if last_report.elapsed() >= Duration::from_secs(5) {
-            (apply.events)(Event::Waiting {
-                address: gate.address.clone(),
-                detail: format!(
-                    "the command runs ({}s; output in {})",
-                    began.elapsed().as_secs(),
-                    started.log_path.display()
-                ),
-            });
-            last_report = Instant::now();
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(COMMAND_POLL) => {}
-            _ = apply.cancel.cancelled() => {}
-        }
-    }
     let status_path = apply.exec.bindings().resolve(&run.status);
+    // A status an earlier run left must not stand for this one, which may never start.
+    match std::fs::remove_file(&status_path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(format!("cannot remove {status_path}: {e}"))
+        }
+        _ => {}
+    }
+    let started = apply.exec.start(&process).map_err(|e| e.to_string())?;
+    let began = Instant::now();
+    match apply.exec.confirm(&started).await {
+        Ok(runtime) => watch(apply, gate, &runtime, &started.log_path).await?,
+        // A short command can be over before its scheduler lists it: the status it
+        // wrote (or did not) says how it went.
+        Err(crate::exec::ExecError::StepEnded { .. }) => {}
+        Err(e) => return Err(e.to_string()),
+    }
     let status = std::fs::read_to_string(&status_path)
         .ok()
         .and_then(|s| s.trim().parse::<i32>().ok());
@@ -183,6 +170,40 @@ async fn command(
             tail()
         )),
     }
+}
+
+/// Wait until a started command is gone, saying every few seconds that it runs; stop
+/// it when apply is interrupted.
+async fn watch(
+    apply: &Apply<'_>,
+    gate: &Gate,
+    runtime: &Runtime,
+    log_path: &std::path::Path,
+) -> Result<(), String> {
+    let began = Instant::now();
+    let mut last_report = Instant::now();
+    while apply.exec.observe(runtime).await.is_alive() {
+        if apply.cancel.is_cancelled() {
+            let _ = apply.exec.stop(runtime).await;
+            return Err("interrupted".into());
+        }
+        if last_report.elapsed() >= Duration::from_secs(5) {
+            (apply.events)(Event::Waiting {
+                address: gate.address.clone(),
+                detail: format!(
+                    "the command runs ({}s; output in {})",
+                    began.elapsed().as_secs(),
+                    log_path.display()
+                ),
+            });
+            last_report = Instant::now();
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(COMMAND_POLL) => {}
+            _ = apply.cancel.cancelled() => {}
+        }
+    }
+    Ok(())
 }
 
 /// The lines of a command's log tail that this run wrote: those after the last line

@@ -978,3 +978,71 @@ async fn at_once_stops_every_replaced_endpoint_before_starting_any() {
         );
     }
 }
+
+/// A `custom` benchmark whose command was over before its scheduler listed it is
+/// judged by the status it wrote, and a status an earlier run left never stands for
+/// a run that wrote none.
+#[tokio::test]
+async fn a_command_over_before_it_was_seen_is_judged_by_the_status_it_wrote() {
+    use crate::launch::{CommandRun, Gate, Probe, RUN_DIR};
+    for (writes, outcome) in [
+        (Some("0"), None),
+        (Some("3"), Some("the command exited 3")),
+        (None, Some("without writing its exit status")),
+    ] {
+        let d = deployment();
+        let run = tempfile::tempdir().unwrap();
+        let status = run.path().join("benchmark.status");
+        std::fs::write(&status, "0\n").unwrap();
+        let exec = FakeExecutor::new()
+            .run_dir(run.path())
+            .with(
+                "benchmark.command",
+                Behaviour {
+                    ended_before_seen: true,
+                    ..Default::default()
+                },
+            )
+            .on_start(move |address| {
+                if let (Some(code), "benchmark.command") = (writes, address) {
+                    std::fs::write(&status, format!("{code}\n")).unwrap();
+                }
+            });
+        let mut launch = launch(Vec::new());
+        launch.gates = vec![Gate {
+            address: "benchmark".into(),
+            description: "a command exits 0".into(),
+            probe: Probe::Command(CommandRun {
+                node: 0,
+                argv: vec!["true".into()],
+                env: BTreeMap::new(),
+                image: None,
+                status: format!("{RUN_DIR}/benchmark.status"),
+            }),
+            depends_on: Vec::new(),
+        }];
+        let graph = graph::lower(&launch, &exec.execution()).unwrap();
+        let state = d.store.load().unwrap().unwrap();
+        let plan = plan::diff(
+            &graph,
+            &state,
+            &BTreeMap::new(),
+            "h",
+            &PlanOptions::default(),
+        );
+        let ran = run_plan(&d, &launch, &graph, &plan, &exec, 4, Cancel::default()).await;
+        let failed: Vec<&str> = ran
+            .outcome
+            .failed
+            .iter()
+            .map(|f| f.error.as_str())
+            .collect();
+        match outcome {
+            None => assert_eq!((failed.len(), ran.outcome.checked), (0, 1), "{failed:?}"),
+            Some(text) => assert!(
+                failed.len() == 1 && failed[0].contains(text),
+                "{writes:?}: {failed:?}"
+            ),
+        }
+    }
+}

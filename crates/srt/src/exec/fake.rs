@@ -41,6 +41,9 @@ pub(crate) struct Behaviour {
     pub confirm_delay: Duration,
     /// `confirm` fails with this message (after its delay).
     pub confirm_fails: Option<String>,
+    /// `confirm` finds the process already over, as a scheduler that never listed a
+    /// short step does ([`ExecError::StepEnded`]).
+    pub ended_before_seen: bool,
     /// `check_ports` takes this long.
     pub ports_delay: Duration,
     /// The process's log, as `log_tail` returns it.
@@ -247,9 +250,13 @@ impl Executor for FakeExecutor {
                 .unwrap_or_default();
             let b = self.behaviour(&address);
             tokio::time::sleep(b.confirm_delay).await;
-            self.end(Some(Call::Confirmed(address)));
+            self.end(Some(Call::Confirmed(address.clone())));
             match b.confirm_fails {
                 Some(message) => Err(ExecError::Record(message)),
+                None if b.ended_before_seen => Err(ExecError::StepEnded {
+                    name: address,
+                    tail: String::new(),
+                }),
                 None => Ok(started.runtime.clone()),
             }
         })
