@@ -2,12 +2,13 @@
 # Writes the flag catalogs of the pinned real programs, read from each
 # program's own argparse parser by scripts/flag-catalog.py, or, for the Go
 # programs etcd and nats-server, probed from the program by
-# scripts/go-flag-catalog.py.
+# scripts/go-flag-catalog.py, or, for aiperf (a cyclopts application), read
+# from its argument collection by scripts/aiperf-catalog.py.
 #
 # Usage: scripts/flag-catalogs.sh [--check] [PROGRAM...]
 #
 #   PROGRAM is vllm, vllm-router, sglang-router, smg, sglang, sglang-run-eval,
-#   dynamo-frontend, dynamo-mocker, dynamo-vllm, dynamo-sglang, dynamo-trtllm,
+#   aiperf, dynamo-frontend, dynamo-mocker, dynamo-vllm, dynamo-sglang, dynamo-trtllm,
 #   etcd or nats-server (default: all of them).
 #   Each runs with the interpreter of that program's venv under
 #   ${SRT_TOOLS_DIR:-<repo>/.tools}:
@@ -27,6 +28,9 @@
 #                    -> crates/srt/src/bench/catalog/sglang-run-eval-<version>.json
 #                    (`python3 -m sglang.test.run_eval`, SGLang's accuracy
 #                    harness: srtctl's gsm8k and gpqa benchmarks)
+#     aiperf         aiperf-venv         (scripts/install-aiperf.sh)
+#                    -> crates/srt/src/bench/catalog/aiperf-<version>.json
+#                    (`aiperf profile`: srtctl's mooncake-router benchmark)
 #     dynamo-frontend, dynamo-mocker, dynamo-vllm, dynamo-sglang, dynamo-trtllm
 #                    dynamo-venv         (scripts/install-dynamo.sh)
 #                    -> crates/srt/src/frontend/dynamo/catalog/<program>-<version>.json
@@ -59,7 +63,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROOT="$(repo_root)"
 TOOLS="$(tools_dir)"
-ALL_PROGRAMS=(vllm vllm-router sglang-router smg sglang sglang-run-eval dynamo-frontend dynamo-mocker dynamo-vllm dynamo-sglang dynamo-trtllm etcd nats-server)
+ALL_PROGRAMS=(vllm vllm-router sglang-router smg sglang sglang-run-eval aiperf dynamo-frontend dynamo-mocker dynamo-vllm dynamo-sglang dynamo-trtllm etcd nats-server)
 
 venv_of() {
     case "$1" in
@@ -67,6 +71,7 @@ venv_of() {
     vllm-router) printf '%s\n' "$TOOLS/router-venv" ;;
     sglang-router) printf '%s\n' "$TOOLS/sglang-router-venv" ;;
     smg) printf '%s\n' "$TOOLS/smg-venv" ;;
+    aiperf) printf '%s\n' "$TOOLS/aiperf-venv" ;;
     sglang | sglang-run-eval) sglang_catalog_venv "${SRT_SGLANG_VERSION:-0.5.23}" ;;
     dynamo-frontend | dynamo-mocker | dynamo-vllm | dynamo-sglang | dynamo-trtllm) printf '%s\n' "${SRT_DYNAMO_VENV:-$TOOLS/dynamo-venv}" ;;
     *) die "unknown program '$1' (want: ${ALL_PROGRAMS[*]})" ;;
@@ -80,7 +85,7 @@ out_dir_of() {
     sglang-router) printf '%s\n' "$ROOT/crates/srt/src/frontend/sglang_router/catalog" ;;
     smg) printf '%s\n' "$ROOT/crates/srt/src/frontend/smg/catalog" ;;
     sglang) printf '%s\n' "$ROOT/crates/srt/src/engine/sglang/catalog" ;;
-    sglang-run-eval) printf '%s\n' "$ROOT/crates/srt/src/bench/catalog" ;;
+    sglang-run-eval | aiperf) printf '%s\n' "$ROOT/crates/srt/src/bench/catalog" ;;
     dynamo-* | etcd | nats-server) printf '%s\n' "$ROOT/crates/srt/src/frontend/dynamo/catalog" ;;
     esac
 }
@@ -112,6 +117,7 @@ main() {
             [[ -x "$venv/bin/python" ]] || die "$program: no venv at $venv (run its install script)"
             py="$venv/bin/python"
             script=flag-catalog.py
+            [[ "$program" == aiperf ]] && script=aiperf-catalog.py
         fi
         # dynamo.sglang imports SGLang, which lives in its catalog venv.
         sglang_site=""

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Installs what the project's tests need on a fresh Debian bookworm machine.
 #
-# Usage: scripts/install-deps.sh [all | router | smg | nginx | etcd | nats | insta | slurm | dynamo | vllm]...
+# Usage: scripts/install-deps.sh [all | router | smg | aiperf | nginx | etcd | nats | insta | slurm | dynamo | vllm]...
 #
 #   router  vllm-router (pinned) in <tools>/router-venv, via install-router.sh,
 #           and sglang-router (pinned) in <tools>/sglang-router-venv, via
 #           install-sglang-router.sh
 #   smg     the Shepherd Model Gateway (PyPI smg, pinned) in <tools>/smg-venv,
 #           via install-smg.sh (a 154 MB venv, ~10 s cold)
+#   aiperf  NVIDIA's aiperf (PyPI aiperf, pinned) in <tools>/aiperf-venv, via
+#           install-aiperf.sh: the client of the `mooncake-router` benchmark
+#           (a ~1.1 GB venv, ~1 minute cold)
 #   nginx   Debian's nginx (the project can put nginx in front of several
 #           Routers); installed only, never started here
 #   etcd    Debian's etcd-server (bookworm: 3.4.23, v3 API), the discovery
@@ -43,6 +46,10 @@ install_router() {
 
 install_smg() {
     bash "$(dirname "${BASH_SOURCE[0]}")/install-smg.sh" >/dev/null
+}
+
+install_aiperf() {
+    bash "$(dirname "${BASH_SOURCE[0]}")/install-aiperf.sh" >/dev/null
 }
 
 install_dynamo() {
@@ -108,6 +115,7 @@ main() {
         all)
             install_router
             install_smg
+            install_aiperf
             install_nginx
             install_etcd
             install_nats
@@ -116,6 +124,7 @@ main() {
             ;;
         router) install_router ;;
         smg) install_smg ;;
+        aiperf) install_aiperf ;;
         nginx) install_nginx ;;
         etcd) install_etcd ;;
         nats | nats-server) install_nats ;;
@@ -127,7 +136,7 @@ main() {
             sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
             return 0
             ;;
-        *) die "unknown part '$part' (want: all router smg nginx etcd nats insta slurm dynamo vllm)" ;;
+        *) die "unknown part '$part' (want: all router smg aiperf nginx etcd nats insta slurm dynamo vllm)" ;;
         esac
         log "$part done ($(elapsed_since "$start") s)"
     done

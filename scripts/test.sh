@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what the tests need (the pinned
-# vllm-router in .tools/, nginx, cargo-insta, SLURM, etcd, nats-server, ai-dynamo), then runs formatting, lints, and
+# vllm-router in .tools/, aiperf, nginx, cargo-insta, SLURM, etcd, nats-server, ai-dynamo), then runs formatting, lints, and
 # every test with golden files checked (stale or unreferenced snapshots fail), then
 # runs the documented walkthroughs and the README's demo, and fuzzes the recipe loader
 # for a bounded time ($SRT_FUZZ_SECONDS, default 60; 0 skips it).
@@ -10,7 +10,7 @@
 # reused) and stopped on exit, unless SRT_SLURM_KEEP=1.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-scripts/install-deps.sh router smg nginx insta slurm etcd nats dynamo
+scripts/install-deps.sh router smg aiperf nginx insta slurm etcd nats dynamo
 export SRT_TOOLS_DIR="${SRT_TOOLS_DIR:-$PWD/.tools}"
 # One build from a clean clone gains nothing from incremental compilation, whose cache
 # is ~2.3 GB next to the ~2.6 GB of test binaries (CI's disk has run out mid-link).
