@@ -636,3 +636,111 @@ fn a_custom_benchmark_left_by_a_killed_apply_is_stopped_by_destroy() {
         .processes_of("e2e-custom", "benchmark.command")
         .is_empty());
 }
+
+/// A Mooncake trace (aiperf's `mooncake_trace` lines) of `requests` requests, one every
+/// 100 ms, each `blocks` full blocks of 512 tokens sharing the first, then 100 tokens
+/// of their own.
+fn mooncake_trace(requests: u64, blocks: u64) -> String {
+    (0..requests)
+        .map(|i| {
+            let ids: Vec<u64> = (0..blocks).chain([blocks + i % 3]).collect();
+            format!(
+                "{{\"timestamp\": {}, \"input_length\": {}, \"output_length\": 8, \"hash_ids\": {ids:?}}}\n",
+                i * 100,
+                blocks * 512 + 100
+            )
+        })
+        .collect()
+}
+
+/// srtctl's `mooncake-router` benchmark: a recipe with the tiny model, its trace read
+/// from `traces` (srtctl's `TRACE_DIR`), so that nothing is downloaded.
+fn trace_recipe(traces: &std::path::Path) -> String {
+    let model = repo().join("tests/fixtures/tiny-model");
+    format!(
+        r#"name: e2e-trace
+model:
+  path: {model}
+  served_name: tiny
+resources:
+  gpus_per_node: 1
+frontend:
+  type: vllm-router
+roles:
+  agg:
+    nodes: 1
+    workers: 1
+    args:
+      max-model-len: 2048
+environment:
+  TRACE_DIR: {traces}
+health_check:
+  timeout_seconds: 60
+  interval_seconds: 1
+benchmark:
+  type: mooncake-router
+  mooncake_workload: toolagent
+  ttft_threshold_ms: 5000
+  itl_threshold_ms: 500
+"#,
+        model = model.display(),
+        traces = traces.display(),
+    )
+}
+
+/// The trace is replayed by the real aiperf (pinned, `scripts/install-aiperf.sh`)
+/// through the real Router after aiperf's warm-up, and srt reads aiperf's summary:
+/// requests that all succeed pass; requests the workers refuse (prompts longer than
+/// `max-model-len`) fail the apply, though aiperf itself exits 0. Twelve requests:
+/// aiperf builds ten or more prompts in worker processes, where the aiperf releases
+/// after the pinned one cannot load a tokenizer from a directory.
+#[test]
+fn a_mooncake_trace_is_replayed_by_aiperf_and_failed_requests_fail_the_apply() {
+    let _g = serial();
+    let env = Env::new();
+    let traces = env.dir.path().join("traces");
+    std::fs::create_dir_all(&traces).unwrap();
+    let trace = traces.join("toolagent_trace.jsonl");
+    std::fs::write(&trace, mooncake_trace(12, 1)).unwrap();
+    let recipe = env.recipe("trace.yaml", &trace_recipe(&traces));
+    let shown = env.apply(&recipe);
+    assert!(
+        shown.contains("benchmark: passed (the command exited 0"),
+        "{shown}"
+    );
+    let log = std::fs::read_to_string(
+        env.deployment_dir("e2e-trace")
+            .join("logs/benchmark.command.log"),
+    )
+    .unwrap();
+    assert!(log.contains("srt: 12 of 12 requests succeeded"), "{log}");
+    let artifacts = env.deployment_dir("e2e-trace").join("run/artifacts");
+    let runs: Vec<_> = std::fs::read_dir(&artifacts)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(
+        runs.len() == 1 && runs[0].starts_with("tiny_toolagent_"),
+        "{runs:?}"
+    );
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(artifacts.join(&runs[0]).join("profile_export_aiperf.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(num(&summary["request_count"], "avg"), 12.0, "{summary}");
+    assert!(summary["goodput"].is_object(), "{summary}");
+
+    // Prompts of 5 blocks (2660 tokens) are past the workers' 2048: every one fails.
+    std::fs::write(&trace, mooncake_trace(12, 5)).unwrap();
+    let shown = env.exits(
+        &["apply", "-f", &recipe, "--simulate", "--auto-approve"],
+        srt::exit::APPLY_FAILED,
+    );
+    assert!(
+        shown.contains("the command exited 1")
+            && shown.contains("requests failed, more than max_failed_fraction 0.05"),
+        "{shown}"
+    );
+    env.destroy("e2e-trace");
+}

@@ -128,6 +128,12 @@ const CASES: &[Case] = &[
         "remove `benchmark`",
     ),
     case(
+        "benchmark-mooncake-workload.yaml",
+        "srt::recipe::value",
+        "conversations",
+        "did you mean `conversation`?",
+    ),
+    case(
         "benchmark-custom-no-command.yaml",
         "srt::recipe::missing_key",
         "benchmark",

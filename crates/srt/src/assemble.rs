@@ -25,6 +25,7 @@ mod command_bench;
 mod eval_bench;
 mod fit;
 mod runtime;
+mod trace_bench;
 
 pub use fit::{load_fitting, misfit, Misfit};
 
@@ -241,8 +242,14 @@ fn check(
     let (Some(engine), Some(frontend)) = (engine, frontend) else {
         return Err(problems);
     };
-    if let Some(crate::recipe::BenchmarkRun::Eval(e)) = &recipe.benchmark {
-        problems.extend(eval_bench::problems(recipe, e, engine));
+    match &recipe.benchmark {
+        Some(crate::recipe::BenchmarkRun::Eval(e)) => {
+            problems.extend(eval_bench::problems(recipe, e, engine));
+        }
+        Some(crate::recipe::BenchmarkRun::Trace(t)) => {
+            problems.extend(trace_bench::problems(recipe, t));
+        }
+        _ => {}
     }
     check_engine_keys(recipe, engine, &mut problems);
     engine.validate(recipe, &mut problems);
@@ -968,6 +975,14 @@ fn checks(
         Some(crate::recipe::BenchmarkRun::Eval(e)) => {
             let c = eval_bench::command(recipe, e, public_url);
             let what = format!("{} evaluation (SGLang's run_eval)", e.eval);
+            out.push(command_bench::gate(
+                recipe, &what, &c, public_url, processes,
+            ));
+            None
+        }
+        Some(crate::recipe::BenchmarkRun::Trace(t)) => {
+            let c = trace_bench::command(recipe, t);
+            let what = format!("{} trace replay (aiperf)", t.workload);
             out.push(command_bench::gate(
                 recipe, &what, &c, public_url, processes,
             ));

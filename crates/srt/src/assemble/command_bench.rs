@@ -14,11 +14,12 @@ use std::collections::BTreeMap;
 
 /// The shell that runs the command and records what it exits with (`$1` the command,
 /// `$2` the status file, in a directory made if missing; a status left by an earlier
-/// run is removed first). It starts its output with [`COMMAND_STARTS`], so that a
-/// failure shows this run's lines only.
-fn runner() -> String {
+/// run is removed first), by a login shell or not. It starts its output with
+/// [`COMMAND_STARTS`], so that a failure shows this run's lines only.
+fn runner(login_shell: bool) -> String {
+    let shell = if login_shell { "bash -lc" } else { "bash -c" };
     format!(
-        r#"mkdir -p "${{2%/*}}" && rm -f "$2" || exit; echo "{COMMAND_STARTS}"; bash -lc "$1"; status=$?; echo "$status" > "$2"; exit "$status""#
+        r#"mkdir -p "${{2%/*}}" && rm -f "$2" || exit; echo "{COMMAND_STARTS}"; {shell} "$1"; status=$?; echo "$status" > "$2"; exit "$status""#
     )
 }
 
@@ -39,7 +40,7 @@ pub(super) fn gate(
     let argv = [
         "bash",
         "-c",
-        &runner(),
+        &runner(c.login_shell),
         "srt-benchmark",
         &c.command,
         &status,

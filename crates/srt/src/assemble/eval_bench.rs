@@ -155,6 +155,7 @@ pub(super) fn command(recipe: &Recipe, e: &EvalBenchmark, public_url: &str) -> C
         command,
         env: BTreeMap::from([("OPENAI_API_KEY".to_string(), "EMPTY".to_string())]),
         container_image: e.container_image.clone(),
+        login_shell: false,
     }
 }
 

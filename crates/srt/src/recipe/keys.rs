@@ -245,6 +245,15 @@ pub(crate) const SLURM: &[Key] = &[
 /// The keys of a `custom` benchmark.
 pub(crate) const COMMAND_BENCHMARK: &[&str] = &["type", "command", "env", "container_image"];
 
+/// The keys of a `mooncake-router` benchmark besides `type`, `container_image` and
+/// `max_failed_fraction` (which it shares).
+pub(crate) const TRACE_BENCHMARK: &[&str] =
+    &["mooncake_workload", "ttft_threshold_ms", "itl_threshold_ms"];
+
+/// The traces a `mooncake-router` benchmark replays (`mooncake_workload`).
+pub(crate) const MOONCAKE_WORKLOADS: &[&str] =
+    &["mooncake", "conversation", "synthetic", "toolagent"];
+
 /// The accuracy evaluations srt runs (srtctl's benchmark types of those names).
 pub(crate) const EVALS: &[&str] = &["gsm8k", "gpqa"];
 
@@ -266,8 +275,23 @@ pub(crate) const EVAL_SAMPLING: &[&str] = &["temperature", "top_p"];
 pub(crate) const BENCHMARK: &[Key] = &[
     k(
         "type",
-        r#"{"enum": ["sa-bench", "custom", "gsm8k", "gpqa"]}"#,
-        "Benchmark type: `sa-bench`, srt's own serving load (vLLM's `bench serve` metrics); `custom`, the `command` run to completion (srtctl's); `gsm8k` and `gpqa`, accuracy evaluations by SGLang's `run_eval` (srtctl's).",
+        r#"{"enum": ["sa-bench", "custom", "gsm8k", "gpqa", "mooncake-router"]}"#,
+        "Benchmark type: `sa-bench`, srt's own serving load (vLLM's `bench serve` metrics); `custom`, the `command` run to completion (srtctl's); `gsm8k` and `gpqa`, accuracy evaluations by SGLang's `run_eval` (srtctl's); `mooncake-router`, a replay of a Mooncake trace at its own timestamps by aiperf (srtctl's).",
+    ),
+    k(
+        "mooncake_workload",
+        r#"{"enum": ["mooncake", "conversation", "synthetic", "toolagent"], "default": "conversation"}"#,
+        "`mooncake-router` only: the Mooncake trace replayed (FAST'25's, downloaded once into `$TRACE_DIR`, default `<run-dir>/traces`).",
+    ),
+    k(
+        "ttft_threshold_ms",
+        r#"{"type": "integer", "minimum": 1, "default": 2000}"#,
+        "`mooncake-router` only: the time to first token a request must meet to count towards goodput, in ms.",
+    ),
+    k(
+        "itl_threshold_ms",
+        r#"{"type": "integer", "minimum": 1, "default": 25}"#,
+        "`mooncake-router` only: the inter-token latency a request must meet to count towards goodput, in ms.",
     ),
     k(
         "num_examples",
@@ -322,7 +346,7 @@ pub(crate) const BENCHMARK: &[Key] = &[
     k(
         "container_image",
         r#"{"type": "string"}"#,
-        "`custom`, `gsm8k` and `gpqa`: the image the command runs in (default: the model's container).",
+        "`custom`, `gsm8k`, `gpqa` and `mooncake-router`: the image the command runs in (default: the model's container).",
     ),
     k(
         "isl",
@@ -417,7 +441,7 @@ pub(crate) const BENCHMARK: &[Key] = &[
     k(
         "max_failed_fraction",
         r#"{"type": "number", "minimum": 0, "maximum": 1, "default": 0.05}"#,
-        "The most measured requests that may fail, as a fraction of them, for the run to pass; more fail it (as does a run that got no output token back).",
+        "The most measured requests that may fail, as a fraction of them, for the run to pass; more fail it (as does a run that got no output token back). `sa-bench` and `mooncake-router`.",
     ),
     k(
         "metric_percentiles",
@@ -850,6 +874,18 @@ mod tests {
     fn bounds_match_the_limits() {
         let v: serde_json::Value = serde_json::from_str(RESOURCES[0].schema).unwrap();
         assert_eq!(v["maximum"], crate::recipe::limits::MAX_GPUS_PER_NODE);
+    }
+
+    #[test]
+    fn the_traces_a_replay_reads_are_the_schemas() {
+        let key = BENCHMARK
+            .iter()
+            .find(|k| k.name == "mooncake_workload")
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(key.schema).unwrap();
+        assert_eq!(v["enum"], serde_json::json!(MOONCAKE_WORKLOADS));
+        assert!(MOONCAKE_WORKLOADS
+            .contains(&default::<String>(BENCHMARK, "mooncake_workload").as_str()));
     }
 
     #[test]

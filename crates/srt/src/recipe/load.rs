@@ -1132,11 +1132,14 @@ impl Loader<'_> {
                         .eval_benchmark(node, span, t.span, kind)
                         .map(BenchmarkRun::Eval);
                 }
+                if kind == "mooncake-router" {
+                    return self.trace_benchmark(node, span).map(BenchmarkRun::Trace);
+                }
                 if kind != "sa-bench" {
                     self.problem(
                         Problem::new("srt::recipe::benchmark_type", t.span, format!("benchmark type `{kind}` is not supported by srt"))
                             .label("unsupported benchmark")
-                            .help("srt runs `sa-bench` (its built-in equivalent), `custom` (a command), `gsm8k` and `gpqa` (SGLang's `run_eval`); remove `benchmark` to skip it"),
+                            .help("srt runs `sa-bench` (its built-in equivalent), `custom` (a command), `gsm8k` and `gpqa` (SGLang's `run_eval`) and `mooncake-router` (aiperf); remove `benchmark` to skip it"),
                     );
                     return None;
                 }
@@ -1162,7 +1165,8 @@ impl Loader<'_> {
                 *k == "type"
                     || !(keys::COMMAND_BENCHMARK.contains(k)
                         || keys::EVAL_COUNTS.contains(k)
-                        || keys::EVAL_SAMPLING.contains(k))
+                        || keys::EVAL_SAMPLING.contains(k)
+                        || keys::TRACE_BENCHMARK.contains(k))
             })
             .collect();
         let f = self.fields(node, "benchmark", &serving, SRTCTL_ONLY)?;
@@ -1499,6 +1503,7 @@ impl Loader<'_> {
             command,
             env,
             container_image,
+            login_shell: true,
         })
     }
 
@@ -1548,6 +1553,62 @@ impl Loader<'_> {
             eval,
             counts,
             sampling,
+            container_image,
+        })
+    }
+
+    /// A `mooncake-router` benchmark: the trace, goodput's thresholds (above 0, as
+    /// srtctl checks them) and the failure bound, srtctl's defaults for those unset.
+    fn trace_benchmark(&mut self, node: &Node, span: SourceSpan) -> Option<TraceBenchmark> {
+        let allowed: Vec<&str> = ["type", "container_image", "max_failed_fraction"]
+            .into_iter()
+            .chain(keys::TRACE_BENCHMARK.iter().copied())
+            .collect();
+        let f = self.fields(node, "benchmark", &allowed, &[])?;
+        let table = keys::BENCHMARK;
+        let workload = match f.get("mooncake_workload") {
+            Some(n) => {
+                let w = self.string(n, "benchmark.mooncake_workload")?;
+                if !crate::recipe::keys::MOONCAKE_WORKLOADS.contains(&w.as_str()) {
+                    let mut problem = Problem::new(
+                        "srt::recipe::value",
+                        n.span,
+                        format!("`benchmark.mooncake_workload` has no trace `{w}`"),
+                    )
+                    .label("unknown trace");
+                    problem = match did_you_mean(&w, keys::MOONCAKE_WORKLOADS.iter().copied()) {
+                        Some(close) => problem.help(format!("did you mean `{close}`?")),
+                        None => problem.help(format!(
+                            "expected one of: {}",
+                            keys::MOONCAKE_WORKLOADS.join(", ")
+                        )),
+                    };
+                    self.problem(problem);
+                    return None;
+                }
+                w
+            }
+            None => keys::default(table, "mooncake_workload"),
+        };
+        let threshold = |this: &mut Self, key: &str| -> Option<u64> {
+            match f.get(key) {
+                Some(n) => Some(this.uint(n, &format!("benchmark.{key}"), 1, 3_600_000)? as u64),
+                None => Some(keys::default(table, key)),
+            }
+        };
+        let ttft_threshold_ms = threshold(self, "ttft_threshold_ms")?;
+        let itl_threshold_ms = threshold(self, "itl_threshold_ms")?;
+        let max_failed_fraction = match f.get("max_failed_fraction") {
+            Some(n) => self.fraction(n, "benchmark.max_failed_fraction")?,
+            None => keys::default(table, "max_failed_fraction"),
+        };
+        let container_image = self.opt_string(&f, "container_image");
+        Some(TraceBenchmark {
+            span,
+            workload,
+            ttft_threshold_ms,
+            itl_threshold_ms,
+            max_failed_fraction,
             container_image,
         })
     }

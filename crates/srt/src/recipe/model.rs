@@ -143,6 +143,8 @@ pub enum BenchmarkRun {
     Command(CommandBenchmark),
     /// `type: gsm8k` or `gpqa`: an accuracy evaluation through the public URL.
     Eval(EvalBenchmark),
+    /// `type: mooncake-router`: a Mooncake trace replayed by aiperf.
+    Trace(TraceBenchmark),
 }
 
 impl BenchmarkRun {
@@ -150,7 +152,7 @@ impl BenchmarkRun {
     pub fn serving(&self) -> Option<&Benchmark> {
         match self {
             BenchmarkRun::Serving(b) => Some(b),
-            BenchmarkRun::Command(_) | BenchmarkRun::Eval(_) => None,
+            BenchmarkRun::Command(_) | BenchmarkRun::Eval(_) | BenchmarkRun::Trace(_) => None,
         }
     }
 }
@@ -168,6 +170,10 @@ pub struct CommandBenchmark {
     pub env: BTreeMap<String, String>,
     /// `container_image`: its image, else the model's container.
     pub container_image: Option<String>,
+    /// Run by a login shell (`bash -lc`, as srtctl runs a `custom` command, whose
+    /// profile may set `PATH`), else by `bash -c` (srt's own scripts, run as srtctl
+    /// runs its benchmark scripts: with the environment they are given).
+    pub login_shell: bool,
 }
 
 /// `benchmark:` of srtctl's `type: gsm8k` or `gpqa`: an accuracy evaluation of the
@@ -188,6 +194,28 @@ pub struct EvalBenchmark {
     /// `temperature`, `top_p`: those written.
     pub sampling: BTreeMap<String, Sp<f64>>,
     /// `container_image`: the image the harness runs in, else the model's container.
+    pub container_image: Option<String>,
+}
+
+/// `benchmark:` of srtctl's `type: mooncake-router`: one of the Mooncake traces
+/// (FAST'25) replayed through the public URL at its own timestamps by aiperf, after a
+/// short warm-up, with goodput counted against two latency thresholds; run as srtctl
+/// runs it (its `mooncake-router/bench.sh`), in the benchmark's container (else the
+/// model's). Unset values take srtctl's defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceBenchmark {
+    /// Span of the `benchmark` key.
+    pub span: SourceSpan,
+    /// `mooncake_workload`: the trace (`conversation`, `mooncake`, `synthetic`,
+    /// `toolagent`).
+    pub workload: String,
+    /// `ttft_threshold_ms`: goodput's time-to-first-token bound.
+    pub ttft_threshold_ms: u64,
+    /// `itl_threshold_ms`: goodput's inter-token-latency bound.
+    pub itl_threshold_ms: u64,
+    /// `max_failed_fraction`: the most requests that may fail for the run to pass.
+    pub max_failed_fraction: f64,
+    /// `container_image`: the image aiperf runs in, else the model's container.
     pub container_image: Option<String>,
 }
 
