@@ -130,3 +130,30 @@ fn validate_counts_agree_in_number() {
     let out = env.ok(&["validate", "-f", dp.to_str().unwrap()]);
     assert!(out.contains("processes on 2 nodes)"), "{out}");
 }
+
+/// A setting exported empty (`SRT_CLUSTER= srt validate ...`) is unset, as for most
+/// programs: no cluster profile, the default state directory, no simulation.
+#[test]
+fn an_empty_setting_in_the_environment_is_unset() {
+    let env = Env::new();
+    let one = env.recipe(
+        "one.yaml",
+        "roles:\n  agg:\n    nodes: 1\n    workers: 1\n    gpus: 1\n",
+    );
+    for var in ["SRT_CLUSTER", "SRT_STATE_DIR", "SRT_SIMULATE"] {
+        let out = env
+            .command(&["validate", "-f", &one])
+            .env(var, "")
+            .output()
+            .unwrap();
+        let shown = text(&out);
+        assert!(out.status.success(), "{var}=: {shown}");
+        assert!(shown.contains("valid (2 processes on 1 node)"), "{shown}");
+    }
+    let out = env
+        .command(&["list"])
+        .env("SRT_STATE_DIR", "")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+}
