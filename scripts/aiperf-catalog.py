@@ -30,8 +30,8 @@ import sys
 import typing
 
 
-def unwrap(hint):
-    """The type under Optional[...], Annotated[...] and list[...]."""
+def unwrap_outer(hint):
+    """The hint under Optional[...] and Annotated[...] (a list stays a list)."""
     while True:
         origin = typing.get_origin(hint)
         if origin is typing.Annotated:
@@ -41,10 +41,17 @@ def unwrap(hint):
             if len(args) != 1:
                 return hint
             hint = args[0]
-        elif origin in (list, tuple, set, typing.List, typing.Tuple, typing.Set):
-            hint = typing.get_args(hint)[0] if typing.get_args(hint) else str
         else:
             return hint
+
+
+def unwrap(hint):
+    """The type under Optional[...], Annotated[...] and list[...]."""
+    hint = unwrap_outer(hint)
+    while typing.get_origin(hint) in (list, tuple, set):
+        args = typing.get_args(hint)
+        hint = unwrap_outer(args[0]) if args else str
+    return hint
 
 
 def choices_of(hint):
@@ -87,21 +94,6 @@ def entries(argument):
     return [{**base, "action": "append" if many else "store", "choices": choices_of(argument.hint),
              "flags": names, "nargs": "+" if many else None, "takes_value": True,
              "type": type_of(argument.hint)}]
-
-
-def unwrap_outer(hint):
-    """The hint under Optional[...] and Annotated[...] (a list stays a list)."""
-    while True:
-        origin = typing.get_origin(hint)
-        if origin is typing.Annotated:
-            hint = typing.get_args(hint)[0]
-        elif origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-            args = [a for a in typing.get_args(hint) if a is not type(None)]
-            if len(args) != 1:
-                return hint
-            hint = args[0]
-        else:
-            return hint
 
 
 def profile_app():

@@ -518,19 +518,20 @@ fn tokenizer_without_template() -> tempfile::TempDir {
     bare
 }
 
-/// srtctl's `custom` benchmark: a recipe with the tiny model and `command`.
-fn custom_recipe(command: &str) -> String {
+/// The start of a recipe `name` with the tiny model behind the vLLM Router, one GPU a
+/// worker; its roles follow.
+fn tiny_recipe(name: &str) -> String {
     let model = repo().join("tests/fixtures/tiny-model");
     format!(
-        r#"name: e2e-custom
-model:
-  path: {model}
-  served_name: tiny
-resources:
-  gpus_per_node: 1
-frontend:
-  type: vllm-router
-roles:
+        "name: {name}\nmodel:\n  path: {}\n  served_name: tiny\nresources:\n  gpus_per_node: 1\nfrontend:\n  type: vllm-router\n",
+        model.display()
+    )
+}
+
+/// srtctl's `custom` benchmark: a recipe with the tiny model and `command`.
+fn custom_recipe(command: &str) -> String {
+    format!(
+        r#"{head}roles:
   prefill:
     nodes: 1
     workers: 1
@@ -548,7 +549,7 @@ benchmark:
   env:
     MY_OPTION: "set"
 "#,
-        model = model.display(),
+        head = tiny_recipe("e2e-custom"),
         command = serde_json::to_string(command).unwrap(),
     )
 }
@@ -656,17 +657,8 @@ fn mooncake_trace(requests: u64, blocks: u64) -> String {
 /// srtctl's `mooncake-router` benchmark: a recipe with the tiny model, its trace read
 /// from `traces` (srtctl's `TRACE_DIR`), so that nothing is downloaded.
 fn trace_recipe(traces: &std::path::Path) -> String {
-    let model = repo().join("tests/fixtures/tiny-model");
     format!(
-        r#"name: e2e-trace
-model:
-  path: {model}
-  served_name: tiny
-resources:
-  gpus_per_node: 1
-frontend:
-  type: vllm-router
-roles:
+        r#"{head}roles:
   agg:
     nodes: 1
     workers: 1
@@ -683,7 +675,7 @@ benchmark:
   ttft_threshold_ms: 5000
   itl_threshold_ms: 500
 "#,
-        model = model.display(),
+        head = tiny_recipe("e2e-trace"),
         traces = traces.display(),
     )
 }

@@ -138,8 +138,18 @@ async fn apply(
     parallelism: usize,
     cancel: Cancel,
 ) -> Ran {
-    let launch = launch(processes);
-    let graph = graph::lower(&launch, &exec.execution()).unwrap();
+    apply_launch(d, &launch(processes), exec, parallelism, cancel).await
+}
+
+/// Plan `launch` against what `d` records, and apply it.
+async fn apply_launch(
+    d: &Deployment,
+    launch: &LaunchPlan,
+    exec: &FakeExecutor,
+    parallelism: usize,
+    cancel: Cancel,
+) -> Ran {
+    let graph = graph::lower(launch, &exec.execution()).unwrap();
     let state = d.store.load().unwrap().unwrap();
     let plan = plan::diff(
         &graph,
@@ -148,7 +158,7 @@ async fn apply(
         "h",
         &PlanOptions::default(),
     );
-    run_plan(d, &launch, &graph, &plan, exec, parallelism, cancel).await
+    run_plan(d, launch, &graph, &plan, exec, parallelism, cancel).await
 }
 
 /// Position of the first call matching `f`.
@@ -226,17 +236,7 @@ async fn a_file_is_written_before_its_reader_and_its_change_replaces_the_reader(
         assert_eq!(ran.state.resources["file.decode"].kind, graph::Kind::File);
     }
     // Destroyed with its reader: the file is gone.
-    let launch = go("", false);
-    let graph = graph::lower(&launch, &exec.execution()).unwrap();
-    let state = d.store.load().unwrap().unwrap();
-    let plan = plan::diff(
-        &graph,
-        &state,
-        &BTreeMap::new(),
-        "h",
-        &PlanOptions::default(),
-    );
-    let ran = run_plan(&d, &launch, &graph, &plan, &exec, 4, Cancel::default()).await;
+    let ran = apply_launch(&d, &go("", false), &exec, 4, Cancel::default()).await;
     assert!(ran.outcome.failed.is_empty(), "{:?}", ran.outcome.failed);
     assert!(!path.exists());
     assert!(ran.state.resources.is_empty(), "{:?}", ran.state.resources);
@@ -1021,16 +1021,7 @@ async fn a_command_over_before_it_was_seen_is_judged_by_the_status_it_wrote() {
             }),
             depends_on: Vec::new(),
         }];
-        let graph = graph::lower(&launch, &exec.execution()).unwrap();
-        let state = d.store.load().unwrap().unwrap();
-        let plan = plan::diff(
-            &graph,
-            &state,
-            &BTreeMap::new(),
-            "h",
-            &PlanOptions::default(),
-        );
-        let ran = run_plan(&d, &launch, &graph, &plan, &exec, 4, Cancel::default()).await;
+        let ran = apply_launch(&d, &launch, &exec, 4, Cancel::default()).await;
         let failed: Vec<&str> = ran
             .outcome
             .failed
