@@ -76,6 +76,9 @@ frontend:
     policy: "round_robin"
 backend:
   type: sglang
+  kv_events_config:
+    prefill: true
+    decode: true
   prefill_environment:
     SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT: "100"
   sglang_config:
@@ -208,5 +211,29 @@ fn a_v1_trtllm_prefill_decode_recipe_behind_dynamo_serves_and_runs_its_benchmark
 fn a_v1_sglang_prefill_decode_recipe_behind_sglang_router_serves_and_runs_its_benchmark() {
     let _g = serial();
     let env = Env::new();
-    applies_serves_and_benchmarks(&env, "v1-e2e-sglang", &v1_sglang_disagg(), &|_| {});
+    // Every worker publishes its KV events on a port of its own (all on one host here).
+    let publishes_apart = |env: &Env| {
+        let state = env.state("v1-e2e-sglang");
+        let mut endpoints: Vec<u64> = state["resources"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(address, _)| address.starts_with("worker."))
+            .map(|(address, r)| {
+                let spec = r["spec"].to_string();
+                let port = r["ports"]["kv_events"].as_u64();
+                let port = port.unwrap_or_else(|| panic!("{address}: {}", r["ports"]));
+                assert!(
+                    spec.contains(&format!("tcp://*:{port}")),
+                    "{address}: {spec}"
+                );
+                port
+            })
+            .collect();
+        endpoints.sort_unstable();
+        assert_eq!(endpoints.len(), 3, "{endpoints:?}");
+        endpoints.dedup();
+        assert_eq!(endpoints.len(), 3, "{endpoints:?}");
+    };
+    applies_serves_and_benchmarks(&env, "v1-e2e-sglang", &v1_sglang_disagg(), &publishes_apart);
 }

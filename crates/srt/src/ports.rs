@@ -164,6 +164,16 @@ pub const RUNTIME_SYSTEM: PortKind = PortKind {
     purpose: "DYN_SYSTEM_PORT (a worker's system server)",
 };
 
+/// A worker's KV-event publisher (`--kv-events-config`'s ZMQ endpoint), when the recipe
+/// asks for KV events (`engine.kv_events_config`): a run of one per local DP rank.
+pub const KV_EVENTS: PortKind = PortKind {
+    name: "kv_events",
+    base: 5200,
+    stride: 1,
+    span: 1,
+    purpose: "a worker's `--kv-events-config` ZMQ endpoint (one per local DP rank)",
+};
+
 /// Every declared kind, for documentation and invariant checks.
 pub const KINDS: &[PortKind] = &[
     HTTP,
@@ -181,6 +191,7 @@ pub const KINDS: &[PortKind] = &[
     NATS_CLIENT,
     NATS_MONITOR,
     RUNTIME_SYSTEM,
+    KV_EVENTS,
 ];
 
 /// Fixed (not counted) port uses: the public frontend port and the discovery listener.

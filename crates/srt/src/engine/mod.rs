@@ -7,6 +7,7 @@
 //! [`BuildContext`]; frontends learn what they need from the workers it returns
 //! ([`crate::launch::WorkerInfo`]) and from [`ConnectorChoice`].
 
+mod kv_events;
 mod sglang;
 mod trtllm;
 mod vllm;

@@ -16,6 +16,7 @@ pub(super) static KEYS: &[Key] = &[
         r#"{"type": "string", "default": "0.5.23"}"#,
         "The SGLang release whose flags `args` are checked against (one srt has a catalog for). Unset: the release the workers' image tag names (`lmsysorg/sglang:v0.5.8-cu130`), when srt has its catalog, else the newest.",
     ),
+    crate::engine::kv_events::KEY,
 ];
 
 /// The engine-wide connector: `engine.connector`, else the default at the `engine` key.

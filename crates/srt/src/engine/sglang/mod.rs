@@ -327,6 +327,7 @@ impl Engine for Sglang {
             // Checked by the assembly (`runtime_wrapper`) before any worker is built.
             wrapper: runtime.and_then(|r| WRAPPERS.iter().find(|w| w.runtime == r)),
             catalog,
+            kv_events: crate::engine::kv_events::config(recipe, role.kind, &[]),
         };
         process::endpoint_processes(ctx, &plan)
     }

@@ -19,7 +19,7 @@ use super::shape::Sizes;
 use super::{BOOTSTRAP, DIST_INIT, NCCL, PROGRAM};
 use crate::engine::Wrapper;
 use crate::launch::{Argv, BuildContext, LaunchProcess, Probe, ProcessKind, WorkerInfo};
-use crate::ports::{PortBlock, PortError, HTTP};
+use crate::ports::{PortBlock, PortError, HTTP, KV_EVENTS};
 use crate::recipe::diag::Problem;
 use crate::recipe::{ArgValue, Role, RoleKind};
 use crate::topology::Endpoint;
@@ -36,6 +36,9 @@ pub(super) struct EndpointPlan<'a> {
     pub wrapper: Option<&'static Wrapper>,
     /// The catalog its flags are rendered by.
     pub catalog: &'static crate::catalog::Catalog,
+    /// The KV-event publisher config of its workers (without the endpoint), when they
+    /// publish ([`crate::engine::kv_events`]).
+    pub kv_events: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 fn port_problem(role: &Role) -> impl Fn(PortError) -> Problem + '_ {
@@ -101,6 +104,17 @@ fn node_process(
     let http = ctx.allocate(&HTTP, node, 1, &address).map_err(&err)?;
     let nccl = ctx.allocate(&NCCL, node, 1, &address).map_err(&err)?;
     let mut ports = BTreeMap::from([(HTTP.name.to_string(), http), (NCCL.name.to_string(), nccl)]);
+    let kv_events = match &plan.kv_events {
+        Some(config) => {
+            let b = ctx.allocate(&KV_EVENTS, node, 1, &address).map_err(&err)?;
+            ports.insert(KV_EVENTS.name.to_string(), b);
+            Some(crate::engine::kv_events::with_endpoint(
+                config.clone(),
+                b.base,
+            ))
+        }
+        None => None,
+    };
     if rank == 0 {
         for (kind, block) in [
             (&DIST_INIT, shared.dist_init),
@@ -115,7 +129,7 @@ fn node_process(
     let visible: Vec<String> = devices.iter().map(u32::to_string).collect();
     let mut env = BTreeMap::from([("CUDA_VISIBLE_DEVICES".to_string(), visible.join(","))]);
     env.extend(plan.role.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-    let argv = argv(ctx, plan, shared, rank, (http.base, nccl.base));
+    let argv = argv(ctx, plan, shared, rank, (http.base, nccl.base), kv_events);
     let url = format!("http://{}:{}", ctx.node_ip(node), http.base);
     let leads = rank == 0;
     // A runtime's wrapper runs SGLang's engine without its HTTP server: the leader
@@ -168,6 +182,7 @@ fn argv(
     shared: &Shared,
     rank: u32,
     (http, nccl): (u16, u16),
+    kv_events: Option<ArgValue>,
 ) -> Argv {
     let program = plan.wrapper.map_or(PROGRAM, |w| w.program);
     let mut argv: Argv = program.iter().collect();
@@ -205,6 +220,7 @@ fn argv(
         let name = ArgValue::Str(ctx.model().served_name.clone());
         flags.push(("served-model-name".into(), name));
     }
+    flags.extend(kv_events.map(|c| ("kv-events-config".to_string(), c)));
     flags.sort_by(|a, b| a.0.cmp(&b.0));
     ctx.render_flags(Some(plan.catalog), flags, &mut argv);
     argv

@@ -18,6 +18,7 @@ pub(super) fn recipe(engine: &Sglang, recipe: &Recipe, problems: &mut Vec<Proble
         None => image_catalog(engine, recipe, problems),
     };
     crate::engine::check_role_args(engine, catalog, recipe, problems);
+    problems.extend(crate::engine::kv_events::problems(recipe));
     for role in &recipe.roles {
         if let Err(p) = sizes(catalog, role) {
             problems.push(p);

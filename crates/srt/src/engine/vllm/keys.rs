@@ -33,6 +33,7 @@ pub(super) static KEYS: &[Key] = &[
         r#"{"type": "string", "default": "0.32.0"}"#,
         "The engine release whose flags `args` are checked against (one srt has a catalog for).",
     ),
+    crate::engine::kv_events::KEY,
 ];
 
 /// How vLLM data parallelism is launched.

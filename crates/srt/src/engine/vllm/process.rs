@@ -4,13 +4,17 @@
 use super::connector::{Connector, WorkerListeners};
 use super::shape::{shape, sizes, Shape};
 use super::Vllm;
-use crate::engine::Engine;
+use crate::engine::{kv_events, Engine};
 use crate::launch::{Argv, BuildContext, LaunchProcess, ProcessKind, WorkerInfo};
-use crate::ports::{PortBlock, PortError, DP_RPC, HTTP, MASTER, NIXL, VLLM_SCAN};
+use crate::ports::{PortBlock, PortError, DP_RPC, HTTP, KV_EVENTS, MASTER, NIXL, VLLM_SCAN};
 use crate::recipe::diag::Problem;
 use crate::recipe::{ArgValue, Recipe, Role, RoleKind};
 use crate::topology::Endpoint;
 use std::collections::BTreeMap;
+
+/// What vLLM's KV events add to srtctl's defaults: vLLM publishes none unless told to.
+const KV_EVENT_DEFAULTS: [(&str, serde_json::Value); 1] =
+    [("enable_kv_cache_events", serde_json::Value::Bool(true))];
 
 /// What every process of an endpoint shares.
 struct EndpointPlan<'a> {
@@ -263,6 +267,19 @@ fn node_process(
         // base would race for the same ports: vLLM takes ephemeral ones instead.
         env_unset.push("VLLM_PORT".to_string());
     }
+    // vLLM publishes one DP rank's events on the endpoint's port plus its rank, and
+    // `dynamo.vllm` reads the base from DYN_VLLM_KV_EVENT_PORT (srtctl sets both).
+    let kv_events = match kv_events::config(plan.recipe, plan.role.kind, &KV_EVENT_DEFAULTS) {
+        Some(config) => {
+            let b = ctx
+                .allocate(&KV_EVENTS, node, local_dp as u16, &address)
+                .map_err(&err)?;
+            ports.insert(KV_EVENTS.name.to_string(), b);
+            env.insert("DYN_VLLM_KV_EVENT_PORT".into(), b.base.to_string());
+            Some(kv_events::with_endpoint(config, b.base))
+        }
+        None => None,
+    };
     env.extend(plan.role.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     let listeners = WorkerListeners {
         http_port: http,
@@ -270,7 +287,15 @@ fn node_process(
         rank_blocks,
         discovery: ctx.discovery(),
     };
-    let argv = argv(engine, ctx, plan, (rank, serves), node, http, &listeners)?;
+    let argv = argv(
+        engine,
+        ctx,
+        plan,
+        (rank, serves),
+        (node, http),
+        &listeners,
+        kv_events,
+    )?;
     let depends_on = match rank {
         0 => Vec::new(),
         _ => vec![format!("{}.node[0]", plan.address)],
@@ -316,9 +341,9 @@ fn argv(
     ctx: &BuildContext<'_>,
     plan: &EndpointPlan<'_>,
     (rank, serves): (u32, bool),
-    node: usize,
-    http: Option<u16>,
+    (node, http): (usize, Option<u16>),
     listeners: &WorkerListeners<'_>,
+    kv_events: Option<ArgValue>,
 ) -> Result<Argv, Problem> {
     let recipe = plan.recipe;
     let mut argv = Argv::new();
@@ -405,6 +430,7 @@ fn argv(
         let name = ArgValue::Str(ctx.model().served_name.clone());
         flags.push(("served-model-name".into(), name));
     }
+    flags.extend(kv_events.map(|c| ("kv-events-config".to_string(), c)));
     if plan.include_kv {
         let config = plan
             .connector

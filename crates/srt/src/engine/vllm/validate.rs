@@ -15,6 +15,7 @@ use crate::recipe::{limits, Recipe};
 /// Every rule, every role; all problems are collected.
 pub(super) fn recipe(engine: &Vllm, recipe: &Recipe, problems: &mut Vec<Problem>) {
     args(engine, recipe, problems);
+    problems.extend(crate::engine::kv_events::problems(recipe));
     for role in &recipe.roles {
         if let Err(p) = sizes(role) {
             problems.push(p);
