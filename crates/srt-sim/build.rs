@@ -5,7 +5,10 @@
 use std::path::Path;
 
 fn main() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../srt/src/engine/sglang/catalog");
+    // Read when the script runs, not when it was compiled: a build script is not
+    // rebuilt when the checkout moves under the same target directory.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR");
+    let dir = Path::new(&manifest).join("../srt/src/engine/sglang/catalog");
     println!("cargo:rerun-if-changed={}", dir.display());
     let mut files: Vec<(String, String)> = std::fs::read_dir(&dir)
         .expect("srt's SGLang catalogs")
