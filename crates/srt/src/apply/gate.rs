@@ -148,9 +148,7 @@ async fn command(
         Err(crate::exec::ExecError::StepEnded { .. }) => {}
         Err(e) => return Err(e.to_string()),
     }
-    let status = std::fs::read_to_string(&status_path)
-        .ok()
-        .and_then(|s| s.trim().parse::<i32>().ok());
+    let status = written_status(&status_path).await;
     let tail = || {
         apply
             .exec
@@ -169,6 +167,30 @@ async fn command(
             "the command ended without writing its exit status to {status_path} (killed?){}",
             tail()
         )),
+    }
+}
+
+/// How long a command's missing status is looked for again: a shared filesystem may
+/// show a file written on another node a moment late.
+const STATUS_GRACE: Duration = Duration::from_secs(3);
+
+/// The exit status a command wrote to `path`, looked for until [`STATUS_GRACE`] has
+/// passed when it is not there yet.
+async fn written_status(path: &str) -> Option<i32> {
+    let read = || {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+    };
+    let until = Instant::now() + STATUS_GRACE;
+    loop {
+        if let Some(status) = read() {
+            return Some(status);
+        }
+        if Instant::now() >= until {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 

@@ -980,15 +980,16 @@ async fn at_once_stops_every_replaced_endpoint_before_starting_any() {
 }
 
 /// A `custom` benchmark whose command was over before its scheduler listed it is
-/// judged by the status it wrote, and a status an earlier run left never stands for
-/// a run that wrote none.
+/// judged by the status it wrote, even one a shared filesystem shows a moment late,
+/// and a status an earlier run left never stands for a run that wrote none.
 #[tokio::test]
 async fn a_command_over_before_it_was_seen_is_judged_by_the_status_it_wrote() {
     use crate::launch::{CommandRun, Gate, Probe, RUN_DIR};
-    for (writes, outcome) in [
-        (Some("0"), None),
-        (Some("3"), Some("the command exited 3")),
-        (None, Some("without writing its exit status")),
+    for (writes, late, outcome) in [
+        (Some("0"), false, None),
+        (Some("0"), true, None),
+        (Some("3"), false, Some("the command exited 3")),
+        (None, false, Some("without writing its exit status")),
     ] {
         let d = deployment();
         let run = tempfile::tempdir().unwrap();
@@ -1005,7 +1006,17 @@ async fn a_command_over_before_it_was_seen_is_judged_by_the_status_it_wrote() {
             )
             .on_start(move |address| {
                 if let (Some(code), "benchmark.command") = (writes, address) {
-                    std::fs::write(&status, format!("{code}\n")).unwrap();
+                    let status = status.clone();
+                    let write = move || std::fs::write(&status, format!("{code}\n")).unwrap();
+                    match late {
+                        false => write(),
+                        true => {
+                            std::thread::spawn(move || {
+                                std::thread::sleep(Duration::from_millis(600));
+                                write();
+                            });
+                        }
+                    }
                 }
             });
         let mut launch = launch(Vec::new());
