@@ -89,7 +89,7 @@ pub(super) fn check(recipe: &Recipe, problems: &mut Vec<Problem>) {
                     phase.span,
                     format!(
                         "`profiling` profiles `{}` workers, and the recipe has no `roles.{}`",
-                        phase_key(phase.role),
+                        phase.role.srtctl_name(),
                         phase.role.name()
                     ),
                 )
@@ -154,14 +154,6 @@ pub(super) fn config_dump_flag(address: &str) -> [String; 2] {
         format!("--{DUMP_FLAG}"),
         format!("{RUN_DIR}/config/{address}.json"),
     ]
-}
-
-/// srtctl's name of a role's profiling phase.
-fn phase_key(role: RoleKind) -> &'static str {
-    match role {
-        RoleKind::Agg => "aggregated",
-        r => r.name(),
-    }
 }
 
 /// The runtime keys applied to the built processes: placeholders of the workers' env,

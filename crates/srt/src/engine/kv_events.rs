@@ -21,19 +21,8 @@ pub(super) const KEY: Key = k(
     "Workers publish their KV-cache events over ZMQ (`--kv-events-config`, for Dynamo's KV-aware router): `true` for the prefill and decode workers, or per role (`prefill`, `decode`, `aggregated`) `true` or settings merged over `{publisher: zmq, topic: kv-events}`; srt allocates each worker's port (`endpoint`).",
 );
 
-/// The roles' keys, as srtctl names them.
-const ROLES: &[&str] = &["prefill", "decode", "aggregated"];
-
 /// The config's key srt writes.
 const ENDPOINT: &str = "endpoint";
-
-fn role_key(role: RoleKind) -> &'static str {
-    match role {
-        RoleKind::Agg => "aggregated",
-        RoleKind::Prefill => "prefill",
-        RoleKind::Decode => "decode",
-    }
-}
 
 /// The config `role`'s workers publish with, without its endpoint (srtctl's ZMQ
 /// publisher and topic, then the engine's `defaults`, under what the recipe wrote), or
@@ -55,7 +44,7 @@ pub(super) fn config(
     };
     let written = match &recipe.engine.keys.get(KEY.name)?.value {
         ArgValue::Bool(true) => return (role != RoleKind::Agg).then(base),
-        ArgValue::Json(Value::Object(roles)) => roles.get(role_key(role))?,
+        ArgValue::Json(Value::Object(roles)) => roles.get(role.srtctl_name())?,
         _ => return None,
     };
     match written {
@@ -87,16 +76,17 @@ pub(super) fn problems(recipe: &Recipe) -> Vec<Problem> {
     if let ArgValue::Json(Value::Object(roles)) = &arg.value {
         for (role, value) in roles {
             let path = format!("engine.{}.{role}", KEY.name);
-            if !ROLES.contains(&role.as_str()) {
+            let names = RoleKind::ALL.map(RoleKind::srtctl_name);
+            if !names.contains(&role.as_str()) {
                 let p = Problem::new(
                     "srt::recipe::value",
                     at,
                     format!("`{path}`: srtctl's kv_events_config has no role `{role}`"),
                 )
                 .label("this mapping");
-                out.push(match did_you_mean(role, ROLES.iter().copied()) {
+                out.push(match did_you_mean(role, names) {
                     Some(close) => p.help(format!("did you mean `{close}`?")),
-                    None => p.help(format!("its roles are {}", ROLES.join(", "))),
+                    None => p.help(format!("its roles are {}", names.join(", "))),
                 });
                 continue;
             }

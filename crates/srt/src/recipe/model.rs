@@ -342,6 +342,15 @@ impl RoleKind {
             RoleKind::Agg => "agg",
         }
     }
+
+    /// srtctl's name of the role's mode (`aggregated` for agg), as its per-role keys
+    /// spell it (`profiling.<mode>`, `kv_events_config.<mode>`).
+    pub fn srtctl_name(self) -> &'static str {
+        match self {
+            RoleKind::Agg => "aggregated",
+            r => r.name(),
+        }
+    }
 }
 
 /// `roles.<r>.nodes`.

@@ -378,11 +378,8 @@ impl Loader<'_> {
             }
         }
         let mut phases = Vec::new();
-        for (key, role) in [
-            ("prefill", RoleKind::Prefill),
-            ("decode", RoleKind::Decode),
-            ("aggregated", RoleKind::Agg),
-        ] {
+        for role in RoleKind::ALL {
+            let key = role.srtctl_name();
             let Some(n) = f.get(key) else { continue };
             let path = format!("profiling.{key}");
             let Some(pf) = self.fields(n, &path, &keys::names(keys::PROFILING_PHASE), &[]) else {
