@@ -9,10 +9,13 @@
 //! which srt allocates and writes as the config's `endpoint`. Shared by the engines
 //! whose flags take the config (SGLang, vLLM).
 
+use crate::launch::BuildContext;
+use crate::ports::{PortBlock, PortError, KV_EVENTS};
 use crate::recipe::diag::{did_you_mean, Problem};
 use crate::recipe::keys::{k, Key};
 use crate::recipe::{ArgValue, Recipe, RoleKind};
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 
 /// The key, in the tables of the engines that read it.
 pub(super) const KEY: Key = k(
@@ -58,8 +61,23 @@ pub(super) fn config(
     }
 }
 
+/// A worker process's publisher: a run of `ranks` ports (one per local DP rank) of kind
+/// [`KV_EVENTS`] allocated on `node` for `address` and recorded in `ports`; returns the
+/// `--kv-events-config` value, whose endpoint is the run's first port, and that port.
+pub(super) fn publisher(
+    ctx: &mut BuildContext<'_>,
+    config: &Map<String, Value>,
+    (node, ranks): (usize, u16),
+    address: &str,
+    ports: &mut BTreeMap<String, PortBlock>,
+) -> Result<(ArgValue, u16), PortError> {
+    let block = ctx.allocate(&KV_EVENTS, node, ranks, address)?;
+    ports.insert(KV_EVENTS.name.to_string(), block);
+    Ok((with_endpoint(config.clone(), block.base), block.base))
+}
+
 /// The flag's value for a worker publishing on `port`.
-pub(super) fn with_endpoint(mut config: Map<String, Value>, port: u16) -> ArgValue {
+fn with_endpoint(mut config: Map<String, Value>, port: u16) -> ArgValue {
     config.insert(ENDPOINT.into(), Value::String(format!("tcp://*:{port}")));
     ArgValue::Json(Value::Object(config))
 }

@@ -19,7 +19,7 @@ use super::shape::Sizes;
 use super::{BOOTSTRAP, DIST_INIT, NCCL, PROGRAM};
 use crate::engine::Wrapper;
 use crate::launch::{Argv, BuildContext, LaunchProcess, Probe, ProcessKind, WorkerInfo};
-use crate::ports::{PortBlock, PortError, HTTP, KV_EVENTS};
+use crate::ports::{PortBlock, PortError, HTTP};
 use crate::recipe::diag::Problem;
 use crate::recipe::{ArgValue, Role, RoleKind};
 use crate::topology::Endpoint;
@@ -106,12 +106,10 @@ fn node_process(
     let mut ports = BTreeMap::from([(HTTP.name.to_string(), http), (NCCL.name.to_string(), nccl)]);
     let kv_events = match &plan.kv_events {
         Some(config) => {
-            let b = ctx.allocate(&KV_EVENTS, node, 1, &address).map_err(&err)?;
-            ports.insert(KV_EVENTS.name.to_string(), b);
-            Some(crate::engine::kv_events::with_endpoint(
-                config.clone(),
-                b.base,
-            ))
+            let (flag, _) =
+                crate::engine::kv_events::publisher(ctx, config, (node, 1), &address, &mut ports)
+                    .map_err(&err)?;
+            Some(flag)
         }
         None => None,
     };

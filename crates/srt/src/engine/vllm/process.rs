@@ -6,7 +6,7 @@ use super::shape::{shape, sizes, Shape};
 use super::Vllm;
 use crate::engine::{kv_events, Engine};
 use crate::launch::{Argv, BuildContext, LaunchProcess, ProcessKind, WorkerInfo};
-use crate::ports::{PortBlock, PortError, DP_RPC, HTTP, KV_EVENTS, MASTER, NIXL, VLLM_SCAN};
+use crate::ports::{PortBlock, PortError, DP_RPC, HTTP, MASTER, NIXL, VLLM_SCAN};
 use crate::recipe::diag::Problem;
 use crate::recipe::{ArgValue, Recipe, Role, RoleKind};
 use crate::topology::Endpoint;
@@ -40,6 +40,9 @@ struct EndpointPlan<'a> {
     feature_flags: Vec<(String, ArgValue)>,
     /// The runtime wrapper the workers run as, when a frontend's runtime hosts them.
     wrapper: Option<&'static crate::engine::Wrapper>,
+    /// The KV-event publisher config of its workers (without the endpoint), when they
+    /// publish ([`kv_events`]).
+    kv_events: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// An endpoint's NIXL side channels: one run of one port per DP rank, from one base
@@ -147,6 +150,7 @@ fn endpoint_plan<'a>(
         nixl,
         feature_flags: Vec::new(),
         wrapper: None,
+        kv_events: kv_events::config(recipe, role.kind, &KV_EVENT_DEFAULTS),
     })
 }
 
@@ -269,14 +273,13 @@ fn node_process(
     }
     // vLLM publishes one DP rank's events on the endpoint's port plus its rank, and
     // `dynamo.vllm` reads the base from DYN_VLLM_KV_EVENT_PORT (srtctl sets both).
-    let kv_events = match kv_events::config(plan.recipe, plan.role.kind, &KV_EVENT_DEFAULTS) {
+    let kv_events = match &plan.kv_events {
         Some(config) => {
-            let b = ctx
-                .allocate(&KV_EVENTS, node, local_dp as u16, &address)
-                .map_err(&err)?;
-            ports.insert(KV_EVENTS.name.to_string(), b);
-            env.insert("DYN_VLLM_KV_EVENT_PORT".into(), b.base.to_string());
-            Some(kv_events::with_endpoint(config, b.base))
+            let (flag, port) =
+                kv_events::publisher(ctx, config, (node, local_dp as u16), &address, &mut ports)
+                    .map_err(&err)?;
+            env.insert("DYN_VLLM_KV_EVENT_PORT".into(), port.to_string());
+            Some(flag)
         }
         None => None,
     };
