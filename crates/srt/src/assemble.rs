@@ -961,36 +961,15 @@ fn checks(
         },
         depends_on: smoke_deps,
     }];
-    let serving = match &recipe.benchmark {
-        Some(crate::recipe::BenchmarkRun::Command(c)) => {
-            out.push(command_bench::gate(
-                recipe,
-                "custom benchmark",
-                c,
-                public_url,
-                processes,
-            ));
-            None
-        }
-        Some(crate::recipe::BenchmarkRun::Eval(e)) => {
-            let c = eval_bench::command(recipe, e, public_url);
-            let what = format!("{} evaluation (SGLang's run_eval)", e.eval);
-            out.push(command_bench::gate(
-                recipe, &what, &c, public_url, processes,
-            ));
-            None
-        }
-        Some(crate::recipe::BenchmarkRun::Trace(t)) => {
-            let c = trace_bench::command(recipe, t);
-            let what = format!("{} trace replay (aiperf)", t.workload);
-            out.push(command_bench::gate(
-                recipe, &what, &c, public_url, processes,
-            ));
-            None
-        }
-        Some(crate::recipe::BenchmarkRun::Serving(b)) => Some(b),
-        None => None,
-    };
+    if let Some((what, c)) = command_benchmark(recipe, public_url) {
+        out.push(command_bench::gate(
+            recipe, &what, &c, public_url, processes,
+        ));
+    }
+    let serving = recipe
+        .benchmark
+        .as_ref()
+        .and_then(crate::recipe::BenchmarkRun::serving);
     if let Some(b) = serving {
         let spec = benchmark_spec(recipe, b, public_url);
         out.push(Gate {
@@ -1004,6 +983,28 @@ fn checks(
         });
     }
     out
+}
+
+/// The command a recipe's benchmark runs to completion, and what its gate calls it:
+/// a `custom` benchmark's own, or the one srt writes for an evaluation or a trace
+/// replay; `None` for a serving benchmark or none.
+fn command_benchmark<'r>(
+    recipe: &'r Recipe,
+    public_url: &str,
+) -> Option<(String, Cow<'r, crate::recipe::CommandBenchmark>)> {
+    use crate::recipe::BenchmarkRun;
+    Some(match recipe.benchmark.as_ref()? {
+        BenchmarkRun::Command(c) => ("custom benchmark".into(), Cow::Borrowed(c)),
+        BenchmarkRun::Eval(e) => (
+            format!("{} evaluation (SGLang's run_eval)", e.eval),
+            Cow::Owned(eval_bench::command(recipe, e, public_url)),
+        ),
+        BenchmarkRun::Trace(t) => (
+            format!("{} trace replay (aiperf)", t.workload),
+            Cow::Owned(trace_bench::command(recipe, t)),
+        ),
+        BenchmarkRun::Serving(_) => return None,
+    })
 }
 
 /// A benchmark whose measured requests cannot be sent within its bound at its rate

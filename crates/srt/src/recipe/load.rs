@@ -1437,10 +1437,7 @@ impl Loader<'_> {
             )? as u64,
             None => keys::default(table, "max_duration_seconds"),
         };
-        let max_failed_fraction = match f.get("max_failed_fraction") {
-            Some(n) => self.fraction(n, "benchmark.max_failed_fraction")?,
-            None => keys::default(table, "max_failed_fraction"),
-        };
+        let max_failed_fraction = self.max_failed_fraction(&f)?;
         let req_rate_span = f.get("req_rate").map_or(span, |n| n.span);
         let tokenizer_span = f.get("tokenizer").map_or(span, |n| n.span);
         Some(BenchmarkRun::Serving(Box::new(Benchmark {
@@ -1505,6 +1502,14 @@ impl Loader<'_> {
             container_image,
             login_shell: true,
         })
+    }
+
+    /// `benchmark.max_failed_fraction` (a fraction of the requests), else its default.
+    fn max_failed_fraction(&mut self, f: &Fields) -> Option<f64> {
+        match f.get("max_failed_fraction") {
+            Some(n) => self.fraction(n, "benchmark.max_failed_fraction"),
+            None => Some(keys::default(keys::BENCHMARK, "max_failed_fraction")),
+        }
     }
 
     /// A `gsm8k` or `gpqa` benchmark: its counts and sampling values, each checked
@@ -1598,10 +1603,7 @@ impl Loader<'_> {
         };
         let ttft_threshold_ms = threshold(self, "ttft_threshold_ms")?;
         let itl_threshold_ms = threshold(self, "itl_threshold_ms")?;
-        let max_failed_fraction = match f.get("max_failed_fraction") {
-            Some(n) => self.fraction(n, "benchmark.max_failed_fraction")?,
-            None => keys::default(table, "max_failed_fraction"),
-        };
+        let max_failed_fraction = self.max_failed_fraction(&f)?;
         let container_image = self.opt_string(&f, "container_image");
         Some(TraceBenchmark {
             span,
