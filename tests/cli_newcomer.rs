@@ -117,13 +117,13 @@ fn plan_apply_and_destroy_count_the_same_resources_and_list_forgets_an_emptied_d
     assert!(all.contains("new-counts"), "{all}");
 }
 
+/// One aggregated worker on one GPU.
+const ONE_WORKER: &str = "roles:\n  agg:\n    nodes: 1\n    workers: 1\n    gpus: 1\n";
+
 #[test]
 fn validate_counts_agree_in_number() {
     let env = Env::new();
-    let one = env.recipe(
-        "one.yaml",
-        "roles:\n  agg:\n    nodes: 1\n    workers: 1\n    gpus: 1\n",
-    );
+    let one = env.recipe("one.yaml", ONE_WORKER);
     let out = env.ok(&["validate", "-f", &one]);
     assert!(out.contains("valid (2 processes on 1 node)"), "{out}");
     let dp = repo().join("examples/local-dp.yaml");
@@ -136,10 +136,7 @@ fn validate_counts_agree_in_number() {
 #[test]
 fn an_empty_setting_in_the_environment_is_unset() {
     let env = Env::new();
-    let one = env.recipe(
-        "one.yaml",
-        "roles:\n  agg:\n    nodes: 1\n    workers: 1\n    gpus: 1\n",
-    );
+    let one = env.recipe("one.yaml", ONE_WORKER);
     for var in ["SRT_CLUSTER", "SRT_STATE_DIR", "SRT_SIMULATE"] {
         let out = env
             .command(&["validate", "-f", &one])
