@@ -592,3 +592,35 @@ health_check:
     env.destroy(name);
     assert_eq!(env.processes(name), Vec::<u32>::new());
 }
+
+/// srtctl's recipes that set `DYN_REQUEST_PLANE: nats` in a role's env on the default
+/// TCP plane: srt gives those workers `--request-plane tcp` too, as srtctl does, and
+/// the real runtime reads the flag over the variable. The worker keeps the variable,
+/// registers on TCP and serves, with no nats-server in the deployment.
+#[test]
+fn a_role_env_request_plane_is_the_flags_default_and_the_worker_serves_on_tcp() {
+    let _serial = serial();
+    let env = Env::dynamo();
+    let name = "dyn-plane-var";
+    let text = agg(name, 1, 2048).replace(
+        "    gpus: 1\n",
+        "    gpus: 1\n    env:\n      DYN_REQUEST_PLANE: nats\n",
+    );
+    let out = env.apply(&env.recipe("dynamo.yaml", &text));
+    let state = env.state(name);
+    assert!(state["resources"].get("nats").is_none(), "{out}");
+    let pid = env.pid(name, "worker.agg[0].node[0]");
+    let argv = cmdline(pid);
+    assert_eq!(at(&argv, "--request-plane"), Some("tcp"), "{argv:?}");
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    assert!(
+        environ
+            .split(|b| *b == 0)
+            .any(|v| v == b"DYN_REQUEST_PLANE=nats"),
+        "the worker lost the recipe's variable"
+    );
+    assert_eq!(generate_instances(&env, name), 1);
+    assert_eq!(env.completion(PUBLIC)["object"], "text_completion");
+    env.destroy(name);
+    assert_eq!(env.processes(name), Vec::<u32>::new());
+}

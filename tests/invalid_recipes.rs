@@ -683,6 +683,12 @@ const CASES: &[Case] = &[
         "nats-server",
     ),
     case(
+        "dynamo-frontend-request-plane-var.yaml",
+        "srt::recipe::managed_env",
+        "DYN_REQUEST_PLANE",
+        "dynamo.request_plane",
+    ),
+    case(
         "dynamo-managed-wrapper-flag.yaml",
         "srt::recipe::managed_flag",
         "endpoint",

@@ -192,3 +192,34 @@ fn a_dynamo_commit_is_built_before_every_dynamo_program() {
     let there = builds(other.to_str().unwrap());
     assert_ne!(here[0].1, there[0].1);
 }
+
+/// A role whose env names `DYN_REQUEST_PLANE` gets `--request-plane` even on Dynamo's
+/// default plane (the flag decides; the variable stays); one that does not, no flag.
+#[test]
+fn a_role_env_request_plane_gives_its_workers_the_flag() {
+    let plan = common::plan("tests/warnings/dynamo-request-plane-var.yaml");
+    let worker = |address: &str| {
+        let p = plan
+            .processes
+            .iter()
+            .find(|p| p.address == address)
+            .unwrap();
+        let flag = p.argv.iter().position(|a| a == "--request-plane");
+        (
+            flag.map(|i| p.argv[i + 1].to_string()),
+            p.env.get("DYN_REQUEST_PLANE").cloned(),
+        )
+    };
+    let tcp = Some("tcp".to_string());
+    assert_eq!(
+        worker("worker.prefill[0].node[0]"),
+        (tcp.clone(), Some("nats".into()))
+    );
+    assert_eq!(worker("worker.decode[0].node[0]"), (tcp.clone(), tcp));
+    let codes: Vec<_> = plan.warnings.iter().map(|w| w.code).collect();
+    assert_eq!(
+        codes,
+        ["srt::recipe::request_plane_var"],
+        "only the prefill's differs"
+    );
+}

@@ -141,6 +141,37 @@ const MANAGED_ENV: &[(&str, &str)] = &[
     ),
 ];
 
+/// A role's `env` may name [`section::REQUEST_PLANE_VAR`], as 14 of srtctl's recipes do:
+/// its workers are then also given `--request-plane`, which the wrappers read over the
+/// variable (see [`section::Planes::worker_flags`]), so a value other than the
+/// deployment's plane is a warning that it is not the plane the workers serve on.
+fn request_plane_vars(recipe: &Recipe, problems: &mut Vec<Problem>) {
+    let plane = section::planes(recipe).request.name();
+    for role in &recipe.roles {
+        let var = section::REQUEST_PLANE_VAR;
+        let (Some(value), Some(span)) = (role.env.get(var), role.env_spans.get(var)) else {
+            continue;
+        };
+        if value == plane {
+            continue;
+        }
+        problems.push(
+            Problem::warning(
+                "srt::recipe::request_plane_var",
+                *span,
+                format!(
+                    "the {} workers serve requests on `{plane}`, not `{value}`: srt also gives them `--request-plane {plane}` (`dynamo.request_plane`), as srtctl does, and Dynamo's wrappers read the flag over `{var}`",
+                    role.kind.name()
+                ),
+            )
+            .label("only the flag's default")
+            .help(format!(
+                "to put the request plane on `{value}`, set `dynamo.request_plane: {value}`; otherwise remove the variable"
+            )),
+        );
+    }
+}
+
 /// The catalogs of the programs it runs besides the frontend (whose releases'
 /// catalogs are [`release`]'s): etcd, nats-server, the mocker, and the own flags of
 /// `dynamo.vllm` and `dynamo.sglang` (each leaves the rest to its engine's parser) and
@@ -266,6 +297,7 @@ impl Frontend for Dynamo {
                 );
             }
         }
+        request_plane_vars(recipe, problems);
         let fe = &recipe.frontend;
         let envs = std::iter::once(("frontend.env".to_string(), &fe.env_spans)).chain(
             recipe
@@ -275,6 +307,9 @@ impl Frontend for Dynamo {
         );
         for (key, spans) in envs {
             for (name, span) in spans {
+                if key != "frontend.env" && name == section::REQUEST_PLANE_VAR {
+                    continue;
+                }
                 if let Some(why) = crate::catalog::managed_by(MANAGED_ENV, name) {
                     problems.push(
                         Problem::new(

@@ -123,7 +123,7 @@ impl WorkerRuntime for DynamoRuntime {
             ("--discovery-backend", "etcd"),
             ("--disaggregation-mode", mode(role)),
         ];
-        registration.extend(self.planes.flags());
+        registration.extend(self.planes.worker_flags(&process.env));
         // The wrapper's own parser takes what its catalog holds; the rest is its engine's
         // flag, which the engine renders (`dynamo.sglang` reads SGLang's own
         // `--disaggregation-mode`; `dynamo.vllm` has one of its own).

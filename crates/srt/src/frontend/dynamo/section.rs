@@ -10,6 +10,7 @@ use super::super::OwnedSection;
 use crate::recipe::diag::Problem;
 use crate::recipe::keys::{k, Key};
 use crate::recipe::{ArgValue, Recipe, Section};
+use std::collections::BTreeMap;
 
 /// The section's name.
 pub(super) const NAME: &str = "dynamo";
@@ -109,7 +110,26 @@ impl Planes {
         }
         out
     }
+
+    /// [`Self::flags`] of a worker whose environment is `env`. A wrapper reads
+    /// `--request-plane` over [`REQUEST_PLANE_VAR`], which is only the flag's default, so a
+    /// worker whose environment names the variable (a role's `env`, as srtctl's recipes
+    /// set it) is given the flag even for Dynamo's default: it serves where the
+    /// deployment's frontend looks, as under srtctl, which always passes the flag.
+    pub(super) fn worker_flags(
+        &self,
+        env: &BTreeMap<String, String>,
+    ) -> Vec<(&'static str, &'static str)> {
+        let mut out = self.flags();
+        if self.request == Transport::Tcp && env.contains_key(REQUEST_PLANE_VAR) {
+            out.insert(0, ("--request-plane", self.request.name()));
+        }
+        out
+    }
 }
+
+/// The variable Dynamo's wrappers take `--request-plane`'s default from.
+pub(super) const REQUEST_PLANE_VAR: &str = "DYN_REQUEST_PLANE";
 
 /// The recipe's planes (what [`check`] accepts; anything else reads as the default).
 pub(super) fn planes(recipe: &Recipe) -> Planes {
@@ -437,6 +457,18 @@ mod tests {
         );
         assert!(!planes.nats());
         assert!(planes.flags().is_empty());
+    }
+
+    #[test]
+    fn a_worker_whose_env_names_the_request_plane_variable_gets_the_flag() {
+        let env = BTreeMap::from([(REQUEST_PLANE_VAR.to_string(), "nats".to_string())]);
+        let tcp = planes(&recipe(""));
+        assert!(tcp.worker_flags(&BTreeMap::new()).is_empty());
+        assert_eq!(tcp.worker_flags(&env), [("--request-plane", "tcp")]);
+        let nats = planes(&recipe(
+            "dynamo:\n  request_plane: nats\n  event_plane: zmq\n",
+        ));
+        assert_eq!(nats.worker_flags(&env), nats.flags());
     }
 
     #[test]
