@@ -736,3 +736,94 @@ fn a_mooncake_trace_is_replayed_by_aiperf_and_failed_requests_fail_the_apply() {
     );
     env.destroy("e2e-trace");
 }
+
+/// GSM8K's two files in its own format: `train` worked examples and `test` questions,
+/// each question `words` words long.
+fn gsm8k_files(dir: &std::path::Path, train: usize, test: usize, words: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    let line = |i: usize| {
+        let padding = " and then some more apples".repeat(words / 5);
+        serde_json::json!({
+            "question": format!("Ann has {i} apples{padding}. She buys 2 more. How many apples does she have?"),
+            "answer": format!("She has {i} + 2 = <<{i}+2={}>>{} apples.\n#### {}", i + 2, i + 2, i + 2),
+        })
+        .to_string()
+    };
+    let lines = |n: usize| (0..n).map(|i| line(i) + "\n").collect::<String>();
+    std::fs::write(dir.join("train.jsonl"), lines(train)).unwrap();
+    std::fs::write(dir.join("test.jsonl"), lines(test)).unwrap();
+}
+
+/// srtctl's `gsm8k` of a vLLM deployment, its GSM8K files read from `data`.
+fn gsm8k_recipe(data: &std::path::Path) -> String {
+    format!(
+        r#"{head}roles:
+  agg:
+    nodes: 1
+    workers: 1
+    args:
+      max-model-len: 2048
+environment:
+  GSM8K_DIR: {data}
+health_check:
+  timeout_seconds: 60
+  interval_seconds: 1
+benchmark:
+  type: gsm8k
+  num_examples: 6
+  num_shots: 2
+  max_tokens: 16
+  repeat: 2
+"#,
+        head = tiny_recipe("e2e-gsm8k"),
+        data = data.display(),
+    )
+}
+
+/// A vLLM deployment's GSM8K evaluation is srt's program over `/v1/completions`, run
+/// `repeat` times with the recipe's counts: each run's results are recorded, all its
+/// questions answered. Questions longer than the workers' `max-model-len` fail every
+/// request, and the apply fails with them.
+#[test]
+fn a_vllm_gsm8k_evaluation_runs_srts_program_and_failed_requests_fail_the_apply() {
+    let _g = serial();
+    let env = Env::new();
+    let data = env.dir.path().join("gsm8k");
+    gsm8k_files(&data, 2, 6, 10);
+    let recipe = env.recipe("gsm8k.yaml", &gsm8k_recipe(&data));
+    let shown = env.apply(&recipe);
+    assert!(
+        shown.contains("benchmark: passed (the command exited 0"),
+        "{shown}"
+    );
+    let log = std::fs::read_to_string(
+        env.deployment_dir("e2e-gsm8k")
+            .join("logs/benchmark.command.log"),
+    )
+    .unwrap();
+    assert!(log.contains("srt: GSM8K run 2 of 2"), "{log}");
+    for run in 1..=2 {
+        let path = env
+            .deployment_dir("e2e-gsm8k")
+            .join(format!("run/accuracy/gsm8k_run{run}.json"));
+        let result: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(result["num_questions"], 6, "{result}");
+        assert_eq!(result["num_shots"], 2, "{result}");
+        assert_eq!(result["failed_requests"], 0, "{result}");
+        assert!(result["total_output_tokens"].as_u64() > Some(0), "{result}");
+        assert!(result["accuracy"].as_f64().is_some(), "{result}");
+    }
+
+    // Questions of about 3,000 words are past the workers' 2,048 tokens.
+    gsm8k_files(&data, 2, 6, 3000);
+    let shown = env.exits(
+        &["apply", "-f", &recipe, "--simulate", "--auto-approve"],
+        srt::exit::APPLY_FAILED,
+    );
+    assert!(
+        shown.contains("6 of 6 requests failed, more than max_failed_fraction 0.05"),
+        "{shown}"
+    );
+    env.destroy("e2e-gsm8k");
+}

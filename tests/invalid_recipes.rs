@@ -122,12 +122,6 @@ const CASES: &[Case] = &[
         "not supported by srt",
     ),
     case(
-        "benchmark-gsm8k-vllm.yaml",
-        "srt::recipe::benchmark_type",
-        "gsm8k",
-        "remove `benchmark`",
-    ),
-    case(
         "benchmark-mooncake-workload.yaml",
         "srt::recipe::value",
         "conversations",

@@ -1545,6 +1545,7 @@ fn every_example_has_a_topology_test() {
         "examples/srtctl-v1/override.yaml",
         "examples/srtctl-v1/sweep.yaml",
         "examples/srtctl-v1/accuracy-sglang.yaml",
+        "examples/srtctl-v1/accuracy-vllm.yaml",
         "examples/srtctl-v1/trace-sglang.yaml",
         "examples/local-custom-benchmark.yaml",
     ];
@@ -1577,12 +1578,12 @@ fn placement(plan: &LaunchPlan) -> Vec<Placed> {
 /// from `gpus_per_<role>` or nodes x GPUs per node / workers, decode after prefill on
 /// nodes of its own, a worker over two nodes one process per node; an override file's
 /// first variant (`override_tp4`); a sweep's first point (TP 2); an accuracy recipe
-/// (whose evaluation runs on the public endpoint's node, the prefill's); a trace
-/// replay's aggregated workers (TP 2, two to a node).
+/// (whose evaluation runs on the public endpoint's node, the prefill's), of SGLang and
+/// of vLLM; a trace replay's aggregated workers (TP 2, two to a node).
 #[test]
 fn srtctl_v1_fixtures_place_workers_as_srtctl_derives_them() {
     use RoleKind::{Agg, Decode, Prefill};
-    let cases: [(&str, Vec<Placed>); 7] = [
+    let cases: [(&str, Vec<Placed>); 8] = [
         ("agg-vllm", vec![(Agg, 0, vec![0, 1]), (Agg, 0, vec![2, 3])]),
         (
             "trace-sglang",
@@ -1613,6 +1614,14 @@ fn srtctl_v1_fixtures_place_workers_as_srtctl_derives_them() {
         ),
         ("override", vec![(Agg, 0, vec![0, 1, 2, 3])]),
         ("sweep", vec![(Agg, 0, vec![0, 1])]),
+        (
+            "accuracy-vllm",
+            vec![
+                (Prefill, 0, vec![0, 1]),
+                (Prefill, 0, vec![2, 3]),
+                (Decode, 1, vec![0, 1, 2, 3]),
+            ],
+        ),
     ];
     for (name, expected) in cases {
         let plan = plan(format!("examples/srtctl-v1/{name}.yaml"));

@@ -996,7 +996,11 @@ fn command_benchmark<'r>(
     Some(match recipe.benchmark.as_ref()? {
         BenchmarkRun::Command(c) => ("custom benchmark".into(), Cow::Borrowed(c)),
         BenchmarkRun::Eval(e) => (
-            format!("{} evaluation (SGLang's run_eval)", e.eval),
+            format!(
+                "{} evaluation ({})",
+                e.eval,
+                eval_bench::Harness::of(recipe, e).name()
+            ),
             Cow::Owned(eval_bench::command(recipe, e, public_url)),
         ),
         BenchmarkRun::Trace(t) => (

@@ -127,7 +127,8 @@ pub trait Engine: Sync {
 
     /// Whether srtctl's `gsm8k` benchmark evaluates this engine's deployments with
     /// SGLang's `run_eval`, as it does for every engine but vLLM (which it evaluates
-    /// with a copy of vLLM's own script, which srt does not ship).
+    /// with a copy of vLLM's own script, and srt with its own program of that
+    /// evaluation: `assemble/eval_bench.rs`).
     fn gsm8k_with_run_eval(&self) -> bool {
         true
     }
