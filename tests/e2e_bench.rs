@@ -654,9 +654,10 @@ fn mooncake_trace(requests: u64, blocks: u64) -> String {
         .collect()
 }
 
-/// srtctl's `mooncake-router` benchmark: a recipe with the tiny model, its trace read
-/// from `traces` (srtctl's `TRACE_DIR`), so that nothing is downloaded.
-fn trace_recipe(traces: &std::path::Path) -> String {
+/// A recipe `name` with the tiny model, one aggregated worker of 2,048 tokens, the
+/// variable `var` naming `dir` (where the benchmark finds its data, so that nothing is
+/// downloaded), and `benchmark`'s keys.
+fn data_benchmark_recipe(name: &str, var: &str, dir: &std::path::Path, benchmark: &str) -> String {
     format!(
         r#"{head}roles:
   agg:
@@ -665,19 +666,31 @@ fn trace_recipe(traces: &std::path::Path) -> String {
     args:
       max-model-len: 2048
 environment:
-  TRACE_DIR: {traces}
+  {var}: {dir}
 health_check:
   timeout_seconds: 60
   interval_seconds: 1
 benchmark:
-  type: mooncake-router
-  mooncake_workload: toolagent
-  ttft_threshold_ms: 5000
-  itl_threshold_ms: 500
-"#,
-        head = tiny_recipe("e2e-trace"),
-        traces = traces.display(),
+{benchmark}"#,
+        head = tiny_recipe(name),
+        dir = dir.display(),
     )
+}
+
+/// srtctl's `mooncake-router` benchmark, its trace read from `traces` (srtctl's
+/// `TRACE_DIR`).
+fn trace_recipe(traces: &std::path::Path) -> String {
+    data_benchmark_recipe(
+        "e2e-trace",
+        "TRACE_DIR",
+        traces,
+        "  type: mooncake-router\n  mooncake_workload: toolagent\n  ttft_threshold_ms: 5000\n  itl_threshold_ms: 500\n",
+    )
+}
+
+/// The benchmark command's log of deployment `name`.
+fn command_log(env: &Env, name: &str) -> String {
+    std::fs::read_to_string(env.deployment_dir(name).join("logs/benchmark.command.log")).unwrap()
 }
 
 /// The trace is replayed by the real aiperf (pinned, `scripts/install-aiperf.sh`)
@@ -700,11 +713,7 @@ fn a_mooncake_trace_is_replayed_by_aiperf_and_failed_requests_fail_the_apply() {
         shown.contains("benchmark: passed (the command exited 0"),
         "{shown}"
     );
-    let log = std::fs::read_to_string(
-        env.deployment_dir("e2e-trace")
-            .join("logs/benchmark.command.log"),
-    )
-    .unwrap();
+    let log = command_log(&env, "e2e-trace");
     assert!(log.contains("srt: 12 of 12 requests succeeded"), "{log}");
     let artifacts = env.deployment_dir("e2e-trace").join("run/artifacts");
     let runs: Vec<_> = std::fs::read_dir(&artifacts)
@@ -756,27 +765,11 @@ fn gsm8k_files(dir: &std::path::Path, train: usize, test: usize, words: usize) {
 
 /// srtctl's `gsm8k` of a vLLM deployment, its GSM8K files read from `data`.
 fn gsm8k_recipe(data: &std::path::Path) -> String {
-    format!(
-        r#"{head}roles:
-  agg:
-    nodes: 1
-    workers: 1
-    args:
-      max-model-len: 2048
-environment:
-  GSM8K_DIR: {data}
-health_check:
-  timeout_seconds: 60
-  interval_seconds: 1
-benchmark:
-  type: gsm8k
-  num_examples: 6
-  num_shots: 2
-  max_tokens: 16
-  repeat: 2
-"#,
-        head = tiny_recipe("e2e-gsm8k"),
-        data = data.display(),
+    data_benchmark_recipe(
+        "e2e-gsm8k",
+        "GSM8K_DIR",
+        data,
+        "  type: gsm8k\n  num_examples: 6\n  num_shots: 2\n  max_tokens: 16\n  repeat: 2\n",
     )
 }
 
@@ -796,11 +789,7 @@ fn a_vllm_gsm8k_evaluation_runs_srts_program_and_failed_requests_fail_the_apply(
         shown.contains("benchmark: passed (the command exited 0"),
         "{shown}"
     );
-    let log = std::fs::read_to_string(
-        env.deployment_dir("e2e-gsm8k")
-            .join("logs/benchmark.command.log"),
-    )
-    .unwrap();
+    let log = command_log(&env, "e2e-gsm8k");
     assert!(log.contains("srt: GSM8K run 2 of 2"), "{log}");
     for run in 1..=2 {
         let path = env
