@@ -1965,3 +1965,56 @@ fn the_dynamo_frontend_follows_the_release_the_recipe_runs() {
         "{plane:?}"
     );
 }
+
+/// A recipe that installs ai-dynamo 0.8.0 gives its vLLM workers that release's
+/// registration: the namespace in `DYN_NAMESPACE`, the key-value store as `--store-kv`,
+/// the role as `--is-prefill-worker` / `--is-decode-worker`, and none of the flags
+/// 0.8.0's `dynamo.vllm` refuses (`--endpoint`, `--discovery-backend`,
+/// `--disaggregation-mode`). 1.6.1's are given to a recipe that names no release.
+#[test]
+fn dynamo_0_8_vllm_workers_register_as_that_release_takes_it() {
+    let text = |dynamo: &str| {
+        format!(
+            "schema: 2\nname: old-dynamo\nmodel:\n  path: /models/tiny\nresources:\n  gpus_per_node: 1\nfrontend:\n  type: dynamo\n{dynamo}roles:\n  prefill:\n    nodes: 1\n    workers: 1\n    gpus: 1\n  decode:\n    nodes: 1\n    workers: 1\n    gpus: 1\n"
+        )
+    };
+    let plan_of = |dynamo: &str| {
+        let source = srt::recipe::Source {
+            name: "old.yaml".into(),
+            text: text(dynamo),
+        };
+        let recipe = srt::recipe::load_str(&source, "old").unwrap();
+        srt::assemble::assemble(&recipe, &Default::default()).unwrap()
+    };
+    let old = plan_of("dynamo:\n  version: \"0.8.0\"\n  install: true\n");
+    for (address, role) in [
+        ("worker.prefill[0].node[0]", Some("--is-prefill-worker")),
+        ("worker.decode[0].node[0]", Some("--is-decode-worker")),
+    ] {
+        let p = old.processes.iter().find(|p| p.address == address).unwrap();
+        let argv = p.argv.to_vec();
+        for refused in ["--endpoint", "--discovery-backend", "--disaggregation-mode"] {
+            assert!(!argv.iter().any(|a| a == refused), "{address}: {argv:?}");
+        }
+        let at = argv
+            .iter()
+            .position(|a| a == "--store-kv")
+            .expect("--store-kv");
+        assert_eq!(argv[at + 1], "etcd");
+        assert!(argv.iter().any(|a| Some(a.as_str()) == role), "{argv:?}");
+        assert_eq!(
+            p.env.get("DYN_NAMESPACE").map(String::as_str),
+            Some("old-dynamo")
+        );
+    }
+    let current = plan_of("");
+    let p = current
+        .processes
+        .iter()
+        .find(|p| p.address == "worker.prefill[0].node[0]")
+        .unwrap();
+    let argv = p.argv.to_vec();
+    assert!(argv.iter().any(|a| a == "--endpoint"), "{argv:?}");
+    assert!(!argv.iter().any(|a| a == "--store-kv"), "{argv:?}");
+    assert!(!p.env.contains_key("DYN_NAMESPACE"));
+}

@@ -12,6 +12,7 @@
 //! running all of it here: `docs/dynamo-notes.md`.
 
 mod install;
+mod registration;
 mod release;
 mod runtime;
 mod section;
@@ -395,6 +396,7 @@ impl Frontend for Dynamo {
             planes,
             frontends: entries.iter().map(|(url, _)| url.clone()).collect(),
             install: install::install(recipe),
+            release: release::named(recipe),
         };
         Ok(Infrastructure {
             processes,

@@ -3,6 +3,7 @@
 //! namespace, how srt sees that it did, and the Dynamo mocker that stands in for it
 //! under `--simulate`, scheduling as the engine does.
 
+use super::registration;
 use super::section::{Planes, Transport};
 use crate::catalog::{Catalog, Resolution};
 use crate::launch::{
@@ -60,6 +61,9 @@ pub(super) struct DynamoRuntime {
     /// The ai-dynamo each worker installs before its program (`dynamo.install`),
     /// if any.
     pub install: Option<super::install::Install>,
+    /// The ai-dynamo release the recipe names, whose wrappers' registration the
+    /// workers are given ([`super::registration`]).
+    pub release: Option<String>,
 }
 
 /// The component a role's workers register as: Dynamo's frontend sends prefill work to
@@ -150,9 +154,25 @@ impl WorkerRuntime for DynamoRuntime {
         }
         self.connect(ctx, process);
         process.argv.extend(own.iter().map(String::as_str));
-        for (flag, value) in &registration {
-            if wrapper.is_none() || own_option(flag).is_some() {
-                process.argv.extend([*flag, *value]);
+        let module = wrapper.and_then(|c| c.command.last());
+        match module.and_then(|m| registration::older_form(self.release.as_deref(), m)) {
+            Some(takes) => {
+                let older =
+                    registration::older(takes, &registration, &self.namespace).map_err(|e| {
+                        format!(
+                            "ai-dynamo {}: {e}",
+                            self.release.as_deref().unwrap_or_default()
+                        )
+                    })?;
+                process.argv.extend(older.words.iter().map(String::as_str));
+                process.env.extend(older.env);
+            }
+            None => {
+                for (flag, value) in &registration {
+                    if wrapper.is_none() || own_option(flag).is_some() {
+                        process.argv.extend([*flag, *value]);
+                    }
+                }
             }
         }
         let listed = match self.planes.request {

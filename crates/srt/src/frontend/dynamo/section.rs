@@ -387,7 +387,12 @@ fn checked_against(release: &str) -> String {
     use super::release::{frontend_catalog, Fit};
     let (catalog, fit) = frontend_catalog(Some(release));
     let of = &catalog.version;
-    match fit {
+    let registers = if super::registration::older_form(Some(release), "dynamo.vllm").is_some() {
+        format!("; the workers register as {of}'s wrappers take it (`--store-kv`; `dynamo.vllm`'s namespace in `DYN_NAMESPACE`, its role as `--is-prefill-worker` or `--is-decode-worker`)")
+    } else {
+        String::new()
+    };
+    let checked = match fit {
         Fit::Same => format!(
             "srt checks `frontend.args` against ai-dynamo {of}'s flags, and the workers' wrapper flags against {VERSION}'s"
         ),
@@ -397,7 +402,8 @@ fn checked_against(release: &str) -> String {
         Fit::Default => {
             format!("srt checks Dynamo's commands against ai-dynamo {VERSION}'s flags, not `{release}`'s")
         }
-    }
+    };
+    checked + &registers
 }
 
 /// `key`, when written, is one of `choices`.
