@@ -154,27 +154,7 @@ impl WorkerRuntime for DynamoRuntime {
         }
         self.connect(ctx, process);
         process.argv.extend(own.iter().map(String::as_str));
-        let module = wrapper.and_then(|c| c.command.last());
-        match module.and_then(|m| registration::older_form(self.release.as_deref(), m)) {
-            Some(takes) => {
-                let older =
-                    registration::older(takes, &registration, &self.namespace).map_err(|e| {
-                        format!(
-                            "ai-dynamo {}: {e}",
-                            self.release.as_deref().unwrap_or_default()
-                        )
-                    })?;
-                process.argv.extend(older.words.iter().map(String::as_str));
-                process.env.extend(older.env);
-            }
-            None => {
-                for (flag, value) in &registration {
-                    if wrapper.is_none() || own_option(flag).is_some() {
-                        process.argv.extend([*flag, *value]);
-                    }
-                }
-            }
-        }
+        self.register(process, wrapper, &registration)?;
         let listed = match self.planes.request {
             Transport::Nats => self.learned_instance(ctx, process, role)?,
             _ => self.tcp_instance(ctx, process, role)?,
@@ -200,6 +180,36 @@ fn wrapper_catalog(argv: &Argv) -> Option<&'static Catalog> {
 impl DynamoRuntime {
     /// Where a worker's runtime finds the deployment: its etcd (and nats-server), and
     /// the address it publishes its events on.
+    /// Give a worker's command `registration` as its wrapper (`wrapper`, its catalog)
+    /// takes it: in the older form of the recipe's release ([`registration`]), else each
+    /// flag the wrapper's own parser has (every one, for a wrapper srt has no catalog of;
+    /// the rest is its engine's, which the engine renders).
+    fn register(
+        &self,
+        process: &mut LaunchProcess,
+        wrapper: Option<&Catalog>,
+        registration: &[(&str, &str)],
+    ) -> Result<(), String> {
+        let module = wrapper.and_then(|c| c.command.last());
+        if let Some(takes) =
+            module.and_then(|m| registration::older_form(self.release.as_deref(), m))
+        {
+            let release = self.release.as_deref().unwrap_or_default();
+            let older = registration::older(takes, registration, &self.namespace)
+                .map_err(|e| format!("ai-dynamo {release}: {e}"))?;
+            process.argv.extend(older.words.iter().map(String::as_str));
+            process.env.extend(older.env);
+            return Ok(());
+        }
+        for (flag, value) in registration {
+            let own = wrapper.map(|c| matches!(c.resolve(&flag[2..]), Resolution::Exact(..)));
+            if own != Some(false) {
+                process.argv.extend([*flag, *value]);
+            }
+        }
+        Ok(())
+    }
+
     fn connect(&self, ctx: &BuildContext<'_>, process: &mut LaunchProcess) {
         let ip = ctx.node_ip(process.node);
         process
