@@ -3,11 +3,17 @@
 YAML file under the given directories, then the files that validate and the refusals
 grouped by diagnostic code and key, as Markdown.
 
-Usage: scripts/srtctl-corpus.py [--srt PATH] [--cluster FILE] DIR [DIR ...]
+Usage: scripts/srtctl-corpus.py [--srt PATH] [--cluster FILE [--stand-in-scripts]] DIR [DIR ...]
 
 `--cluster FILE` reads every recipe with that cluster profile (srtctl's `srtslurm.yaml`
 works: with `srtctl_root` naming an srt-slurm checkout, a recipe's `setup_script` is
 found in its `configs/` as srtctl finds it); without it, with none.
+
+`--stand-in-scripts` (with an `srtslurm.yaml` that names `srtctl_root`) measures what
+the recipes need besides their users' own setup scripts: it copies the root's
+`configs/` into a temporary root, adds an empty script of each `setup_script` name the
+recipes give that is in neither `configs/` nor `configs/patches/`, lists them, and
+reads every recipe with a copy of the cluster file naming that root.
 
 The corpus: NVIDIA/srt-slurm's `recipes/` and NVIDIA/srt-slurm-recipes, e.g.
   git clone https://github.com/NVIDIA/srt-slurm && git clone https://github.com/NVIDIA/srt-slurm-recipes
@@ -23,8 +29,10 @@ import argparse
 import collections
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ENTRY = re.compile(r"^(Error|Warning): (srt::[a-z0-9_:]+)\s*$")
@@ -73,6 +81,34 @@ def problems(srt, path, cluster):
     return run.returncode == 0, found
 
 
+SETUP_SCRIPT = re.compile(r"""^\s*setup_script:\s*["']?([A-Za-z0-9._-]+)""", re.M)
+ROOT = re.compile(r"^srtctl_root:\s*(\S+)\s*$", re.M)
+
+
+def stand_ins(cluster, dirs, tmp):
+    """A cluster file whose `srtctl_root` is a copy of `cluster`'s with an empty script
+    for every `setup_script` the recipes under `dirs` name that it lacks, and those
+    names."""
+    text = Path(cluster).read_text()
+    found = ROOT.search(text)
+    if not found:
+        sys.exit(f"{cluster}: no `srtctl_root:` to copy")
+    configs = Path(found.group(1)) / "configs"
+    root = Path(tmp) / "root"
+    shutil.copytree(configs, root / "configs")
+    names = {m for path in recipes(dirs) for m in SETUP_SCRIPT.findall(path.read_text())}
+    missing = sorted(n for n in names if not (configs / n).exists() and not (configs / "patches" / n).exists())
+    for name in missing:
+        script = root / "configs" / name
+        script.write_text("#!/bin/sh\n# an empty stand-in for a user's own script\n")
+        script.chmod(0o644)
+    for path in [root, *root.rglob("*")]:
+        path.chmod(path.stat().st_mode & ~0o022)
+    profile = Path(tmp) / "srtslurm.yaml"
+    profile.write_text(ROOT.sub(f"srtctl_root: {root}", text))
+    return str(profile), missing
+
+
 def subject(message):
     """The key or flag a message is about: its first `...` quote (else its first words),
     role and numbers folded."""
@@ -87,8 +123,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--srt", default="target/debug/srt")
     ap.add_argument("--cluster", default=None)
+    ap.add_argument("--stand-in-scripts", action="store_true")
     ap.add_argument("dirs", nargs="+")
     args = ap.parse_args()
+    if args.stand_in_scripts:
+        if not args.cluster:
+            sys.exit("--stand-in-scripts needs --cluster")
+        tmp = tempfile.TemporaryDirectory()
+        args.cluster, missing = stand_ins(args.cluster, args.dirs, tmp.name)
+        print(f"With empty stand-ins of {', '.join(f'`{m}`' for m in missing)}:\n")
     total, valid = 0, 0
     refusals, notes = collections.Counter(), collections.Counter()
     for path in recipes(args.dirs):
