@@ -961,7 +961,7 @@ fn checks(
         },
         depends_on: smoke_deps,
     }];
-    if let Some((what, c)) = command_benchmark(recipe, public_url) {
+    if let Some((what, c)) = command_benchmark(recipe) {
         out.push(command_bench::gate(
             recipe, &what, &c, public_url, processes,
         ));
@@ -988,10 +988,9 @@ fn checks(
 /// The command a recipe's benchmark runs to completion, and what its gate calls it:
 /// a `custom` benchmark's own, or the one srt writes for an evaluation or a trace
 /// replay; `None` for a serving benchmark or none.
-fn command_benchmark<'r>(
-    recipe: &'r Recipe,
-    public_url: &str,
-) -> Option<(String, Cow<'r, crate::recipe::CommandBenchmark>)> {
+fn command_benchmark(
+    recipe: &Recipe,
+) -> Option<(String, Cow<'_, crate::recipe::CommandBenchmark>)> {
     use crate::recipe::BenchmarkRun;
     Some(match recipe.benchmark.as_ref()? {
         BenchmarkRun::Command(c) => ("custom benchmark".into(), Cow::Borrowed(c)),
@@ -1001,7 +1000,7 @@ fn command_benchmark<'r>(
                 e.eval,
                 eval_bench::Harness::of(recipe, e).name()
             ),
-            Cow::Owned(eval_bench::command(recipe, e, public_url)),
+            Cow::Owned(eval_bench::command(recipe, e)),
         ),
         BenchmarkRun::Trace(t) => (
             format!("{} trace replay (aiperf)", t.workload),

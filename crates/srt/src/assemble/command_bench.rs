@@ -12,6 +12,20 @@ use crate::launch::{node_ip, CommandRun, Gate, LaunchProcess, Probe, COMMAND_STA
 use crate::recipe::{CommandBenchmark, Recipe};
 use std::collections::BTreeMap;
 
+/// The public URL, as the shell variable every command benchmark is given
+/// (`SRT_FRONTEND_URL`), for the scripts srt writes.
+pub(super) const FRONTEND_URL: &str = "$SRT_FRONTEND_URL";
+
+/// A word of a script srt writes: one of its shell `variables` (`$name`), expanded in
+/// double quotes; anything else quoted as it is.
+pub(super) fn shell_word(arg: &str, variables: &[&str]) -> String {
+    if variables.contains(&arg) {
+        format!("\"{arg}\"")
+    } else {
+        crate::launch::render::quote(arg)
+    }
+}
+
 /// The shell that runs the command and records what it exits with (`$1` the command,
 /// `$2` the status file, in a directory made if missing; a status left by an earlier
 /// run is removed first), by a login shell or not. It starts its output with

@@ -12,9 +12,9 @@
 //!   the run whose requests failed beyond `max_failed_fraction`'s default or that got
 //!   no output token back.
 
+use super::command_bench::shell_word;
 use crate::catalog::Catalog;
 use crate::engine::Engine;
-use crate::launch::render::quote;
 use crate::launch::RUN_DIR;
 use crate::recipe::diag::Problem;
 use crate::recipe::{CommandBenchmark, EvalBenchmark, Recipe};
@@ -103,15 +103,12 @@ fn reads(harness: Harness, eval: &str, key: &str) -> bool {
 pub(super) fn problems(recipe: &Recipe, e: &EvalBenchmark, engine: &dyn Engine) -> Vec<Problem> {
     let mut out = Vec::new();
     let harness = Harness::of(recipe, e);
-    let checked = harness == Harness::RunEval;
-    if let Some(error) = checked
-        .then(|| {
-            catalog()
-                .parse_argv(&arguments(recipe, e, "http://127.0.0.1:8000"))
-                .err()
-        })
-        .flatten()
-    {
+    // srt's own GSM8K program's arguments are checked by its tests, against its parser.
+    let checked = match harness {
+        Harness::RunEval => catalog().parse_argv(&arguments(recipe, e, URL)).map(drop),
+        Harness::Completions => Ok(()),
+    };
+    if let Err(error) = checked {
         out.push(
             Problem::new(
                 "srt::recipe::benchmark_args",
@@ -193,7 +190,7 @@ fn flag(key: &str) -> String {
 }
 
 /// The shell variables the GSM8K script names, set before its commands.
-const URL: &str = "$SRT_FRONTEND_URL";
+const URL: &str = super::command_bench::FRONTEND_URL;
 const DATA: &str = "$data";
 
 /// srt's GSM8K program's arguments, but `--save-results` (srtctl's `vllm-bench.sh`'s:
@@ -235,10 +232,7 @@ fn completions_script(recipe: &Recipe, e: &EvalBenchmark) -> String {
     let repeat = count(Harness::Completions, e, "repeat").unwrap_or(1);
     let words: Vec<String> = completions_arguments(recipe, e)
         .iter()
-        .map(|a| match a.as_str() {
-            URL | DATA => format!("\"{a}\""),
-            _ => quote(a),
-        })
+        .map(|a| shell_word(a, &[URL, DATA]))
         .collect();
     let program = format!("{RUN_DIR}/gsm8k_completions.py");
     [
@@ -256,19 +250,17 @@ fn completions_script(recipe: &Recipe, e: &EvalBenchmark) -> String {
 
 /// The command benchmark that runs `e` (its arguments checked by [`problems`]). What it
 /// prints, the scores with it, is the command's log.
-pub(super) fn command(recipe: &Recipe, e: &EvalBenchmark, public_url: &str) -> CommandBenchmark {
+pub(super) fn command(recipe: &Recipe, e: &EvalBenchmark) -> CommandBenchmark {
     let command = match Harness::of(recipe, e) {
         Harness::Completions => completions_script(recipe, e),
         Harness::RunEval => RUN_EVAL
             .iter()
             .map(ToString::to_string)
-            .chain(arguments(recipe, e, public_url).iter().map(|w| {
-                if w == public_url {
-                    format!("\"{URL}\"")
-                } else {
-                    quote(w)
-                }
-            }))
+            .chain(
+                arguments(recipe, e, URL)
+                    .iter()
+                    .map(|w| shell_word(w, &[URL])),
+            )
             .collect::<Vec<_>>()
             .join(" "),
     };
@@ -353,7 +345,7 @@ mod tests {
     #[test]
     fn the_command_runs_the_harness_on_the_public_url() {
         let e = eval("gsm8k", &[], &[]);
-        let c = command(&recipe(), &e, "http://<node0-ip>:8000");
+        let c = command(&recipe(), &e);
         assert_eq!(Harness::of(&recipe(), &e), Harness::RunEval);
         assert!(
             c.command.starts_with(
@@ -403,7 +395,7 @@ mod tests {
             String::from_utf8_lossy(&parsed.stdout),
             "1319 256 5 0.0 0.05 42\n"
         );
-        let script = command(&r, &e, "http://h:8000").command;
+        let script = command(&r, &e).command;
         assert!(script.contains("for i in $(seq 1 5); do"), "{script}");
         assert!(script.contains(COMPLETIONS), "the program is written whole");
     }

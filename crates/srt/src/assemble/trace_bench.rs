@@ -45,7 +45,7 @@ const TRACES: &str = "https://raw.githubusercontent.com/kvcache-ai/Mooncake/main
 /// The shell variables the aiperf commands name, set by the script before them.
 const TRACE: &str = "$trace";
 const ARTIFACTS: &str = "$artifacts";
-const URL: &str = "$SRT_FRONTEND_URL";
+const URL: &str = super::command_bench::FRONTEND_URL;
 
 /// The warm-up: a few synthetic requests (srtctl's 20 at concurrency 10).
 fn warmup_args(recipe: &Recipe) -> Vec<String> {
@@ -110,18 +110,12 @@ fn common_args(recipe: &Recipe) -> Vec<String> {
     .to_vec()
 }
 
-/// A shell word of an argument: the script's variables expanded, anything else
-/// quoted.
-fn word(arg: &str) -> String {
-    match arg {
-        TRACE | ARTIFACTS | URL => format!("\"{arg}\""),
-        _ => quote(arg),
-    }
-}
-
 /// `aiperf profile` with `args`, as one line of the script.
 fn aiperf_line(args: &[String]) -> String {
-    let words: Vec<String> = args.iter().map(|a| word(a)).collect();
+    let words: Vec<String> = args
+        .iter()
+        .map(|a| super::command_bench::shell_word(a, &[TRACE, ARTIFACTS, URL]))
+        .collect();
     format!("aiperf profile {}", words.join(" "))
 }
 
