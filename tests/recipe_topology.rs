@@ -1988,33 +1988,23 @@ fn dynamo_0_8_vllm_workers_register_as_that_release_takes_it() {
     };
     let old = plan_of("dynamo:\n  version: \"0.8.0\"\n  install: true\n");
     for (address, role) in [
-        ("worker.prefill[0].node[0]", Some("--is-prefill-worker")),
-        ("worker.decode[0].node[0]", Some("--is-decode-worker")),
+        ("worker.prefill[0].node[0]", "--is-prefill-worker"),
+        ("worker.decode[0].node[0]", "--is-decode-worker"),
     ] {
-        let p = old.processes.iter().find(|p| p.address == address).unwrap();
-        let argv = p.argv.to_vec();
+        let p = process(&old, address);
         for refused in ["--endpoint", "--discovery-backend", "--disaggregation-mode"] {
-            assert!(!argv.iter().any(|a| a == refused), "{address}: {argv:?}");
+            assert!(!has(&p.argv, refused), "{address}: {:?}", p.argv);
         }
-        let at = argv
-            .iter()
-            .position(|a| a == "--store-kv")
-            .expect("--store-kv");
-        assert_eq!(argv[at + 1], "etcd");
-        assert!(argv.iter().any(|a| Some(a.as_str()) == role), "{argv:?}");
+        assert_eq!(value(&p.argv, "--store-kv"), "etcd");
+        assert!(has(&p.argv, role), "{:?}", p.argv);
         assert_eq!(
             p.env.get("DYN_NAMESPACE").map(String::as_str),
             Some("old-dynamo")
         );
     }
     let current = plan_of("");
-    let p = current
-        .processes
-        .iter()
-        .find(|p| p.address == "worker.prefill[0].node[0]")
-        .unwrap();
-    let argv = p.argv.to_vec();
-    assert!(argv.iter().any(|a| a == "--endpoint"), "{argv:?}");
-    assert!(!argv.iter().any(|a| a == "--store-kv"), "{argv:?}");
+    let p = process(&current, "worker.prefill[0].node[0]");
+    assert!(has(&p.argv, "--endpoint"), "{:?}", p.argv);
+    assert!(!has(&p.argv, "--store-kv"), "{:?}", p.argv);
     assert!(!p.env.contains_key("DYN_NAMESPACE"));
 }

@@ -199,23 +199,14 @@ fn a_dynamo_commit_is_built_before_every_dynamo_program() {
 fn a_role_env_request_plane_gives_its_workers_the_flag() {
     let plan = common::plan("tests/warnings/dynamo-request-plane-var.yaml");
     let worker = |address: &str| {
-        let p = plan
-            .processes
-            .iter()
-            .find(|p| p.address == address)
-            .unwrap();
-        let flag = p.argv.iter().position(|a| a == "--request-plane");
+        let p = common::process(&plan, address);
         (
-            flag.map(|i| p.argv[i + 1].to_string()),
-            p.env.get("DYN_REQUEST_PLANE").cloned(),
+            common::value(&p.argv, "--request-plane"),
+            p.env.get("DYN_REQUEST_PLANE").map(String::as_str),
         )
     };
-    let tcp = Some("tcp".to_string());
-    assert_eq!(
-        worker("worker.prefill[0].node[0]"),
-        (tcp.clone(), Some("nats".into()))
-    );
-    assert_eq!(worker("worker.decode[0].node[0]"), (tcp.clone(), tcp));
+    assert_eq!(worker("worker.prefill[0].node[0]"), ("tcp", Some("nats")));
+    assert_eq!(worker("worker.decode[0].node[0]"), ("tcp", Some("tcp")));
     let codes: Vec<_> = plan.warnings.iter().map(|w| w.code).collect();
     assert_eq!(
         codes,
