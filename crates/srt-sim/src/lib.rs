@@ -177,7 +177,8 @@
 //!   cumulative `data: {text, output_ids, meta_info}` events, then `data: [DONE]`),
 //!   `/v1/completions` and `/v1/chat/completions` (JSON bodies only; `stream_options.
 //!   include_usage`; `matched_stop`, `metadata.weight_version`), `GET|POST /flush_cache`,
-//!   `/v1/loads` (`dp_rank`, `include`, `format=prometheus`; running and waiting from each
+//!   `GET|POST /slow_down` (`forward_sleep_time`: every step of every DP rank's scheduler
+//!   sleeps that long more until it is `null`), `/v1/loads` (`dp_rank`, `include`, `format=prometheus`; running and waiting from each
 //!   DP rank's scheduler), `/metrics` only with `--enable-metrics` (as SGLang mounts it:
 //!   `sglang:num_running_reqs`, `sglang:num_queue_reqs` per DP rank, and the `srt_sim_*`
 //!   counters). No `/get_load` (404, as 0.5.23); unknown routes answer FastAPI's 404. DP

@@ -637,6 +637,53 @@ async fn loads_and_metrics_count_the_schedulers_sequences() {
         .contains("srt_sim_requests_total{stage=\"agg\"} 2"));
 }
 
+/// `/slow_down` makes every forward pass sleep until it is set to `null`, as SGLang's
+/// scheduler does; its one field is required.
+#[tokio::test]
+async fn slow_down_sleeps_every_forward_pass_until_cleared() {
+    let port = free_port();
+    let mut sim = start(&argv(port, &["--skip-server-warmup"]), &[]);
+    wait_healthy(&mut sim, port).await;
+    let body = json!({"text": "hi", "sampling_params": {"max_new_tokens": 5, "ignore_eos": true}});
+    let timed = || async {
+        let t0 = Instant::now();
+        assert_eq!(post(port, "/generate", &[], &body).await.0, 200);
+        t0.elapsed()
+    };
+    assert_eq!(
+        post(port, "/slow_down", &[], &json!({"forward_sleep_time": 0.1})).await,
+        (200, Value::Null)
+    );
+    let slowed = timed().await;
+    assert!(
+        slowed >= Duration::from_millis(500),
+        "5 passes of 100 ms: {slowed:?}"
+    );
+    assert_eq!(
+        post(
+            port,
+            "/slow_down",
+            &[],
+            &json!({"forward_sleep_time": null})
+        )
+        .await,
+        (200, Value::Null)
+    );
+    let fast = timed().await;
+    assert!(fast < Duration::from_millis(200), "{fast:?}");
+    let (status, detail) = post(port, "/slow_down", &[], &json!({})).await;
+    assert_eq!(status, 422);
+    assert_eq!(
+        detail["detail"][0]["loc"],
+        json!(["body", "forward_sleep_time"])
+    );
+    assert!(
+        sim.stdout().contains("\"POST /slow_down\" 200"),
+        "{}",
+        sim.stdout()
+    );
+}
+
 #[tokio::test]
 async fn a_follower_node_serves_only_the_stand_in_health_server() {
     let b = free_blocks(&[1, 1]);

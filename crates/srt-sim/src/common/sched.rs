@@ -21,13 +21,15 @@
 //! absolute deadlines, so timer lateness does not accumulate.
 //!
 //! With every cost zero (the default) there is no scheduler: tokens are ready at once.
+//! A [`ForwardSleep`] (SGLang's `/slow_down`) adds its sleep to every step while set,
+//! and times even an engine without costs while it is.
 //!
 //! [`Scheduler::load`] counts the engine's sequences as a server reports them: running
 //! (admitted, not finished) and waiting (queued for a slot). Without a scheduler a
 //! request runs from its submission until its [`Tokens`] are dropped.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -85,12 +87,31 @@ struct Seq {
     tokens: mpsc::UnboundedSender<()>,
 }
 
+/// A sleep added to every step while set (SGLang's `/slow_down`, its
+/// `forward_sleep_time`), shared by the engines of a server.
+#[derive(Debug, Clone, Default)]
+pub struct ForwardSleep(Arc<AtomicU64>);
+
+impl ForwardSleep {
+    /// Every step from now on sleeps `d` more; `None` stops it.
+    pub fn set(&self, d: Option<Duration>) {
+        let nanos = d.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        self.0.store(nanos, Ordering::Relaxed);
+    }
+
+    /// The sleep now.
+    pub fn get(&self) -> Duration {
+        Duration::from_nanos(self.0.load(Ordering::Relaxed))
+    }
+}
+
 /// One engine's scheduler, started on first use (inside the server's runtime).
 #[derive(Debug)]
 pub struct Scheduler {
     timing: Timing,
     queue: OnceLock<mpsc::UnboundedSender<Seq>>,
     load: Arc<Load>,
+    sleep: ForwardSleep,
 }
 
 /// Sequences of an engine, as its scheduler counts them.
@@ -144,7 +165,13 @@ impl Scheduler {
             timing,
             queue: OnceLock::new(),
             load: Arc::default(),
+            sleep: ForwardSleep::default(),
         }
+    }
+
+    /// The same scheduler, its steps slowed by `sleep` while that is set.
+    pub fn slowed_by(self, sleep: ForwardSleep) -> Scheduler {
+        Scheduler { sleep, ..self }
     }
 
     /// Sequences running (admitted, not finished) and waiting for a slot, now.
@@ -158,7 +185,8 @@ impl Scheduler {
     /// Queue a request: `prefill` prompt tokens to compute, then `tokens` to generate.
     /// Dropping the returned [`Tokens`] abandons the request (a client gone).
     pub fn submit(&self, prefill: u64, tokens: u64) -> Tokens {
-        if self.timing.is_instant() || tokens == 0 {
+        let slowed = !self.sleep.get().is_zero();
+        if (self.timing.is_instant() && !slowed) || tokens == 0 {
             let running = (tokens > 0).then(|| {
                 self.load.running.fetch_add(1, Ordering::Relaxed);
                 Running(self.load.clone())
@@ -170,7 +198,7 @@ impl Scheduler {
         }
         let queue = self.queue.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
-            tokio::spawn(run(self.timing, rx, self.load.clone()));
+            tokio::spawn(run(self.timing, self.sleep.clone(), rx, self.load.clone()));
             tx
         });
         let (tx, rx) = mpsc::unbounded_channel();
@@ -184,7 +212,12 @@ impl Scheduler {
     }
 }
 
-async fn run(t: Timing, mut queue: mpsc::UnboundedReceiver<Seq>, load: Arc<Load>) {
+async fn run(
+    t: Timing,
+    sleep: ForwardSleep,
+    mut queue: mpsc::UnboundedReceiver<Seq>,
+    load: Arc<Load>,
+) {
     let mut waiting: VecDeque<Seq> = VecDeque::new();
     let mut running: Vec<Seq> = Vec::new();
     let mut deadline = Instant::now();
@@ -237,7 +270,7 @@ async fn run(t: Timing, mut queue: mpsc::UnboundedReceiver<Seq>, load: Arc<Load>
         if now.saturating_duration_since(deadline) > MAX_LATE {
             deadline = now;
         }
-        deadline += t.step_time(n_decoding, prefill);
+        deadline += t.step_time(n_decoding, prefill) + sleep.get();
         tokio::time::sleep_until(deadline).await;
         let mut i = 0;
         running.retain_mut(|s| {
@@ -336,6 +369,26 @@ mod tests {
         let t = times(&s, &[(1, 2), (1, 2)]).await;
         assert_eq!(t[0], [10.0, 20.0]);
         assert_eq!(t[1], [30.0, 40.0]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_forward_sleep_lengthens_every_step_while_set() {
+        let sleep = ForwardSleep::default();
+        let s = Scheduler::new(timing(10, 0, 0)).slowed_by(sleep.clone());
+        sleep.set(Some(Duration::from_millis(100)));
+        assert_eq!(times(&s, &[(1, 2)]).await[0], [110.0, 220.0]);
+        sleep.set(None);
+        assert_eq!(times(&s, &[(1, 2)]).await[0], [10.0, 20.0]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_forward_sleep_times_an_otherwise_instant_engine() {
+        let sleep = ForwardSleep::default();
+        let s = Scheduler::new(Timing::default()).slowed_by(sleep.clone());
+        sleep.set(Some(Duration::from_millis(50)));
+        assert_eq!(times(&s, &[(1, 2)]).await[0], [50.0, 100.0]);
+        sleep.set(None);
+        assert!(times(&s, &[(1, 2)]).await[0].iter().all(|t| *t == 0.0));
     }
 
     #[tokio::test(start_paused = true)]

@@ -20,7 +20,7 @@ use super::config::{Mode, SimConfig};
 use crate::common::http::{self, access_log, label, Readiness, StageCounters, MAX_BODY};
 use crate::common::log;
 use crate::common::openai::{push_event, Dialect, Reply, SSE_DONE};
-use crate::common::sched::{Scheduler, Tokens};
+use crate::common::sched::{ForwardSleep, Scheduler, Tokens};
 use crate::common::text::{self, count, fnv, max_tokens_of, now_secs, prompt_of, tokens, Api};
 
 /// The SGLang version the simulator stands in for.
@@ -56,6 +56,8 @@ pub struct AppState {
     client: reqwest::Client,
     stages: StageCounters,
     startup_time: f64,
+    /// `/slow_down`'s sleep, shared by every rank's scheduler.
+    forward_sleep: ForwardSleep,
 }
 
 impl AppState {
@@ -67,10 +69,11 @@ impl AppState {
         started: Instant,
     ) -> Self {
         let tokenizer = text::load_tokenizer(cfg.tokenizer.as_deref());
+        let forward_sleep = ForwardSleep::default();
         let ranks = (0..cfg.num_dp_ranks())
             .map(|rank| DpRank {
                 rank,
-                sched: Scheduler::new(cfg.timing),
+                sched: Scheduler::new(cfg.timing).slowed_by(forward_sleep.clone()),
                 transferring: AtomicUsize::new(0),
                 prefill_tokens: AtomicU64::new(0),
             })
@@ -84,6 +87,7 @@ impl AppState {
             client: reqwest::Client::new(),
             stages: StageCounters::default(),
             startup_time: started.elapsed().as_secs_f64(),
+            forward_sleep,
             cfg,
         }
     }
@@ -142,6 +146,7 @@ pub fn app(state: Arc<AppState>) -> Router {
             }),
         )
         .route("/flush_cache", get(flush_cache).post(flush_cache))
+        .route("/slow_down", get(slow_down).post(slow_down))
         .route("/v1/loads", get(loads));
     if state.cfg.args.enable_metrics {
         r = r.route("/metrics", get(metrics));
@@ -343,6 +348,29 @@ async fn flush_cache(State(st): State<Arc<AppState>>) -> Response {
          or waiting requests, the operation will not be performed.)\n",
     )
         .into_response()
+}
+
+/// `/slow_down` (SGLang's, for tests of large P/D deployments): every forward pass
+/// sleeps `forward_sleep_time` seconds from now on, `null` stops it. Its body is
+/// `SlowDownReqInput`, whose one field FastAPI requires; the answer is the handler's
+/// `None`.
+async fn slow_down(State(st): State<Arc<AppState>>, body: Bytes) -> Response {
+    let invalid = |kind: &str, msg: &str| {
+        let detail =
+            json!({"detail": [{"type": kind, "loc": ["body", "forward_sleep_time"], "msg": msg}]});
+        (StatusCode::UNPROCESSABLE_ENTITY, Json(detail)).into_response()
+    };
+    let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let sleep = match v.get("forward_sleep_time") {
+        None => return invalid("missing", "Field required"),
+        Some(Value::Null) => None,
+        Some(n) => match n.as_f64() {
+            Some(secs) if secs.is_finite() && secs >= 0.0 => Some(Duration::from_secs_f64(secs)),
+            _ => return invalid("float_parsing", "Input should be a valid number"),
+        },
+    };
+    st.forward_sleep.set(sleep);
+    Json(Value::Null).into_response()
 }
 
 /// `YYYY-MM-DDThh:mm:ss.ffffff+00:00`, Python's `datetime.now(timezone.utc).isoformat()`.
