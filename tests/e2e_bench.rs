@@ -816,3 +816,96 @@ fn a_vllm_gsm8k_evaluation_runs_srts_program_and_failed_requests_fail_the_apply(
     );
     env.destroy("e2e-gsm8k");
 }
+
+/// A P/D SGLang deployment behind the real sglang-router, two decode workers, with
+/// srtctl's decode slow-down: each decode worker's `/slow_down` (the simulator's, every
+/// step sleeping while it is set) is turned on when the level starts and off after the
+/// wait, so the level's first tokens come a sleep apart and the rest at once; the
+/// prefill is never slowed, and the decode workers serve at full speed afterwards.
+#[test]
+fn a_decode_slow_down_slows_each_decode_worker_for_the_wait_only() {
+    let _g = serial();
+    let env = Env::new();
+    let text = r#"schema: 2
+name: e2e-bench
+model:
+  path: /models/tiny
+  served_name: tiny
+resources:
+  gpus_per_node: 3
+engine: sglang
+frontend:
+  type: sglang-router
+  enable_multiple_frontends: false
+roles:
+  prefill:
+    nodes: 1
+    workers: 1
+    gpus: 1
+  decode:
+    nodes: colocate
+    workers: 2
+    gpus: 1
+health_check:
+  timeout_seconds: 60
+benchmark:
+  type: sa-bench
+  isl: 32
+  osl: 8
+  concurrencies: "2"
+  num_prompts_mult: 2
+  num_warmup_mult: 0
+  random_range_ratio: 1.0
+  use_chat_template: false
+  tokenizer: TOKENIZER
+  slow_down_sleep_time: 0.25
+  slow_down_wait_time: 0.6
+"#
+    .replace(
+        "TOKENIZER",
+        &repo()
+            .join("tests/fixtures/tiny-model")
+            .display()
+            .to_string(),
+    );
+    let recipe = env.recipe("slow-down.yaml", &text);
+    let render = env.ok(&["render", "-f", &recipe]);
+    assert!(
+        render.contains("sleeping 0.25 s (POST /slow_down)"),
+        "{render}"
+    );
+    let out = env.apply(&recipe);
+    assert!(out.contains("benchmark: passed"), "{out}");
+    let levels = only_run_levels(&env);
+    let level = &levels[0];
+    assert_eq!(level["slow_down_sleep_time"], 0.25, "{level}");
+    let servers = level["slow_down_servers"].as_array().unwrap();
+    assert_eq!(servers.len(), 2, "the two decode leaders: {level}");
+    assert!(servers
+        .iter()
+        .all(|s| s.as_str().unwrap().starts_with("http://127.0.0.1:")));
+    // Slowed steps while it was on: a request's first tokens a sleep apart.
+    assert!(num(level, "p99_itl_ms") >= 200.0, "{level}");
+    assert!(num(level, "duration") >= 0.5, "{level}");
+    // Each decode worker was slowed and released once; the prefill never.
+    let logs = env.deployment_dir("e2e-bench").join("logs");
+    let calls = |address: &str| {
+        std::fs::read_to_string(logs.join(format!("{address}.log")))
+            .unwrap_or_else(|e| panic!("{address}: {e}"))
+            .matches("\"POST /slow_down\" 200")
+            .count()
+    };
+    assert_eq!(calls("worker.decode[0].node[0]"), 2);
+    assert_eq!(calls("worker.decode[1].node[0]"), 2);
+    assert_eq!(calls("worker.prefill[0].node[0]"), 0);
+    // Released: four tokens now take no sleep.
+    let t0 = std::time::Instant::now();
+    let done = env.completion("http://127.0.0.1:8000");
+    assert!(done["choices"].is_array(), "{done}");
+    assert!(
+        t0.elapsed() < std::time::Duration::from_millis(200),
+        "{:?}",
+        t0.elapsed()
+    );
+    env.destroy("e2e-bench");
+}

@@ -170,6 +170,18 @@ const CASES: &[Case] = &[
         "from 0 to 1",
     ),
     case(
+        "benchmark-slow-down-half.yaml",
+        "srt::recipe::missing_key",
+        "slow_down_sleep_time",
+        "needs `benchmark.slow_down_wait_time`",
+    ),
+    case(
+        "benchmark-slow-down-range.yaml",
+        "srt::recipe::range",
+        "0",
+        "must be above 0",
+    ),
+    case(
         "benchmark-max-failed-fraction-type.yaml",
         "srt::recipe::type",
         "\"5%\"",

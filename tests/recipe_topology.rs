@@ -1785,6 +1785,52 @@ fn benchmark_keys_reach_the_run() {
     );
 }
 
+/// srtctl's sa-bench slow-down is placed on each decode worker's leader (the URL
+/// sglang-router reaches it by), never on a prefill or a headless rank, with SGLang's
+/// route and the recipe's two times.
+#[test]
+fn a_slow_down_is_placed_on_every_decode_leader() {
+    let source = srt::recipe::Source {
+        name: "slow.yaml".into(),
+        text: "schema: 2\nname: slow\nmodel:\n  path: /models/tiny\nengine: sglang\nfrontend:\n  type: sglang-router\nresources:\n  gpus_per_node: 4\nroles:\n  prefill:\n    nodes: 1\n    workers: 2\n    gpus: 1\n  decode:\n    nodes: 4\n    workers: 2\n    gpus: 8\n    args:\n      tp-size: 8\nbenchmark:\n  type: sa-bench\n  concurrencies: \"8\"\n  slow_down_sleep_time: 30\n  slow_down_wait_time: 120.5\n".into(),
+    };
+    let recipe = srt::recipe::load_str(&source, "slow").unwrap();
+    let plan = srt::assemble::assemble(&recipe, &Default::default()).unwrap();
+    let spec = match &plan
+        .gates
+        .iter()
+        .find(|g| g.address == "benchmark")
+        .unwrap()
+        .probe
+    {
+        srt::launch::Probe::Benchmark(spec) => spec.clone(),
+        other => panic!("{other:?}"),
+    };
+    let leaders: Vec<String> = plan
+        .processes
+        .iter()
+        .filter_map(|p| {
+            let w = p.worker.as_ref()?;
+            (w.role == srt::recipe::RoleKind::Decode).then(|| w.advertised_url.clone())?
+        })
+        .collect();
+    assert_eq!(
+        leaders.len(),
+        2,
+        "one leader per decode worker of two nodes"
+    );
+    assert_eq!(
+        spec.slow_down.as_deref(),
+        Some(&srt::bench::SlowDown {
+            servers: leaders,
+            path: "/slow_down".into(),
+            sleep_seconds: 30.0,
+            wait_seconds: 120.5,
+        })
+    );
+    assert!(plan.warnings.is_empty(), "{:?}", plan.warnings);
+}
+
 /// A hand-written NIXL config across nodes (`connector: none` and the role's own
 /// `kv-transfer-config`): srt still opens the side channel the way the `nixl` row does,
 /// the node's IP and a run of ports, so prefill and decode on different nodes can reach

@@ -25,6 +25,7 @@ mod command_bench;
 mod eval_bench;
 mod fit;
 mod runtime;
+mod slow_down;
 mod trace_bench;
 
 pub use fit::{load_fitting, misfit, Misfit};
@@ -367,7 +368,14 @@ fn build(
     let mut processes = infra.processes;
     processes.extend(workers);
     processes.extend(parts.processes);
-    gates.extend(checks(recipe, &parts.public_url, &gates, &processes));
+    gates.extend(checks(
+        recipe,
+        engine,
+        &parts.public_url,
+        &gates,
+        &processes,
+        &mut warnings,
+    ));
     runtime::apply(recipe, engine, &mut processes)?;
     let too_large = crate::launch::env::check_processes(recipe, &processes);
     if !too_large.is_empty() {
@@ -941,9 +949,11 @@ fn adopt(
 /// when there is one), and the recipe's benchmark after it.
 fn checks(
     recipe: &Recipe,
+    engine: &dyn Engine,
     public_url: &str,
     gates: &[Gate],
     processes: &[LaunchProcess],
+    warnings: &mut Vec<Problem>,
 ) -> Vec<Gate> {
     let mut smoke_deps: Vec<String> = gates.iter().map(|g| g.address.clone()).collect();
     smoke_deps.extend(
@@ -971,7 +981,14 @@ fn checks(
         .as_ref()
         .and_then(crate::recipe::BenchmarkRun::serving);
     if let Some(b) = serving {
-        let spec = benchmark_spec(recipe, b, public_url);
+        let mut spec = benchmark_spec(recipe, b, public_url);
+        if let Some(slow) = &b.slow_down {
+            let frontend = &recipe.frontend.kind.value;
+            match slow_down::place(slow, engine, frontend, processes) {
+                Ok(placed) => spec.slow_down = Some(Box::new(placed)),
+                Err(unread) => warnings.push(unread),
+            }
+        }
         out.push(Gate {
             address: "benchmark".into(),
             description: format!(
@@ -1088,6 +1105,7 @@ fn benchmark_spec(recipe: &Recipe, b: &crate::recipe::Benchmark, public_url: &st
             tpot_ms: b.goodput[1],
             e2el_ms: b.goodput[2],
         },
+        slow_down: None,
     }
 }
 

@@ -41,9 +41,11 @@ pub(super) async fn run(apply: &Apply<'_>, rec: &Recorder<'_>, gate: &Gate) -> S
     if let Probe::Benchmark(spec) = &gate.probe {
         // A load run happens once; retrying would hide failures.
         let url = resolve(&spec.url);
+        let mut spec = spec.clone();
+        spec.slow_down = spec.slow_down.map(|s| Box::new(s.resolved(resolve)));
         return tokio::select! {
-            r = benchmark(apply, gate, spec, &url) => Ok(r?),
-            _ = apply.cancel.cancelled() => Err("interrupted".into()),
+            r = benchmark(apply, gate, &spec, &url) => Ok(r?),
+            _ = apply.cancel.cancelled() => Err(interrupted(&spec).await.into()),
         };
     }
     if let Probe::Command(run) = &gate.probe {
@@ -114,6 +116,22 @@ async fn benchmark(
     let report = crate::bench::run(spec, url, &place, &progress).await?;
     report.check().map_err(|e| e.to_string())?;
     Ok(report.summary())
+}
+
+/// What an interrupted benchmark leaves: a slow-down it set is turned off first, as
+/// the run would have.
+async fn interrupted(spec: &crate::bench::Spec) -> String {
+    let Some(slow) = &spec.slow_down else {
+        return "interrupted".into();
+    };
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap_or_default();
+    match slow.off(&http).await {
+        Ok(()) => "interrupted (the decode workers' slow-down turned off)".into(),
+        Err(e) => format!("interrupted; {e}"),
+    }
 }
 
 /// How often a running command is looked at (the SLURM executor asks the scheduler at

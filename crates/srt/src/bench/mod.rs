@@ -18,12 +18,14 @@ mod metrics;
 pub(crate) mod plot;
 pub mod result;
 mod rng;
+mod slow_down;
 mod spec;
 mod tokenizer;
 
 pub use adapter::{AdapterChat, MaxEffort, TokenizerAdapter};
 pub use chat::ChatTemplateError;
 pub use metrics::Invalid;
+pub use slow_down::SlowDown;
 pub use spec::{
     least_seconds, Dataset, Endpoint, Rate, Slo, Spec, DEFAULT_MAX_DURATION_SECONDS,
     DEFAULT_MAX_FAILED_FRACTION,
@@ -235,6 +237,18 @@ pub async fn run(
         ));
         let reqs = prompts.take(&tok, n)?;
         let times = schedule(n, spec.request_rate, &mut arrivals);
+        let slowed = match &spec.slow_down {
+            Some(slow) => {
+                progress(format!(
+                    "concurrency {level}: decode forward passes sleep {} s for the first {} s ({} server(s))",
+                    slow.sleep_seconds,
+                    slow.wait_seconds,
+                    slow.servers.len()
+                ));
+                Some(slow.start(&client).await?)
+            }
+            None => None,
+        };
         let t0 = Instant::now();
         let outputs = drive(
             &client,
@@ -245,9 +259,12 @@ pub async fn run(
             &format!("{run_id}-c{level}-"),
             deadline,
         )
-        .await
-        .ok_or_else(|| stopped(level))?;
+        .await;
         let duration = t0.elapsed().as_secs_f64();
+        if let Some(window) = slowed {
+            window.finish().await?;
+        }
+        let outputs = outputs.ok_or_else(|| stopped(level))?;
         let count = |t: &str| tok.encode(t).len() as u32;
         let m = metrics::calculate(&outputs, duration, &spec.percentiles, &spec.goodput, &count);
         let errors: Vec<String> = outputs
@@ -470,12 +487,42 @@ mod tests {
         );
     }
 
+    /// The body of the HTTP request `sock` sends (by its `content-length`); `None`
+    /// when the connection ends first.
+    pub(super) async fn request_body(sock: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
+        use tokio::io::AsyncReadExt;
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 8192];
+        loop {
+            let n = sock.read(&mut chunk).await.unwrap_or(0);
+            if n == 0 {
+                return None;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&buf).into_owned();
+            let Some(end) = text.find("\r\n\r\n") else {
+                continue;
+            };
+            let len: usize = text[..end]
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse().ok())?
+                })
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + len {
+                return Some(buf[end + 4..end + 4 + len].to_vec());
+            }
+        }
+    }
+
     /// A completions server that records every prompt it gets and answers one token
     /// with the usage its tokenizer counts (the tiny model's, as the simulator's).
     async fn recording_server(
         tok: Arc<tokenizer::Tokenizer>,
     ) -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::io::AsyncWriteExt;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let prompts = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -487,29 +534,8 @@ mod tests {
                 };
                 let (tok, seen) = (tok.clone(), seen.clone());
                 tokio::spawn(async move {
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 8192];
-                    let body = loop {
-                        let n = sock.read(&mut chunk).await.unwrap_or(0);
-                        if n == 0 {
-                            return;
-                        }
-                        buf.extend_from_slice(&chunk[..n]);
-                        let text = String::from_utf8_lossy(&buf).into_owned();
-                        let Some(end) = text.find("\r\n\r\n") else {
-                            continue;
-                        };
-                        let len: usize = text[..end]
-                            .lines()
-                            .find_map(|l| {
-                                let (k, v) = l.split_once(':')?;
-                                k.eq_ignore_ascii_case("content-length")
-                                    .then(|| v.trim().parse().ok())?
-                            })
-                            .unwrap_or(0);
-                        if buf.len() >= end + 4 + len {
-                            break buf[end + 4..end + 4 + len].to_vec();
-                        }
+                    let Some(body) = request_body(&mut sock).await else {
+                        return;
                     };
                     let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
                     let prompt = v["prompt"].as_str().unwrap().to_string();
@@ -563,6 +589,7 @@ mod tests {
             seed: 0,
             percentiles: vec![50.0],
             goodput: Slo::default(),
+            slow_down: None,
         };
         let place = Place {
             deployment_dir: state.path(),

@@ -100,6 +100,11 @@ pub fn level_json(spec: &Spec, run: &RunInfo, l: &Level) -> Value {
             o.insert("sharegpt_output_len".into(), json!(osl));
         }
     }
+    if let Some(slow) = &spec.slow_down {
+        o.insert("slow_down_sleep_time".into(), json!(slow.sleep_seconds));
+        o.insert("slow_down_wait_time".into(), json!(slow.wait_seconds));
+        o.insert("slow_down_servers".into(), json!(slow.servers));
+    }
     o.insert("seed".into(), json!(spec.seed));
     o.insert("ignore_eos".into(), json!(spec.ignore_eos));
     o.insert("num_warmups".into(), json!(l.num_warmups));

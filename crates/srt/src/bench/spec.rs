@@ -54,6 +54,10 @@ pub struct Spec {
     pub percentiles: Vec<f64>,
     /// Service-level objectives for goodput, in milliseconds.
     pub goodput: Slo,
+    /// The decode workers slowed down at the start of each measured level (srtctl's
+    /// `slow_down_*`). Not written when absent, so the hashes of specs without one stay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slow_down: Option<Box<super::SlowDown>>,
 }
 
 /// The OpenAI API a benchmark sends to.
@@ -275,8 +279,17 @@ impl Spec {
                 None => format!("ShareGPT prompts and output lengths from {path}"),
             },
         };
+        let slowed = self.slow_down.as_ref().map_or(String::new(), |s| {
+            format!(
+                "; each level's first {} s with every forward pass of {} sleeping {} s (POST {})",
+                s.wait_seconds,
+                s.servers.join(", "),
+                s.sleep_seconds,
+                s.path
+            )
+        });
         format!(
-            "POST {}{} (model {}, tokens of {}): {data}; concurrency {:?}, {} x level requests each after {} x level warm-up, request rate {}, seed {}",
+            "POST {}{} (model {}, tokens of {}): {data}; concurrency {:?}, {} x level requests each after {} x level warm-up, request rate {}, seed {}{slowed}",
             self.url,
             self.endpoint.path(),
             self.model,

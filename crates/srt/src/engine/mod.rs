@@ -132,6 +132,12 @@ pub trait Engine: Sync {
     fn gsm8k_with_run_eval(&self) -> bool {
         true
     }
+    /// The route of the engine's own HTTP server that makes each forward pass sleep for
+    /// a while (`{"forward_sleep_time": s}`, `null` to stop: SGLang's `/slow_down`), for
+    /// srtctl's sa-bench `slow_down_*`; `None` when it has none.
+    fn slow_down_route(&self) -> Option<&'static str> {
+        None
+    }
     /// Requests the worker at `url` is still working on (running and queued), or `None`
     /// when it cannot tell: how apply knows a worker taken out of its Routers has
     /// drained before stopping it.

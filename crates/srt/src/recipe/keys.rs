@@ -444,6 +444,16 @@ pub(crate) const BENCHMARK: &[Key] = &[
         "The most measured requests that may fail, as a fraction of them, for the run to pass; more fail it (as does a run that got no output token back). `sa-bench` and `mooncake-router`.",
     ),
     k(
+        "slow_down_sleep_time",
+        r#"{"type": "number", "exclusiveMinimum": 0, "maximum": 3600}"#,
+        "`sa-bench` only, with `slow_down_wait_time` (srtctl's): seconds each forward pass of the decode workers sleeps at the start of every measured level, set through the engine's own admin route (SGLang's `/slow_down`), so decode fills up with sequences before it runs at full speed.",
+    ),
+    k(
+        "slow_down_wait_time",
+        r#"{"type": "number", "exclusiveMinimum": 0, "maximum": 604800}"#,
+        "`sa-bench` only, with `slow_down_sleep_time`: seconds after a level's requests start that the slow-down is turned off (at the latest when the level ends).",
+    ),
+    k(
         "metric_percentiles",
         r#"{"type": "array", "items": {"type": "number", "exclusiveMinimum": 0, "maximum": 100}, "minItems": 1, "default": [90, 99]}"#,
         "Percentiles reported for TTFT, TPOT, ITL and E2EL, besides mean and median.",

@@ -1107,14 +1107,12 @@ impl Loader<'_> {
             return None;
         }
         // srtctl's sa-bench keys srt has no equivalent for (placement of the client,
-        // SGLang's slow-down hook, per-request HTTP sessions, transformers' modes).
+        // per-request HTTP sessions, transformers' modes).
         const SRTCTL_ONLY: &[&str] = &[
             "reuse_http_connections",
             "client_placement",
             "client_dedicated_node",
             "colocate_with_frontend",
-            "slow_down_sleep_time",
-            "slow_down_wait_time",
             "tokenizer_mode",
         ];
         let span = key_span.unwrap_or(node.span);
@@ -1438,6 +1436,7 @@ impl Loader<'_> {
             None => keys::default(table, "max_duration_seconds"),
         };
         let max_failed_fraction = self.max_failed_fraction(&f)?;
+        let slow_down = self.slow_down(&f, span)?;
         let req_rate_span = f.get("req_rate").map_or(span, |n| n.span);
         let tokenizer_span = f.get("tokenizer").map_or(span, |n| n.span);
         Some(BenchmarkRun::Serving(Box::new(Benchmark {
@@ -1469,11 +1468,10 @@ impl Loader<'_> {
             seed,
             percentiles,
             goodput,
+            slow_down,
         })))
     }
 
-    /// `benchmark.custom_tokenizer`: a sa-bench tokenizer adapter srt renders, in the
-    /// mode the top-level `environment` gives it (srtctl's benchmark step sees it).
     /// A `custom` benchmark: its `command` (required), `env` and `container_image`.
     fn command_benchmark(&mut self, node: &Node, span: SourceSpan) -> Option<CommandBenchmark> {
         let f = self.fields(node, "benchmark", keys::COMMAND_BENCHMARK, &[])?;
@@ -1502,6 +1500,73 @@ impl Loader<'_> {
             container_image,
             login_shell: true,
         })
+    }
+
+    /// `benchmark.slow_down_sleep_time` with `slow_down_wait_time`: both or neither
+    /// (srtctl turns the slow-down on only with both), each a number of seconds above 0.
+    fn slow_down(
+        &mut self,
+        f: &Fields,
+        span: SourceSpan,
+    ) -> Option<Option<crate::recipe::SlowDown>> {
+        const SLEEP: &str = "slow_down_sleep_time";
+        const WAIT: &str = "slow_down_wait_time";
+        let (sleep, wait) = match (f.get(SLEEP), f.get(WAIT)) {
+            (None, None) => return Some(None),
+            (Some(s), Some(w)) => (s, w),
+            (one, _) => {
+                let (given, missing) = if one.is_some() {
+                    (SLEEP, WAIT)
+                } else {
+                    (WAIT, SLEEP)
+                };
+                self.problem(
+                    Problem::new(
+                        "srt::recipe::missing_key",
+                        f.key_span(given).unwrap_or(span),
+                        format!("`benchmark.{given}` needs `benchmark.{missing}`"),
+                    )
+                    .label("half of the slow-down")
+                    .help(format!("set `{missing}` too (srtctl turns the slow-down on only with both), or remove `{given}`")),
+                );
+                return None;
+            }
+        };
+        let mut seconds = |node: &Node, key: &str, max: f64| {
+            let path = format!("benchmark.{key}");
+            let v = match &node.value {
+                Value::Int(v) => *v as f64,
+                Value::Float(v) => *v,
+                _ => {
+                    self.type_error(node, &path, "a number of seconds");
+                    return None;
+                }
+            };
+            if v > 0.0 && v <= max {
+                return Some(v);
+            }
+            self.problem(
+                Problem::new(
+                    "srt::recipe::range",
+                    node.span,
+                    format!("`{path}` must be above 0 and at most {max} seconds, found {v}"),
+                )
+                .label("out of range")
+                .help("remove both `slow_down_*` keys to run without a slow-down"),
+            );
+            None
+        };
+        let sleep_seconds = seconds(sleep, SLEEP, 3600.0);
+        let wait_seconds = seconds(
+            wait,
+            WAIT,
+            crate::recipe::limits::MAX_BENCHMARK_SECONDS as f64,
+        );
+        Some(Some(crate::recipe::SlowDown {
+            sleep_seconds: sleep_seconds?,
+            wait_seconds: wait_seconds?,
+            span: f.key_span(SLEEP).unwrap_or(span),
+        }))
     }
 
     /// `benchmark.max_failed_fraction` (a fraction of the requests), else its default.
@@ -1615,6 +1680,8 @@ impl Loader<'_> {
         })
     }
 
+    /// `benchmark.custom_tokenizer`: a sa-bench tokenizer adapter srt renders, in the
+    /// mode the top-level `environment` gives it (srtctl's benchmark step sees it).
     fn tokenizer_adapter(
         &mut self,
         node: &Node,

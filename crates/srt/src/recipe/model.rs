@@ -276,6 +276,22 @@ pub struct Benchmark {
     pub percentiles: Vec<f64>,
     /// Goodput objectives in ms: TTFT, TPOT, E2EL.
     pub goodput: [Option<f64>; 3],
+    /// srtctl's `slow_down_sleep_time` and `slow_down_wait_time`.
+    pub slow_down: Option<SlowDown>,
+}
+
+/// srtctl's sa-bench slow-down: each measured level starts with the decode workers'
+/// forward passes sleeping, turned off after a while (the engine's admin route, SGLang's
+/// `/slow_down`; [`crate::bench::SlowDown`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SlowDown {
+    /// Seconds each forward pass sleeps (`slow_down_sleep_time`).
+    pub sleep_seconds: f64,
+    /// Seconds after the level's requests start that it is turned off
+    /// (`slow_down_wait_time`).
+    pub wait_seconds: f64,
+    /// Where `slow_down_sleep_time` is written.
+    pub span: SourceSpan,
 }
 
 /// `model:`.

@@ -215,6 +215,10 @@ impl Sglang {
 }
 
 impl Engine for Sglang {
+    fn slow_down_route(&self) -> Option<&'static str> {
+        Some("/slow_down")
+    }
+
     fn name(&self) -> &'static str {
         "sglang"
     }
