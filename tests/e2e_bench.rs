@@ -909,3 +909,64 @@ benchmark:
     );
     env.destroy("e2e-bench");
 }
+
+/// srtctl's `trace-replay`: the recipe's own trace file, replayed by the real aiperf
+/// through the real Router at each concurrency in turn after a warm-up, each level's
+/// results in a directory of its own and each summary read: requests that all succeed
+/// pass; requests the workers refuse fail the apply at the level they fail.
+#[test]
+fn a_trace_file_is_replayed_at_each_concurrency_and_failed_requests_fail_the_apply() {
+    let _g = serial();
+    let env = Env::new();
+    let trace = env.dir.path().join("my trace.jsonl");
+    std::fs::write(&trace, mooncake_trace(12, 1)).unwrap();
+    let text = format!(
+        "{head}roles:\n  agg:\n    nodes: 1\n    workers: 1\n    args:\n      max-model-len: 2048\nhealth_check:\n  timeout_seconds: 60\n  interval_seconds: 1\nbenchmark:\n  type: trace-replay\n  trace_file: {trace}\n  concurrencies: \"1,2\"\n  ttft_threshold_ms: 5000\n  itl_threshold_ms: 500\n  aiperf_package: aiperf>=0.7.0\n",
+        head = tiny_recipe("e2e-replay"),
+        trace = trace.display(),
+    );
+    let recipe = env.recipe("replay.yaml", &text);
+    let shown = env.apply(&recipe);
+    assert!(
+        shown.contains("benchmark: passed (the command exited 0"),
+        "{shown}"
+    );
+    let log = command_log(&env, "e2e-replay");
+    assert_eq!(
+        log.matches("srt: 12 of 12 requests succeeded").count(),
+        2,
+        "{log}"
+    );
+    let artifacts = env.deployment_dir("e2e-replay").join("run/artifacts");
+    let mut runs: Vec<_> = std::fs::read_dir(&artifacts)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    runs.sort();
+    assert_eq!(runs.len(), 3, "{runs:?}");
+    assert!(runs[0].starts_with("tiny_trace_c1_"), "{runs:?}");
+    assert!(runs[1].starts_with("tiny_trace_c2_"), "{runs:?}");
+    assert_eq!(runs[2], "warmup");
+    for run in &runs[..2] {
+        let summary: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(artifacts.join(run).join("profile_export_aiperf.json"))
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(num(&summary["request_count"], "avg"), 12.0, "{summary}");
+        assert!(summary["goodput"].is_object(), "{summary}");
+    }
+
+    // Prompts of 5 blocks (2660 tokens) are past the workers' 2048: every one fails.
+    std::fs::write(&trace, mooncake_trace(12, 5)).unwrap();
+    let shown = env.exits(
+        &["apply", "-f", &recipe, "--simulate", "--auto-approve"],
+        srt::exit::APPLY_FAILED,
+    );
+    assert!(
+        shown.contains("the command exited 1")
+            && shown.contains("requests failed, more than max_failed_fraction 0.05"),
+        "{shown}"
+    );
+    env.destroy("e2e-replay");
+}

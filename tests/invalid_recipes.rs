@@ -170,6 +170,30 @@ const CASES: &[Case] = &[
         "from 0 to 1",
     ),
     case(
+        "benchmark-replay-relative-trace.yaml",
+        "srt::recipe::value",
+        "traces/day1.jsonl",
+        "must be an absolute path",
+    ),
+    case(
+        "benchmark-replay-levels.yaml",
+        "srt::recipe::value",
+        "\"4x8\"",
+        "splits the text at commas",
+    ),
+    case(
+        "benchmark-replay-aiperf.yaml",
+        "srt::recipe::value",
+        "aiperf>=0.9",
+        "excludes aiperf 0.8.0",
+    ),
+    case(
+        "benchmark-replay-no-trace.yaml",
+        "srt::recipe::missing_key",
+        "benchmark",
+        "is required by `trace-replay`",
+    ),
+    case(
         "benchmark-slow-down-half.yaml",
         "srt::recipe::missing_key",
         "slow_down_sleep_time",

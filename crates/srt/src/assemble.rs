@@ -1020,7 +1020,7 @@ fn command_benchmark(
             Cow::Owned(eval_bench::command(recipe, e)),
         ),
         BenchmarkRun::Trace(t) => (
-            format!("{} trace replay (aiperf)", t.workload),
+            trace_bench::name(t),
             Cow::Owned(trace_bench::command(recipe, t)),
         ),
         BenchmarkRun::Serving(_) => return None,

@@ -11,6 +11,7 @@
 //! deployed deployment. See `docs/benchmark.md`.
 
 mod adapter;
+mod aiperf;
 mod chat;
 mod client;
 mod dataset;
@@ -23,6 +24,7 @@ mod spec;
 mod tokenizer;
 
 pub use adapter::{AdapterChat, MaxEffort, TokenizerAdapter};
+pub use aiperf::{aiperf_requirement, AIPERF_VERSION};
 pub use chat::ChatTemplateError;
 pub use metrics::Invalid;
 pub use slow_down::SlowDown;

@@ -250,6 +250,16 @@ pub(crate) const COMMAND_BENCHMARK: &[&str] = &["type", "command", "env", "conta
 pub(crate) const TRACE_BENCHMARK: &[&str] =
     &["mooncake_workload", "ttft_threshold_ms", "itl_threshold_ms"];
 
+/// The keys of a `trace-replay` benchmark besides `type`, `container_image` and
+/// `max_failed_fraction`.
+pub(crate) const REPLAY_BENCHMARK: &[&str] = &[
+    "trace_file",
+    "concurrencies",
+    "ttft_threshold_ms",
+    "itl_threshold_ms",
+    "aiperf_package",
+];
+
 /// The traces a `mooncake-router` benchmark replays (`mooncake_workload`).
 pub(crate) const MOONCAKE_WORKLOADS: &[&str] =
     &["mooncake", "conversation", "synthetic", "toolagent"];
@@ -275,8 +285,8 @@ pub(crate) const EVAL_SAMPLING: &[&str] = &["temperature", "top_p"];
 pub(crate) const BENCHMARK: &[Key] = &[
     k(
         "type",
-        r#"{"enum": ["sa-bench", "custom", "gsm8k", "gpqa", "mooncake-router"]}"#,
-        "Benchmark type: `sa-bench`, srt's own serving load (vLLM's `bench serve` metrics); `custom`, the `command` run to completion (srtctl's); `gsm8k` and `gpqa`, accuracy evaluations by SGLang's `run_eval` (srtctl's); `mooncake-router`, a replay of a Mooncake trace at its own timestamps by aiperf (srtctl's).",
+        r#"{"enum": ["sa-bench", "custom", "gsm8k", "gpqa", "mooncake-router", "trace-replay"]}"#,
+        "Benchmark type: `sa-bench`, srt's own serving load (vLLM's `bench serve` metrics); `custom`, the `command` run to completion (srtctl's); `gsm8k` and `gpqa`, accuracy evaluations by SGLang's `run_eval` (srtctl's); `mooncake-router`, a replay of a Mooncake trace at its own timestamps by aiperf (srtctl's); `trace-replay`, the recipe's own trace replayed by aiperf at each concurrency (srtctl's).",
     ),
     k(
         "mooncake_workload",
@@ -286,12 +296,22 @@ pub(crate) const BENCHMARK: &[Key] = &[
     k(
         "ttft_threshold_ms",
         r#"{"type": "integer", "minimum": 1, "default": 2000}"#,
-        "`mooncake-router` only: the time to first token a request must meet to count towards goodput, in ms.",
+        "`mooncake-router` and `trace-replay` only: the time to first token a request must meet to count towards goodput, in ms.",
     ),
     k(
         "itl_threshold_ms",
         r#"{"type": "integer", "minimum": 1, "default": 25}"#,
-        "`mooncake-router` only: the inter-token latency a request must meet to count towards goodput, in ms.",
+        "`mooncake-router` and `trace-replay` only: the inter-token latency a request must meet to count towards goodput, in ms.",
+    ),
+    k(
+        "trace_file",
+        r#"{"type": "string", "pattern": "^/"}"#,
+        "`trace-replay` only, required: the trace replayed (Mooncake's JSONL format: `timestamp`, `input_length`, `output_length`, `hash_ids`), an absolute path on the benchmark's node, in its container where there is one (srtctl's).",
+    ),
+    k(
+        "aiperf_package",
+        r#"{"type": "string"}"#,
+        "`trace-replay` only: srtctl's pip requirement for the aiperf it installs (`aiperf>=0.7.0`); srt installs its pinned aiperf where the image has none, and refuses a requirement that release does not meet.",
     ),
     k(
         "num_examples",
@@ -360,8 +380,8 @@ pub(crate) const BENCHMARK: &[Key] = &[
     ),
     k(
         "concurrencies",
-        r#"{"anyOf": [{"type": "string", "pattern": "^[0-9]+(x[0-9]+)*$"}, {"type": "integer", "minimum": 1}, {"type": "array", "items": {"type": "integer", "minimum": 1}}], "default": 1}"#,
-        "Concurrency levels (`max_concurrency`), run one after the other: `\"4x8\"`, `8` or `[4, 8]`.",
+        r#"{"anyOf": [{"type": "string", "pattern": "^[0-9]+((x[0-9]+)*|(,[0-9]+)*)$"}, {"type": "integer", "minimum": 1}, {"type": "array", "items": {"type": "integer", "minimum": 1}}], "default": 1}"#,
+        "Concurrency levels (`max_concurrency`), run one after the other: `\"4x8\"`, `8` or `[4, 8]`; `trace-replay` (required there) writes text as `\"4,8\"`, as srtctl's script splits it.",
     ),
     k(
         "req_rate",

@@ -1130,14 +1130,16 @@ impl Loader<'_> {
                         .eval_benchmark(node, span, t.span, kind)
                         .map(BenchmarkRun::Eval);
                 }
-                if kind == "mooncake-router" {
-                    return self.trace_benchmark(node, span).map(BenchmarkRun::Trace);
+                if kind == "mooncake-router" || kind == "trace-replay" {
+                    return self
+                        .trace_benchmark(node, span, &kind)
+                        .map(BenchmarkRun::Trace);
                 }
                 if kind != "sa-bench" {
                     self.problem(
                         Problem::new("srt::recipe::benchmark_type", t.span, format!("benchmark type `{kind}` is not supported by srt"))
                             .label("unsupported benchmark")
-                            .help("srt runs `sa-bench` (its built-in equivalent), `custom` (a command), `gsm8k` and `gpqa` (SGLang's `run_eval`) and `mooncake-router` (aiperf); remove `benchmark` to skip it"),
+                            .help("srt runs `sa-bench` (its built-in equivalent), `custom` (a command), `gsm8k` and `gpqa` (SGLang's `run_eval`), `mooncake-router` and `trace-replay` (aiperf); remove `benchmark` to skip it"),
                     );
                     return None;
                 }
@@ -1164,7 +1166,8 @@ impl Loader<'_> {
                     || !(keys::COMMAND_BENCHMARK.contains(k)
                         || keys::EVAL_COUNTS.contains(k)
                         || keys::EVAL_SAMPLING.contains(k)
-                        || keys::TRACE_BENCHMARK.contains(k))
+                        || keys::TRACE_BENCHMARK.contains(k)
+                        || ["trace_file", "aiperf_package"].contains(k))
             })
             .collect();
         let f = self.fields(node, "benchmark", &serving, SRTCTL_ONLY)?;
@@ -1629,36 +1632,29 @@ impl Loader<'_> {
 
     /// A `mooncake-router` benchmark: the trace, goodput's thresholds (above 0, as
     /// srtctl checks them) and the failure bound, srtctl's defaults for those unset.
-    fn trace_benchmark(&mut self, node: &Node, span: SourceSpan) -> Option<TraceBenchmark> {
+    /// An aiperf trace replay: `mooncake-router` (one of the Mooncake traces) or
+    /// `trace-replay` (the recipe's own trace, at each concurrency).
+    fn trace_benchmark(
+        &mut self,
+        node: &Node,
+        span: SourceSpan,
+        kind: &str,
+    ) -> Option<TraceBenchmark> {
+        let own = match kind {
+            "trace-replay" => keys::REPLAY_BENCHMARK,
+            _ => keys::TRACE_BENCHMARK,
+        };
         let allowed: Vec<&str> = ["type", "container_image", "max_failed_fraction"]
             .into_iter()
-            .chain(keys::TRACE_BENCHMARK.iter().copied())
+            .chain(own.iter().copied())
             .collect();
         let f = self.fields(node, "benchmark", &allowed, &[])?;
         let table = keys::BENCHMARK;
-        let workload = match f.get("mooncake_workload") {
-            Some(n) => {
-                let w = self.string(n, "benchmark.mooncake_workload")?;
-                if !crate::recipe::keys::MOONCAKE_WORKLOADS.contains(&w.as_str()) {
-                    let mut problem = Problem::new(
-                        "srt::recipe::value",
-                        n.span,
-                        format!("`benchmark.mooncake_workload` has no trace `{w}`"),
-                    )
-                    .label("unknown trace");
-                    problem = match did_you_mean(&w, keys::MOONCAKE_WORKLOADS.iter().copied()) {
-                        Some(close) => problem.help(format!("did you mean `{close}`?")),
-                        None => problem.help(format!(
-                            "expected one of: {}",
-                            keys::MOONCAKE_WORKLOADS.join(", ")
-                        )),
-                    };
-                    self.problem(problem);
-                    return None;
-                }
-                w
-            }
-            None => keys::default(table, "mooncake_workload"),
+        let source = match kind {
+            "trace-replay" => self.replayed_file(&f, span)?,
+            _ => TraceSource::Mooncake {
+                workload: self.mooncake_workload(&f)?,
+            },
         };
         let threshold = |this: &mut Self, key: &str| -> Option<u64> {
             match f.get(key) {
@@ -1670,14 +1666,136 @@ impl Loader<'_> {
         let itl_threshold_ms = threshold(self, "itl_threshold_ms")?;
         let max_failed_fraction = self.max_failed_fraction(&f)?;
         let container_image = self.opt_string(&f, "container_image");
+        if let Some(n) = f.get("aiperf_package") {
+            let requirement = self.string(n, "benchmark.aiperf_package")?;
+            if let Err(why) = crate::bench::aiperf_requirement(&requirement) {
+                self.problem(
+                    Problem::new(
+                        "srt::recipe::value",
+                        n.span,
+                        format!("`benchmark.aiperf_package`: {why}"),
+                    )
+                    .label("not the aiperf srt runs")
+                    .help("remove it, or write a requirement the pinned release meets (`aiperf>=0.7.0`)"),
+                );
+                return None;
+            }
+        }
         Some(TraceBenchmark {
             span,
-            workload,
+            source,
             ttft_threshold_ms,
             itl_threshold_ms,
             max_failed_fraction,
             container_image,
         })
+    }
+
+    /// `mooncake_workload`: one of the Mooncake traces, else the default.
+    fn mooncake_workload(&mut self, f: &Fields) -> Option<String> {
+        let Some(n) = f.get("mooncake_workload") else {
+            return Some(keys::default(keys::BENCHMARK, "mooncake_workload"));
+        };
+        let w = self.string(n, "benchmark.mooncake_workload")?;
+        if keys::MOONCAKE_WORKLOADS.contains(&w.as_str()) {
+            return Some(w);
+        }
+        let problem = Problem::new(
+            "srt::recipe::value",
+            n.span,
+            format!("`benchmark.mooncake_workload` has no trace `{w}`"),
+        )
+        .label("unknown trace");
+        self.problem(
+            match did_you_mean(&w, keys::MOONCAKE_WORKLOADS.iter().copied()) {
+                Some(close) => problem.help(format!("did you mean `{close}`?")),
+                None => problem.help(format!(
+                    "expected one of: {}",
+                    keys::MOONCAKE_WORKLOADS.join(", ")
+                )),
+            },
+        );
+        None
+    }
+
+    /// `trace-replay`'s `trace_file` (an absolute path) and `concurrencies` (a list, a
+    /// number, or text its script splits at commas), both required as srtctl requires.
+    fn replayed_file(&mut self, f: &Fields, span: SourceSpan) -> Option<TraceSource> {
+        let required = |this: &mut Self, key: &str, what: &str| {
+            this.problem(
+                Problem::new(
+                    "srt::recipe::missing_key",
+                    span,
+                    format!("`benchmark.{key}` is required by `trace-replay`"),
+                )
+                .label("this benchmark")
+                .help(what.to_string()),
+            );
+        };
+        let Some(file) = f.get("trace_file") else {
+            required(self, "trace_file", "set it to the trace's path on the benchmark's node (in its container where there is one)");
+            return None;
+        };
+        let path = self.string(file, "benchmark.trace_file")?;
+        if !path.starts_with('/') {
+            self.problem(
+                Problem::new(
+                    "srt::recipe::value",
+                    file.span,
+                    format!("`benchmark.trace_file` must be an absolute path, found `{path}`"),
+                )
+                .label("relative")
+                .help("the benchmark runs on a node of the deployment, in its container where there is one: give the trace's path there"),
+            );
+            return None;
+        }
+        let Some(levels) = f.get("concurrencies") else {
+            required(
+                self,
+                "concurrencies",
+                "set the levels the trace is replayed at, like `[4, 8]`",
+            );
+            return None;
+        };
+        let concurrencies = self.replay_levels(levels)?;
+        Some(TraceSource::File {
+            path,
+            concurrencies,
+        })
+    }
+
+    /// `trace-replay`'s levels: srtctl joins a list with commas and passes text as it
+    /// is to its script, which splits it at commas.
+    fn replay_levels(&mut self, n: &Node) -> Option<Vec<u32>> {
+        let one = |v: &Value| match v {
+            Value::Int(i) if (1..=1_000_000).contains(i) => Some(*i as u32),
+            Value::Str(s) => s
+                .trim()
+                .parse()
+                .ok()
+                .filter(|c| (1..=1_000_000).contains(c)),
+            _ => None,
+        };
+        let levels: Option<Vec<u32>> = match &n.value {
+            Value::Seq(items) if !items.is_empty() => items.iter().map(|i| one(&i.value)).collect(),
+            Value::Str(s) => s
+                .split(',')
+                .map(|w| one(&Value::Str(w.to_string())))
+                .collect(),
+            v => one(v).map(|c| vec![c]),
+        };
+        if levels.is_none() {
+            self.problem(
+                Problem::new(
+                    "srt::recipe::value",
+                    n.span,
+                    "`benchmark.concurrencies` of `trace-replay` must be levels of 1 to 1000000: a list, a number, or text like \"4,8\"",
+                )
+                .label("not a list of levels")
+                .help("srtctl's replay script splits the text at commas (`4x8` is sa-bench's form): write `[4, 8]`"),
+            );
+        }
+        levels
     }
 
     /// `benchmark.custom_tokenizer`: a sa-bench tokenizer adapter srt renders, in the

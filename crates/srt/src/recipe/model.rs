@@ -197,18 +197,17 @@ pub struct EvalBenchmark {
     pub container_image: Option<String>,
 }
 
-/// `benchmark:` of srtctl's `type: mooncake-router`: one of the Mooncake traces
-/// (FAST'25) replayed through the public URL at its own timestamps by aiperf, after a
-/// short warm-up, with goodput counted against two latency thresholds; run as srtctl
-/// runs it (its `mooncake-router/bench.sh`), in the benchmark's container (else the
-/// model's). Unset values take srtctl's defaults.
+/// `benchmark:` of srtctl's aiperf trace replays, run as srtctl runs them (its
+/// `mooncake-router/bench.sh` and `trace-replay/bench.sh`): a short warm-up, then the
+/// trace through the public URL with goodput counted against two latency thresholds,
+/// in the benchmark's container (else the model's). Unset values take srtctl's
+/// defaults.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TraceBenchmark {
     /// Span of the `benchmark` key.
     pub span: SourceSpan,
-    /// `mooncake_workload`: the trace (`conversation`, `mooncake`, `synthetic`,
-    /// `toolagent`).
-    pub workload: String,
+    /// Which trace, and how it is replayed.
+    pub source: TraceSource,
     /// `ttft_threshold_ms`: goodput's time-to-first-token bound.
     pub ttft_threshold_ms: u64,
     /// `itl_threshold_ms`: goodput's inter-token-latency bound.
@@ -217,6 +216,37 @@ pub struct TraceBenchmark {
     pub max_failed_fraction: f64,
     /// `container_image`: the image aiperf runs in, else the model's container.
     pub container_image: Option<String>,
+}
+
+/// The trace of a [`TraceBenchmark`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum TraceSource {
+    /// `type: mooncake-router`: one of the Mooncake traces (FAST'25; `mooncake_workload`:
+    /// `conversation`, `mooncake`, `synthetic`, `toolagent`), downloaded once and
+    /// replayed at its own timestamps.
+    Mooncake {
+        /// The trace's name.
+        workload: String,
+    },
+    /// `type: trace-replay`: the recipe's own trace in Mooncake's format (`trace_file`,
+    /// a path on the benchmark's node, in its container where there is one), replayed
+    /// at each of `concurrencies` in turn.
+    File {
+        /// The trace file.
+        path: String,
+        /// The levels, one replay each.
+        concurrencies: Vec<u32>,
+    },
+}
+
+impl TraceSource {
+    /// srtctl's benchmark type.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TraceSource::Mooncake { .. } => "mooncake-router",
+            TraceSource::File { .. } => "trace-replay",
+        }
+    }
 }
 
 /// `benchmark:`: a serving benchmark through the public URL after every gate passed
