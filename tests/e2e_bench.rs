@@ -693,6 +693,32 @@ fn command_log(env: &Env, name: &str) -> String {
     std::fs::read_to_string(env.deployment_dir(name).join("logs/benchmark.command.log")).unwrap()
 }
 
+/// aiperf's summary in `run` counts the twelve requests of [`mooncake_trace`] and
+/// their goodput.
+fn assert_twelve_replayed(run: &std::path::Path) {
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(run.join("profile_export_aiperf.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(num(&summary["request_count"], "avg"), 12.0, "{summary}");
+    assert!(summary["goodput"].is_object(), "{summary}");
+}
+
+/// With prompts of 5 blocks (2660 tokens) in `trace`, past the workers' 2048, every
+/// request fails, and so does the apply of `recipe`, though aiperf exits 0.
+fn assert_long_prompts_fail(env: &Env, trace: &std::path::Path, recipe: &str) {
+    std::fs::write(trace, mooncake_trace(12, 5)).unwrap();
+    let shown = env.exits(
+        &["apply", "-f", recipe, "--simulate", "--auto-approve"],
+        srt::exit::APPLY_FAILED,
+    );
+    assert!(
+        shown.contains("the command exited 1")
+            && shown.contains("requests failed, more than max_failed_fraction 0.05"),
+        "{shown}"
+    );
+}
+
 /// The trace is replayed by the real aiperf (pinned, `scripts/install-aiperf.sh`)
 /// through the real Router after aiperf's warm-up, and srt reads aiperf's summary:
 /// requests that all succeed pass; requests the workers refuse (prompts longer than
@@ -724,25 +750,8 @@ fn a_mooncake_trace_is_replayed_by_aiperf_and_failed_requests_fail_the_apply() {
         runs.len() == 1 && runs[0].starts_with("tiny_toolagent_"),
         "{runs:?}"
     );
-    let summary: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(artifacts.join(&runs[0]).join("profile_export_aiperf.json"))
-            .unwrap(),
-    )
-    .unwrap();
-    assert_eq!(num(&summary["request_count"], "avg"), 12.0, "{summary}");
-    assert!(summary["goodput"].is_object(), "{summary}");
-
-    // Prompts of 5 blocks (2660 tokens) are past the workers' 2048: every one fails.
-    std::fs::write(&trace, mooncake_trace(12, 5)).unwrap();
-    let shown = env.exits(
-        &["apply", "-f", &recipe, "--simulate", "--auto-approve"],
-        srt::exit::APPLY_FAILED,
-    );
-    assert!(
-        shown.contains("the command exited 1")
-            && shown.contains("requests failed, more than max_failed_fraction 0.05"),
-        "{shown}"
-    );
+    assert_twelve_replayed(&artifacts.join(&runs[0]));
+    assert_long_prompts_fail(&env, &trace, &recipe);
     env.destroy("e2e-trace");
 }
 
@@ -948,25 +957,8 @@ fn a_trace_file_is_replayed_at_each_concurrency_and_failed_requests_fail_the_app
     assert!(runs[1].starts_with("tiny_trace_c2_"), "{runs:?}");
     assert_eq!(runs[2], "warmup");
     for run in &runs[..2] {
-        let summary: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(artifacts.join(run).join("profile_export_aiperf.json"))
-                .unwrap(),
-        )
-        .unwrap();
-        assert_eq!(num(&summary["request_count"], "avg"), 12.0, "{summary}");
-        assert!(summary["goodput"].is_object(), "{summary}");
+        assert_twelve_replayed(&artifacts.join(run));
     }
-
-    // Prompts of 5 blocks (2660 tokens) are past the workers' 2048: every one fails.
-    std::fs::write(&trace, mooncake_trace(12, 5)).unwrap();
-    let shown = env.exits(
-        &["apply", "-f", &recipe, "--simulate", "--auto-approve"],
-        srt::exit::APPLY_FAILED,
-    );
-    assert!(
-        shown.contains("the command exited 1")
-            && shown.contains("requests failed, more than max_failed_fraction 0.05"),
-        "{shown}"
-    );
+    assert_long_prompts_fail(&env, &trace, &recipe);
     env.destroy("e2e-replay");
 }
