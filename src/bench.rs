@@ -110,13 +110,10 @@ pub(crate) fn run(args: Args) -> CmdResult {
     // The executor that recorded the deployment knows where its public URL is.
     let exec = srt::workflow::executor_for_state(Default::default(), &name, store.dir(), &state);
     srt::workflow::restore(&*exec, &state)?;
-    let url = exec.bindings().resolve(&spec.url);
+    let spec = spec.resolved(|s| exec.bindings().resolve(s));
     let json = args.json;
     if !json {
-        say!(
-            "Benchmarking {name}: {}",
-            spec.describe().replace(&spec.url, &url)
-        );
+        say!("Benchmarking {name}: {}", spec.describe());
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -134,18 +131,22 @@ pub(crate) fn run(args: Args) -> CmdResult {
     };
     let result = rt.block_on(async {
         tokio::select! {
-            r = bench::run(&spec, &url, &place, &progress) => Some(r),
-            _ = tokio::signal::ctrl_c() => None,
+            r = bench::run(&spec, &place, &progress) => Ok(r),
+            _ = tokio::signal::ctrl_c() => Err(match &spec.slow_down {
+                Some(slow) => slow.release().await.err(),
+                None => None,
+            }),
         }
     });
     let report = match result {
-        None => {
+        Err(unreleased) => {
             return Err(ExpectedError::Cancelled(format!(
-                "interrupted: the levels that finished are in the newest file of {}",
-                store.dir().join(bench::result::DIR).display()
+                "interrupted: the levels that finished are in the newest file of {}{}",
+                store.dir().join(bench::result::DIR).display(),
+                unreleased.map_or(String::new(), |e| format!("; {e}"))
             )))
         }
-        Some(r) => r.map_err(ExpectedError::Failed)?,
+        Ok(r) => r.map_err(ExpectedError::Failed)?,
     };
     if json {
         for l in &report.levels {

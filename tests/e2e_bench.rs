@@ -830,7 +830,8 @@ fn a_vllm_gsm8k_evaluation_runs_srts_program_and_failed_requests_fail_the_apply(
 /// srtctl's decode slow-down: each decode worker's `/slow_down` (the simulator's, every
 /// step sleeping while it is set) is turned on when the level starts and off after the
 /// wait, so the level's first tokens come a sleep apart and the rest at once; the
-/// prefill is never slowed, and the decode workers serve at full speed afterwards.
+/// prefill is never slowed, and the decode workers serve at full speed afterwards;
+/// `srt bench` does the same.
 #[test]
 fn a_decode_slow_down_slows_each_decode_worker_for_the_wait_only() {
     let _g = serial();
@@ -907,6 +908,13 @@ benchmark:
     assert_eq!(calls("worker.decode[0].node[0]"), 2);
     assert_eq!(calls("worker.decode[1].node[0]"), 2);
     assert_eq!(calls("worker.prefill[0].node[0]"), 0);
+    // `srt bench` runs it again, its servers resolved as apply resolves them.
+    let again = env.ok(&["bench", "e2e-bench"]);
+    assert!(
+        again.contains("sleeping 0.25 s (POST /slow_down)") && !again.contains("<node"),
+        "{again}"
+    );
+    assert_eq!(calls("worker.decode[1].node[0]"), 4);
     // Released: four tokens now take no sleep.
     let t0 = std::time::Instant::now();
     let done = env.completion("http://127.0.0.1:8000");

@@ -40,11 +40,9 @@ pub(super) async fn run(apply: &Apply<'_>, rec: &Recorder<'_>, gate: &Gate) -> S
     let cap = MAX_INTERVAL.min(Duration::from_secs(apply.health.interval_secs.max(1)));
     if let Probe::Benchmark(spec) = &gate.probe {
         // A load run happens once; retrying would hide failures.
-        let url = resolve(&spec.url);
-        let mut spec = spec.clone();
-        spec.slow_down = spec.slow_down.map(|s| Box::new(s.resolved(resolve)));
+        let spec = spec.resolved(resolve);
         return tokio::select! {
-            r = benchmark(apply, gate, &spec, &url) => Ok(r?),
+            r = benchmark(apply, gate, &spec) => Ok(r?),
             _ = apply.cancel.cancelled() => Err(interrupted(&spec).await.into()),
         };
     }
@@ -100,7 +98,6 @@ async fn benchmark(
     apply: &Apply<'_>,
     gate: &Gate,
     spec: &crate::bench::Spec,
-    url: &str,
 ) -> Result<String, String> {
     let deployment = apply.launch.deployment.clone();
     let place = crate::bench::Place {
@@ -113,7 +110,7 @@ async fn benchmark(
             detail,
         });
     };
-    let report = crate::bench::run(spec, url, &place, &progress).await?;
+    let report = crate::bench::run(spec, &place, &progress).await?;
     report.check().map_err(|e| e.to_string())?;
     Ok(report.summary())
 }
@@ -121,16 +118,12 @@ async fn benchmark(
 /// What an interrupted benchmark leaves: a slow-down it set is turned off first, as
 /// the run would have.
 async fn interrupted(spec: &crate::bench::Spec) -> String {
-    let Some(slow) = &spec.slow_down else {
-        return "interrupted".into();
-    };
-    let http = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .unwrap_or_default();
-    match slow.off(&http).await {
-        Ok(()) => "interrupted (the decode workers' slow-down turned off)".into(),
-        Err(e) => format!("interrupted; {e}"),
+    match &spec.slow_down {
+        None => "interrupted".into(),
+        Some(slow) => match slow.release().await {
+            Ok(()) => "interrupted (the decode workers' slow-down turned off)".into(),
+            Err(e) => format!("interrupted; {e}"),
+        },
     }
 }
 

@@ -142,12 +142,11 @@ pub struct Place<'a> {
     pub deployment: &'a str,
 }
 
-/// Run `spec` against `base_url` (the spec's URL with placeholders resolved). `progress`
-/// hears one line per stage. Results are written level by level, so an interrupted run
-/// keeps the levels it finished.
+/// Run `spec`, its placeholders resolved ([`Spec::resolved`]). `progress` hears one
+/// line per stage. Results are written level by level, so an interrupted run keeps the
+/// levels it finished.
 pub async fn run(
     spec: &Spec,
-    base_url: &str,
     place: &Place<'_>,
     progress: &(dyn Fn(String) + Sync),
 ) -> Result<Report, String> {
@@ -196,7 +195,7 @@ pub async fn run(
         .build()
         .map_err(|e| format!("http client: {e}"))?;
     let target = Arc::new(client::Target {
-        url: format!("{}{}", base_url.trim_end_matches('/'), spec.endpoint.path()),
+        url: format!("{}{}", spec.url.trim_end_matches('/'), spec.endpoint.path()),
         model: spec.model.clone(),
         endpoint: spec.endpoint,
         ignore_eos: spec.ignore_eos,
@@ -597,7 +596,7 @@ mod tests {
             deployment_dir: state.path(),
             deployment: "chat",
         };
-        let report = run(&spec, &url, &place, &|_| {}).await.unwrap();
+        let report = run(&spec, &place, &|_| {}).await.unwrap();
         report.check().unwrap();
         let prompts = prompts.lock().unwrap().clone();
         assert_eq!(prompts.len(), 2 + 6, "{prompts:?}");

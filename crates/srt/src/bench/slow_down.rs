@@ -7,7 +7,8 @@
 //! Unlike srtctl's client, which prints a warning and goes on, a slow-down that cannot be
 //! set fails the run (the level would not measure what the recipe asks), and one that
 //! cannot be turned off fails it naming the servers still slowed: they serve, slowly,
-//! until it is turned off. An interrupted run turns it off through [`SlowDown::off`].
+//! until it is turned off. An interrupted run turns it off through
+//! [`SlowDown::release`].
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -38,7 +39,7 @@ pub(super) struct Window<'a> {
 
 impl SlowDown {
     /// The same slow-down with each server's placeholders resolved.
-    pub fn resolved(&self, resolve: impl Fn(&str) -> String) -> SlowDown {
+    pub fn resolved(&self, resolve: &impl Fn(&str) -> String) -> SlowDown {
         SlowDown {
             servers: self.servers.iter().map(|s| resolve(s)).collect(),
             ..self.clone()
@@ -70,8 +71,17 @@ impl SlowDown {
         })
     }
 
+    /// Turn it off on every server, from a run that was interrupted (its own client).
+    pub async fn release(&self) -> Result<(), String> {
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .map_err(|e| format!("http client: {e}"))?;
+        self.off(&client).await
+    }
+
     /// Turn it off on every server.
-    pub async fn off(&self, client: &reqwest::Client) -> Result<(), String> {
+    pub(super) async fn off(&self, client: &reqwest::Client) -> Result<(), String> {
         self.post(client, None).await.map_err(|e| {
             format!(
                 "cannot turn the slow-down off: {e}; until it is, those workers' forward passes sleep {} s each (POST {} with {{\"forward_sleep_time\": null}})",
@@ -203,7 +213,7 @@ mod tests {
     #[test]
     fn placeholders_are_resolved_in_every_server() {
         let s = slow(vec!["http://<node1-ip>:30001".into()], 1.0);
-        let r = s.resolved(|u| u.replace("<node1-ip>", "10.0.0.2"));
+        let r = s.resolved(&|u: &str| u.replace("<node1-ip>", "10.0.0.2"));
         assert_eq!(r.servers, ["http://10.0.0.2:30001"]);
         assert_eq!(r.path, s.path);
     }

@@ -247,6 +247,19 @@ impl Spec {
         level as usize * self.num_warmup_mult as usize
     }
 
+    /// The same run with the placeholders of its URLs (`<node0-ip>`) resolved: the
+    /// public URL's and each slowed server's.
+    pub fn resolved(&self, resolve: impl Fn(&str) -> String) -> Spec {
+        Spec {
+            url: resolve(&self.url),
+            slow_down: self
+                .slow_down
+                .as_ref()
+                .map(|s| Box::new(s.resolved(&resolve))),
+            ..self.clone()
+        }
+    }
+
     /// One line: what the run sends.
     pub fn describe(&self) -> String {
         let data = match &self.dataset {
