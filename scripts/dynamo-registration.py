@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes, on stdout, which registration flags each ai-dynamo release's engine wrappers
-take: `crates/srt/src/frontend/dynamo/registration.json`.
+(and its mocker, which registers as they do) take:
+`crates/srt/src/frontend/dynamo/registration.json`.
 
 Usage: scripts/dynamo-registration.py [VERSION ...]
        (default: the releases srt has the frontend's catalogs of)
@@ -37,7 +38,12 @@ import tempfile
 import zipfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-WRAPPERS = {"dynamo.vllm": "vllm", "dynamo.sglang": "sglang", "dynamo.trtllm": "trtllm"}
+WRAPPERS = {
+    "dynamo.vllm": "vllm",
+    "dynamo.sglang": "sglang",
+    "dynamo.trtllm": "trtllm",
+    "dynamo.mocker": "mocker",
+}
 FLAGS = [
     "--endpoint",
     "--discovery-backend",

@@ -127,7 +127,12 @@ mod tests {
     #[test]
     fn releases_before_1_0_register_in_the_older_form_and_later_ones_in_srts() {
         for release in ["0.8.0", "0.8.1", "0.8.1.post2", "0.9.1"] {
-            for module in ["dynamo.vllm", "dynamo.sglang", "dynamo.trtllm"] {
+            for module in [
+                "dynamo.vllm",
+                "dynamo.sglang",
+                "dynamo.trtllm",
+                "dynamo.mocker",
+            ] {
                 assert!(
                     older_form(Some(release), module).is_some(),
                     "{release} {module}"
