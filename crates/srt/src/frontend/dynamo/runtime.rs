@@ -159,10 +159,15 @@ impl WorkerRuntime for DynamoRuntime {
             Transport::Nats => self.learned_instance(ctx, process, role)?,
             _ => self.tcp_instance(ctx, process, role)?,
         };
+        let python = process.argv.program().unwrap_or("python3").to_string();
+        // A worker whose program is the mocker already is its own stand-in.
+        let simulated = match wrapper.and_then(|c| c.command.last()) {
+            Some(module) if module == MOCKER => process.argv.clone(),
+            _ => mocker(&python, serving, role, &registration),
+        };
         let info = process.worker.as_mut().expect("a worker");
         info.health = Some(listed);
-        let python = process.argv.program().unwrap_or("python3").to_string();
-        info.simulated = Some(mocker(&python, serving, role, &registration));
+        info.simulated = Some(simulated);
         Ok(())
     }
 }
@@ -298,10 +303,13 @@ impl DynamoRuntime {
     }
 }
 
+/// The Dynamo mocker's module.
+const MOCKER: &str = "dynamo.mocker";
+
 /// The Dynamo mocker serving `serving` in `role`, registered as the worker would be,
 /// scheduling as its engine does (`--engine-type`).
 fn mocker(python: &str, serving: &Serving, role: RoleKind, registration: &[(&str, &str)]) -> Argv {
-    let mut argv = Argv::from([python, "-m", "dynamo.mocker"]);
+    let mut argv = Argv::from([python, "-m", MOCKER]);
     argv.extend(["--model-path", &serving.model_path]);
     argv.extend(["--model-name", &serving.served_name]);
     argv.extend(["--engine-type", serving.family]);
