@@ -624,3 +624,75 @@ fn a_role_env_request_plane_is_the_flags_default_and_the_worker_serves_on_tcp() 
     env.destroy(name);
     assert_eq!(env.processes(name), Vec::<u32>::new());
 }
+
+/// srtctl's `mocker` engine: a v1 recipe whose workers are Dynamo's mocker itself
+/// (`backend.type: mocker`, srtctl's simulation keys, a mode's `mocker_config`), applied
+/// as it is: each worker runs `python3 -m dynamo.mocker` with srtctl's flags, the
+/// role's own last (its parser takes the last of a repeated flag), registers with the
+/// deployment's runtime, serves a completion through the real frontend and runs the
+/// benchmark. Under `--simulate` it is its own stand-in: the command is the plan's.
+#[test]
+fn a_v1_mocker_recipe_serves_and_runs_its_benchmark_with_the_mocker_as_its_engine() {
+    let _g = serial();
+    let env = Env::dynamo();
+    let text = format!(
+        "name: e2e-mocker
+model:
+  path: {model}
+resources:
+  gpus_per_node: 4
+  agg_nodes: 1
+  agg_workers: 2
+frontend:
+  type: dynamo
+  enable_multiple_frontends: false
+dynamo:
+  install: false
+backend:
+  type: mocker
+  speedup_ratio: 100
+  engine_type: vllm
+  mocker_config:
+    aggregated:
+      max-num-seqs: 8
+health_check:
+  max_attempts: 90
+  interval_seconds: 1
+benchmark:
+  type: sa-bench
+  isl: 64
+  osl: 8
+  concurrencies: \"2\"
+  num_prompts_mult: 2
+  num_warmup_mult: 0
+  use_chat_template: false
+",
+        model = model()
+    );
+    let recipe = env.recipe("mocker.yaml", &text);
+    let out = env.apply(&recipe);
+    assert!(out.contains("srt::recipe::srtctl_v1"), "{out}");
+    assert!(out.contains("benchmark: passed"), "{out}");
+    assert!(env.completion(PUBLIC)["choices"].is_array());
+    for address in ["worker.agg[0]", "worker.agg[1]"] {
+        let argv = cmdline(env.pid("e2e-mocker", address));
+        assert_eq!(&argv[1..3], ["-m", "dynamo.mocker"], "{argv:?}");
+        assert_eq!(at(&argv, "--speedup-ratio"), Some("100"), "{argv:?}");
+        assert_eq!(at(&argv, "--engine-type"), Some("vllm"), "{argv:?}");
+        let seqs: Vec<&String> = argv
+            .iter()
+            .zip(argv.iter().skip(1))
+            .filter(|(f, _)| *f == "--max-num-seqs")
+            .map(|(_, v)| v)
+            .collect();
+        assert_eq!(
+            seqs,
+            ["256", "8"],
+            "srtctl's default, then the role's: {argv:?}"
+        );
+    }
+    // The command the plan shows is the one that ran.
+    let render = env.ok(&["render", "-f", &recipe]);
+    assert!(render.contains("python3 -m dynamo.mocker"), "{render}");
+    env.destroy("e2e-mocker");
+}

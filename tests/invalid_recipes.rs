@@ -194,6 +194,12 @@ const CASES: &[Case] = &[
         "is required by `trace-replay`",
     ),
     case(
+        "mocker-disaggregated.yaml",
+        "srt::recipe::engine_role",
+        "prefill",
+        "aggregated only",
+    ),
+    case(
         "benchmark-slow-down-half.yaml",
         "srt::recipe::missing_key",
         "slow_down_sleep_time",

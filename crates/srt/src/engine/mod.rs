@@ -8,6 +8,7 @@
 //! ([`crate::launch::WorkerInfo`]) and from [`ConnectorChoice`].
 
 mod kv_events;
+mod mocker;
 mod sglang;
 mod trtllm;
 mod vllm;
@@ -202,7 +203,12 @@ pub(crate) fn wrapper_of(
 }
 
 /// Every engine srt knows.
-pub const ENGINES: &[&dyn Engine] = &[&vllm::Vllm, &sglang::Sglang, &trtllm::Trtllm];
+pub const ENGINES: &[&dyn Engine] = &[
+    &vllm::Vllm,
+    &sglang::Sglang,
+    &trtllm::Trtllm,
+    &mocker::Mocker,
+];
 
 /// An engine's connector named `chosen` is none of its `names`: the problem at the
 /// name, with a suggestion.
