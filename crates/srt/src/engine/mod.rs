@@ -190,6 +190,28 @@ pub(crate) fn wrapper_program(
         .ok_or_else(|| format!("{engine} has no wrapper for the `{runtime}` runtime"))
 }
 
+/// The wrapper among `wrappers` for `runtime`, for an engine srt runs only under a
+/// runtime (`engine`, as messages name it): a recipe without one is refused at its
+/// `engine` key.
+pub(crate) fn runtime_only_wrapper(
+    recipe: &Recipe,
+    engine: &str,
+    wrappers: &'static [Wrapper],
+    runtime: Option<&'static str>,
+) -> Result<&'static Wrapper, Problem> {
+    runtime
+        .and_then(|r| wrappers.iter().find(|w| w.runtime == r))
+        .ok_or_else(|| {
+            Problem::new(
+                "srt::recipe::engine_frontend",
+                recipe.engine.kind.span,
+                format!("srt runs {engine} under Dynamo only"),
+            )
+            .label(engine.to_string())
+            .help("use `frontend: dynamo`")
+        })
+}
+
 /// The wrapper among `wrappers` that `argv` runs, if any.
 pub(crate) fn wrapper_of(
     wrappers: &'static [Wrapper],

@@ -125,17 +125,7 @@ impl Engine for Mocker {
         _: &[WorkerFeature],
         runtime: Option<&'static str>,
     ) -> Result<Vec<LaunchProcess>, Problem> {
-        let wrapper = runtime
-            .and_then(|r| WRAPPERS.iter().find(|w| w.runtime == r))
-            .ok_or_else(|| {
-                Problem::new(
-                    "srt::recipe::engine_frontend",
-                    recipe.engine.kind.span,
-                    "srt runs Dynamo's mocker under Dynamo only",
-                )
-                .label("the mocker")
-                .help("use `frontend: dynamo`")
-            })?;
+        let wrapper = super::runtime_only_wrapper(recipe, "Dynamo's mocker", WRAPPERS, runtime)?;
         if endpoint.nodes.len() > 1 {
             return Err(Problem::new(
                 "srt::recipe::engine_role",

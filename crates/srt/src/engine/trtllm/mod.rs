@@ -209,17 +209,7 @@ impl Engine for Trtllm {
         _: &[WorkerFeature],
         runtime: Option<&'static str>,
     ) -> Result<Vec<LaunchProcess>, Problem> {
-        let wrapper = runtime
-            .and_then(|r| WRAPPERS.iter().find(|w| w.runtime == r))
-            .ok_or_else(|| {
-                Problem::new(
-                    "srt::recipe::engine_frontend",
-                    recipe.engine.kind.span,
-                    "srt runs TensorRT-LLM under Dynamo only",
-                )
-                .label("TensorRT-LLM")
-                .help("use `frontend: dynamo`")
-            })?;
+        let wrapper = super::runtime_only_wrapper(recipe, "TensorRT-LLM", WRAPPERS, runtime)?;
         let plan = process::EndpointPlan {
             recipe,
             role,
