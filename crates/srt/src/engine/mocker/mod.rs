@@ -113,7 +113,12 @@ impl Engine for Mocker {
         _: &Recipe,
         feature: WorkerFeature,
     ) -> Result<Vec<(String, ArgValue)>, String> {
-        Err(format!("Dynamo's mocker has no {feature:?} route"))
+        Err(match feature {
+            WorkerFeature::PromptRender => "Dynamo's mocker has no prompt render route",
+            WorkerFeature::LoadReport => "Dynamo's mocker reports no load of its own",
+            WorkerFeature::KvCacheInfo => "Dynamo's mocker serves no KV-cache info route",
+        }
+        .to_string())
     }
 
     fn worker_processes(
@@ -182,6 +187,8 @@ impl Engine for Mocker {
         super::wrapper_program("the mocker", WRAPPERS, runtime)
     }
 
+    /// What the runtime reads of a worker; no stand-in is built from it, since a mocker
+    /// worker is its own.
     fn serving(&self, recipe: &Recipe, _: &Role, _: &Endpoint, _: &LaunchProcess) -> Serving {
         Serving {
             model_path: recipe.model.path.value.clone(),
