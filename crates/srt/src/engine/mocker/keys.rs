@@ -1,9 +1,9 @@
 //! The mocker's `engine:` keys: srtctl's simulation settings (`backends/mocker.py`),
 //! their defaults srtctl's (in their schema fragments, the one place they are
 //! written), rendered as srtctl renders them: the first six always, the rest when
-//! they differ from the mocker's own behaviour.
+//! written as something else than their default.
 
-use crate::recipe::keys::{default, k, Key};
+use crate::recipe::keys::{k, Key};
 use crate::recipe::{ArgValue, Recipe};
 
 /// The mocker's `engine:` keys besides `type`: each is the flag of its name in kebab
@@ -26,65 +26,46 @@ pub(super) static KEYS: &[Key] = &[
     k("preemption_mode", r#"{"type": "string"}"#, "What a full KV cache does to a running sequence (`--preemption-mode`)."),
 ];
 
-/// srtctl's flags, in its order: `(flag, value)`, a `true` value for a switch.
+/// How many of [`KEYS`], from the first, srtctl always renders.
+const ALWAYS: usize = 6;
+
+/// srtctl's flags, in its order (that of [`KEYS`]): `(flag, value)`. The first
+/// [`ALWAYS`] keys always, with their defaults when unset; the others when written as
+/// something else than their default, a `false` switch as its `--no-` flag.
 pub(super) fn flags(recipe: &Recipe) -> Vec<(String, ArgValue)> {
-    let keys = &recipe.engine.keys;
-    let value = |key: &str| -> ArgValue {
-        match keys.get(key) {
-            Some(a) => a.value.clone(),
-            None => default_value(key),
-        }
-    };
-    let flag = |key: &str| key.replace('_', "-");
-    let mut out: Vec<(String, ArgValue)> = [
-        "engine_type",
-        "speedup_ratio",
-        "data_parallel_size",
-        "num_gpu_blocks_override",
-        "max_num_seqs",
-        "max_num_batched_tokens",
-    ]
-    .iter()
-    .map(|k| (flag(k), value(k)))
-    .collect();
-    let written = |key: &str| keys.get(key).map(|a| a.value.clone());
-    if let Some(v) =
-        written("decode_speedup_ratio").filter(|v| v.render() != "1" && v.render() != "1.0")
-    {
-        out.push((flag("decode_speedup_ratio"), v));
-    }
-    for key in [
-        "block_size",
-        "startup_time",
-        "kv_transfer_bandwidth",
-        "kv_cache_dtype",
-        "preemption_mode",
-    ] {
-        if let Some(v) = written(key) {
-            out.push((flag(key), v));
-        }
-    }
-    if let Some(v) = written("num_workers").filter(|v| v.render() != "1") {
-        out.push((flag("num_workers"), v));
-    }
-    for key in ["enable_prefix_caching", "enable_chunked_prefill"] {
-        if written(key) == Some(ArgValue::Bool(false)) {
-            out.push((format!("no-{}", flag(key)), ArgValue::Bool(true)));
-        }
-    }
-    out
+    let flag = |name: &str| name.replace('_', "-");
+    KEYS.iter()
+        .enumerate()
+        .filter_map(|(i, key)| {
+            let written = recipe.engine.keys.get(key.name).map(|a| a.value.clone());
+            let default = default_value(key);
+            if i < ALWAYS {
+                return Some((flag(key.name), written.or(default)?));
+            }
+            let value = written?;
+            if default.is_some_and(|d| d.render() == value.render()) {
+                return None;
+            }
+            Some(match value {
+                ArgValue::Bool(false) => (format!("no-{}", flag(key.name)), ArgValue::Bool(true)),
+                v => (flag(key.name), v),
+            })
+        })
+        .collect()
 }
 
 /// A key's default, as its schema fragment writes it.
-fn default_value(key: &str) -> ArgValue {
-    let text: serde_json::Value = default(KEYS, key);
-    match text {
-        serde_json::Value::String(s) => ArgValue::Str(s),
-        serde_json::Value::Number(n) if n.is_i64() => ArgValue::Int(n.as_i64().unwrap_or_default()),
-        serde_json::Value::Number(n) => ArgValue::Float(n.as_f64().unwrap_or_default()),
-        serde_json::Value::Bool(b) => ArgValue::Bool(b),
-        _ => ArgValue::Str(String::new()),
-    }
+fn default_value(key: &Key) -> Option<ArgValue> {
+    let fragment: serde_json::Value = serde_json::from_str(key.schema).ok()?;
+    Some(match fragment.get("default")? {
+        serde_json::Value::String(s) => ArgValue::Str(s.clone()),
+        serde_json::Value::Number(n) => match n.as_i64() {
+            Some(i) => ArgValue::Int(i),
+            None => ArgValue::Float(n.as_f64()?),
+        },
+        serde_json::Value::Bool(b) => ArgValue::Bool(*b),
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -128,5 +109,18 @@ mod tests {
         for absent in ["decode-speedup", "num-workers", "prefix"] {
             assert!(!w.contains(absent), "{absent}: {w}");
         }
+    }
+
+    #[test]
+    fn in_srtctls_order() {
+        let w = words(
+            "  type: mocker\n  preemption_mode: swap\n  enable_prefix_caching: false\n  num_workers: 2\n  decode_speedup_ratio: 2\n",
+        );
+        assert!(
+            w.ends_with(
+                "--decode-speedup-ratio 2 --num-workers 2 --no-enable-prefix-caching true --preemption-mode swap"
+            ),
+            "{w}"
+        );
     }
 }
