@@ -260,6 +260,9 @@ pub(crate) const REPLAY_BENCHMARK: &[&str] = &[
     "aiperf_package",
 ];
 
+/// Those of [`REPLAY_BENCHMARK`] no other benchmark type has.
+pub(crate) const REPLAY_ONLY: &[&str] = &["trace_file", "aiperf_package"];
+
 /// The traces a `mooncake-router` benchmark replays (`mooncake_workload`).
 pub(crate) const MOONCAKE_WORKLOADS: &[&str] =
     &["mooncake", "conversation", "synthetic", "toolagent"];
@@ -916,6 +919,20 @@ mod tests {
         assert_eq!(v["enum"], serde_json::json!(MOONCAKE_WORKLOADS));
         assert!(MOONCAKE_WORKLOADS
             .contains(&default::<String>(BENCHMARK, "mooncake_workload").as_str()));
+    }
+
+    #[test]
+    fn replay_only_keys_are_replays_and_no_other_types() {
+        for k in REPLAY_ONLY {
+            assert!(REPLAY_BENCHMARK.contains(k), "{k}");
+            let others = [
+                COMMAND_BENCHMARK,
+                TRACE_BENCHMARK,
+                EVAL_COUNTS,
+                EVAL_SAMPLING,
+            ];
+            assert!(others.iter().all(|t| !t.contains(k)), "{k}");
+        }
     }
 
     #[test]

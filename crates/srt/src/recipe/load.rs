@@ -10,6 +10,26 @@ use std::collections::BTreeMap;
 
 mod runtime;
 
+/// The highest concurrency a benchmark level may have.
+const MAX_LEVEL: u32 = 100_000;
+
+/// A benchmark's concurrency level, a number or text (srtctl joins levels as text:
+/// `['8192']` is a level too), from 1 to [`MAX_LEVEL`].
+fn level(value: &Value) -> Option<u32> {
+    match value {
+        Value::Int(i) => u32::try_from(*i)
+            .ok()
+            .filter(|l| (1..=MAX_LEVEL).contains(l)),
+        Value::Str(s) => level_text(s),
+        _ => None,
+    }
+}
+
+/// A concurrency level written as text.
+fn level_text(text: &str) -> Option<u32> {
+    text.parse().ok().filter(|l| (1..=MAX_LEVEL).contains(l))
+}
+
 /// Keys srtctl understands that srt deliberately does not: named in a clear error
 /// instead of being silently ignored.
 const SRTCTL_ONLY_TOP: &[&str] = &[
@@ -671,15 +691,20 @@ impl Loader<'_> {
     }
 
     /// A number from 0 to 1, both included.
-    fn fraction(&mut self, node: &Node, path: &str) -> Option<f64> {
-        let v = match &node.value {
-            Value::Int(v) => *v as f64,
-            Value::Float(v) => *v,
+    /// A number (an integer or a float), else the type problem naming `expected`.
+    fn number(&mut self, node: &Node, path: &str, expected: &str) -> Option<f64> {
+        match &node.value {
+            Value::Int(v) => Some(*v as f64),
+            Value::Float(v) => Some(*v),
             _ => {
-                self.type_error(node, path, "a number");
-                return None;
+                self.type_error(node, path, expected);
+                None
             }
-        };
+        }
+    }
+
+    fn fraction(&mut self, node: &Node, path: &str) -> Option<f64> {
+        let v = self.number(node, path, "a number")?;
         if (0.0..=1.0).contains(&v) {
             return Some(v);
         }
@@ -1167,7 +1192,7 @@ impl Loader<'_> {
                         || keys::EVAL_COUNTS.contains(k)
                         || keys::EVAL_SAMPLING.contains(k)
                         || keys::TRACE_BENCHMARK.contains(k)
-                        || ["trace_file", "aiperf_package"].contains(k))
+                        || keys::REPLAY_ONLY.contains(k))
             })
             .collect();
         let f = self.fields(node, "benchmark", &serving, SRTCTL_ONLY)?;
@@ -1209,22 +1234,9 @@ impl Loader<'_> {
             None => vec![keys::default::<u32>(table, "concurrencies")],
             Some(c) => {
                 let parsed: Option<Vec<u32>> = match &c.value {
-                    Value::Int(i) if *i >= 1 && *i <= 100_000 => Some(vec![*i as u32]),
-                    Value::Str(s) => s
-                        .split('x')
-                        .map(|p| p.parse::<u32>().ok().filter(|v| (1..=100_000).contains(v)))
-                        .collect(),
-                    Value::Seq(items) => items
-                        .iter()
-                        .map(|i| match &i.value {
-                            Value::Int(v) if (1..=100_000).contains(v) => Some(*v as u32),
-                            // srtctl joins the levels as text: `['8192']` is a level too.
-                            Value::Str(v) => {
-                                v.parse::<u32>().ok().filter(|v| (1..=100_000).contains(v))
-                            }
-                            _ => None,
-                        })
-                        .collect(),
+                    Value::Int(_) => level(&c.value).map(|l| vec![l]),
+                    Value::Str(s) => s.split('x').map(level_text).collect(),
+                    Value::Seq(items) => items.iter().map(|i| level(&i.value)).collect(),
                     _ => None,
                 };
                 match parsed.filter(|v| !v.is_empty()) {
@@ -1537,14 +1549,7 @@ impl Loader<'_> {
         };
         let mut seconds = |node: &Node, key: &str, max: f64| {
             let path = format!("benchmark.{key}");
-            let v = match &node.value {
-                Value::Int(v) => *v as f64,
-                Value::Float(v) => *v,
-                _ => {
-                    self.type_error(node, &path, "a number of seconds");
-                    return None;
-                }
-            };
+            let v = self.number(node, &path, "a number of seconds")?;
             if v > 0.0 && v <= max {
                 return Some(v);
             }
@@ -1767,29 +1772,20 @@ impl Loader<'_> {
     /// `trace-replay`'s levels: srtctl joins a list with commas and passes text as it
     /// is to its script, which splits it at commas.
     fn replay_levels(&mut self, n: &Node) -> Option<Vec<u32>> {
-        let one = |v: &Value| match v {
-            Value::Int(i) if (1..=1_000_000).contains(i) => Some(*i as u32),
-            Value::Str(s) => s
-                .trim()
-                .parse()
-                .ok()
-                .filter(|c| (1..=1_000_000).contains(c)),
-            _ => None,
-        };
         let levels: Option<Vec<u32>> = match &n.value {
-            Value::Seq(items) if !items.is_empty() => items.iter().map(|i| one(&i.value)).collect(),
-            Value::Str(s) => s
-                .split(',')
-                .map(|w| one(&Value::Str(w.to_string())))
-                .collect(),
-            v => one(v).map(|c| vec![c]),
+            Value::Seq(items) if !items.is_empty() => {
+                items.iter().map(|i| level(&i.value)).collect()
+            }
+            // The script hands each word to aiperf, whose parser reads ` 8` as 8.
+            Value::Str(s) => s.split(',').map(|w| level_text(w.trim())).collect(),
+            v => level(v).map(|c| vec![c]),
         };
         if levels.is_none() {
             self.problem(
                 Problem::new(
                     "srt::recipe::value",
                     n.span,
-                    "`benchmark.concurrencies` of `trace-replay` must be levels of 1 to 1000000: a list, a number, or text like \"4,8\"",
+                    format!("`benchmark.concurrencies` of `trace-replay` must be levels of 1 to {MAX_LEVEL}: a list, a number, or text like \"4,8\""),
                 )
                 .label("not a list of levels")
                 .help("srtctl's replay script splits the text at commas (`4x8` is sa-bench's form): write `[4, 8]`"),
