@@ -132,10 +132,7 @@ pub(crate) fn run(args: Args) -> CmdResult {
     let result = rt.block_on(async {
         tokio::select! {
             r = bench::run(&spec, &place, &progress) => Ok(r),
-            _ = tokio::signal::ctrl_c() => Err(match &spec.slow_down {
-                Some(slow) => slow.release().await.err(),
-                None => None,
-            }),
+            _ = tokio::signal::ctrl_c() => Err(spec.release().await.err()),
         }
     });
     let report = match result {

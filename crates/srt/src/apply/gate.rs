@@ -118,12 +118,10 @@ async fn benchmark(
 /// What an interrupted benchmark leaves: a slow-down it set is turned off first, as
 /// the run would have.
 async fn interrupted(spec: &crate::bench::Spec) -> String {
-    match &spec.slow_down {
-        None => "interrupted".into(),
-        Some(slow) => match slow.release().await {
-            Ok(()) => "interrupted (the decode workers' slow-down turned off)".into(),
-            Err(e) => format!("interrupted; {e}"),
-        },
+    match spec.release().await {
+        Ok(false) => "interrupted".into(),
+        Ok(true) => "interrupted (the decode workers' slow-down turned off)".into(),
+        Err(e) => format!("interrupted; {e}"),
     }
 }
 

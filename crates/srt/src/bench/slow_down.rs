@@ -8,7 +8,7 @@
 //! set fails the run (the level would not measure what the recipe asks), and one that
 //! cannot be turned off fails it naming the servers still slowed: they serve, slowly,
 //! until it is turned off. An interrupted run turns it off through
-//! [`SlowDown::release`].
+//! [`super::Spec::release`].
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -72,7 +72,7 @@ impl SlowDown {
     }
 
     /// Turn it off on every server, from a run that was interrupted (its own client).
-    pub async fn release(&self) -> Result<(), String> {
+    pub(super) async fn release(&self) -> Result<(), String> {
         let client = reqwest::Client::builder()
             .no_proxy()
             .build()
@@ -90,7 +90,7 @@ impl SlowDown {
         })
     }
 
-    /// `forward_sleep_time` to every server, in order; the first failure.
+    /// `forward_sleep_time` to every server, in order; every failure.
     async fn post(&self, client: &reqwest::Client, sleep: Option<f64>) -> Result<(), String> {
         let mut failed = Vec::new();
         for server in &self.servers {

@@ -260,6 +260,15 @@ impl Spec {
         }
     }
 
+    /// After an interrupted run: the slow-down it sets turned off. Whether it has one,
+    /// or why it is still on.
+    pub async fn release(&self) -> Result<bool, String> {
+        match &self.slow_down {
+            Some(slow) => slow.release().await.map(|()| true),
+            None => Ok(false),
+        }
+    }
+
     /// One line: what the run sends.
     pub fn describe(&self) -> String {
         let data = match &self.dataset {
