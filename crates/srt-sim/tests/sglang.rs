@@ -301,9 +301,16 @@ async fn attention_dp_binds_the_six_derived_ports_and_no_nccl_port_binds_none() 
     for p in http + 234..http + 240 {
         assert!(StdListener::bind(("0.0.0.0", p)).is_err(), "{p} not bound");
     }
+    // The sim's own record of what it bound, not a probe: another test may
+    // hold the base port by the time this one looks.
+    let bound = bound_ports(&sim.stdout());
     assert!(
-        StdListener::bind(("127.0.0.1", http + 233)).is_ok(),
-        "the dist-init port itself is only a base"
+        bound.is_superset(&(http + 234..http + 240).collect()),
+        "{bound:?}"
+    );
+    assert!(
+        !bound.contains(&(http + 233)),
+        "the dist-init port itself is only a base: {bound:?}"
     );
     let info = get_json(http, "/server_info").await;
     assert_eq!(info["attn_dp_size"], 2);
@@ -718,7 +725,7 @@ async fn a_follower_node_serves_only_the_stand_in_health_server() {
     let (status, _) = post(http, "/generate", &[], &json!({"text": "x"})).await;
     assert_eq!(status, 404);
     assert!(
-        StdListener::bind(("0.0.0.0", nccl)).is_ok(),
+        !bound_ports(&sim.stdout()).contains(&nccl),
         "a follower binds no store"
     );
     assert!(
@@ -990,4 +997,15 @@ async fn a_null_bootstrap_port_is_the_decodes_own_setting() {
     );
     assert_eq!((ds, ps), (200, 200), "{dv}");
     assert_eq!(dv["srt_sim"]["bootstrap"], format!("127.0.0.1:{}", p.boot));
+}
+
+/// The ports of the sim's `bound: <what> <host>:<port>, ...` log line.
+fn bound_ports(stdout: &str) -> std::collections::BTreeSet<u16> {
+    let line = stdout
+        .lines()
+        .find_map(|l| l.split_once("bound: ").map(|(_, rest)| rest))
+        .unwrap_or_else(|| panic!("no `bound:` line in {stdout}"));
+    line.split(", ")
+        .filter_map(|part| part.rsplit_once(':')?.1.parse().ok())
+        .collect()
 }
