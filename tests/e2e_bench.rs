@@ -915,12 +915,13 @@ benchmark:
         "{again}"
     );
     assert_eq!(calls("worker.decode[1].node[0]"), 4);
-    // Released: four tokens now take no sleep.
+    // Released: four tokens now take no sleep (with it, at least 4 x 250 ms;
+    // the bound leaves room for a loaded machine).
     let t0 = std::time::Instant::now();
     let done = env.completion("http://127.0.0.1:8000");
     assert!(done["choices"].is_array(), "{done}");
     assert!(
-        t0.elapsed() < std::time::Duration::from_millis(200),
+        t0.elapsed() < std::time::Duration::from_millis(750),
         "{:?}",
         t0.elapsed()
     );
