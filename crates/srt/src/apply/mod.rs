@@ -751,17 +751,44 @@ impl Apply<'_> {
         }
     }
 
-    /// The plan's action per graph position (`NoOp` for what it does not change).
+    /// The plan's action per graph position (`NoOp` for what it does not change), and
+    /// an update of each unchanged membership that lists a worker replaced without
+    /// rolling: stopped in phase 1, it left its Routers ([`Apply::withdraw`]), and the
+    /// membership puts it back once it is up again (a roll does both itself).
     fn create_actions(&self) -> Vec<Action> {
         let by_address = self.actions();
+        let rolling = self.rolling();
+        let rejoin: std::collections::HashSet<&str> = self
+            .graph
+            .resources
+            .iter()
+            .zip(&rolling)
+            .filter(|(r, &rolls)| {
+                r.kind == Kind::Worker
+                    && !rolls
+                    && by_address.get(r.address.as_str()) == Some(&Action::Replace)
+            })
+            .map(|(r, _)| r.address.as_str())
+            .collect();
         self.graph
             .resources
             .iter()
             .map(|r| {
-                by_address
+                match by_address
                     .get(r.address.as_str())
                     .copied()
                     .unwrap_or(Action::NoOp)
+                {
+                    Action::NoOp
+                        if r.kind == Kind::Membership
+                            && crate::plan::members_of(&r.spec)
+                                .iter()
+                                .any(|(_, w)| rejoin.contains(w.as_str())) =>
+                    {
+                        Action::Update
+                    }
+                    a => a,
+                }
             })
             .collect()
     }
