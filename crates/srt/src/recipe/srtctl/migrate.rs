@@ -397,6 +397,27 @@ fn colocate_decode(recipe: &mut Node, notes: &mut Vec<String>) {
     }
 }
 
+/// A `type: null` (srtctl's merge deletes the key, which leaves v1's default engine),
+/// or a zip list's null entries, written as that default: srt's own default differs.
+fn v1_default_for_nulls(type_value: &mut Node, notes: &mut Vec<String>) {
+    let mut filled = false;
+    let mut fill = |n: &mut Node| {
+        if n.value == Value::Null {
+            n.value = Value::Str(V1_ENGINE_DEFAULT.into());
+            filled = true;
+        }
+    };
+    match &mut type_value.value {
+        Value::Seq(items) => items.iter_mut().for_each(&mut fill),
+        _ => fill(type_value),
+    }
+    if filled {
+        notes.push(format!(
+            "backend.type: null -> engine: {V1_ENGINE_DEFAULT} (srtctl v1's default, which a null leaves)"
+        ));
+    }
+}
+
 /// `backend:` becomes `engine:`: its `type` alone as a name, with engine-wide keys
 /// (`connector`, ...) as a mapping; an absent type is srtctl v1's default engine.
 fn fold_engine(recipe: &mut Node, engine: &str, notes: &mut Vec<String>) {
@@ -418,12 +439,13 @@ fn fold_engine(recipe: &mut Node, engine: &str, notes: &mut Vec<String>) {
     if type_node.is_none() {
         notes.push(format!("engine: {engine} (srtctl v1's default)"));
     }
-    let (type_key, type_value) = type_node.unwrap_or_else(|| {
+    let (type_key, mut type_value) = type_node.unwrap_or_else(|| {
         (
             tree::named("type", key.span),
             tree::string(engine, key.span),
         )
     });
+    v1_default_for_nulls(&mut type_value, notes);
     let rest = tree::entries(&backend)
         .map(<[_]>::to_vec)
         .unwrap_or_default();
@@ -768,6 +790,27 @@ backend:
         let (root, m) = migrated("resources: {agg_nodes: 1, agg_workers: 1}\nbackend: {type: vllm, vllm_config: {aggregated: {}}}\n");
         assert_eq!(at(&root, "engine").value, Value::Str("vllm".into()));
         assert!(m.notes.iter().any(|n| n.contains("roles.agg")));
+    }
+
+    /// srtctl's merge deletes a key an override sets to null, so a null `type` (or a
+    /// zip list's null entry) leaves v1's default engine, which srt's differs from.
+    #[test]
+    fn a_null_engine_type_is_v1_default_written_out() {
+        let (root, m) = migrated(
+            "resources: {agg_nodes: 1, agg_workers: 1}\nbackend: {type: [vllm, null], vllm_config: {aggregated: {}}}\n",
+        );
+        let names: Vec<Value> = match &at(&root, "engine").value {
+            Value::Seq(items) => items.iter().map(|n| n.value.clone()).collect(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            names,
+            [Value::Str("vllm".into()), Value::Str("sglang".into())]
+        );
+        assert!(m.notes.iter().any(|n| n.contains("null -> engine: sglang")));
+        let (root, _) =
+            migrated("resources: {agg_nodes: 1, agg_workers: 1}\nbackend: {type: null}\n");
+        assert_eq!(at(&root, "engine").value, Value::Str("sglang".into()));
     }
 
     #[test]
