@@ -426,10 +426,11 @@ fn a_failed_point_is_recorded_and_keep_going_goes_on() {
     env.destroy("e2e-sweep-fail");
 }
 
-/// A grid over parallel sizes on fixed GPUs has points that cannot run (srtctl's
-/// `tp: [1, 2, 4, 8]` on a node of 8): `srt sweep` skips them, says which and why, and
-/// runs the others; `srt validate` reads the first that fits. When none fits, nothing
-/// starts and the first point's problem is the error.
+/// A grid over parallel sizes on fixed GPUs has points that cannot run (TP4 on a worker
+/// of 2): `srt sweep` skips them, says which and why, and runs the others, one that
+/// leaves a GPU idle included (TP1 on 2, as srtctl runs it); `srt validate` reads the
+/// first that fits. When none fits, nothing starts and the first point's problem is the
+/// error.
 #[test]
 fn points_that_do_not_fit_their_gpus_are_skipped_and_said() {
     let _g = serial();
@@ -448,22 +449,24 @@ fn points_that_do_not_fit_their_gpus_are_skipped_and_said() {
         )
     };
     let d = "e2e-sweep-unfit";
-    let file = env.recipe("unfit.yaml", &text(d, "[1, 2]"));
+    let file = env.recipe("unfit.yaml", &text(d, "[4, 1, 2]"));
     let valid = e2e_support::text(&env.srt(&["validate", "-f", &file]));
     assert!(
-        valid.contains("this is point 2 of 2 (tp=2), the first whose parallel sizes fit its GPUs: 1 before it do not (tp=1: "),
+        valid.contains("this is point 2 of 3 (tp=1), the first whose parallel sizes fit its GPUs: 1 before it do not (tp=4: ")
+            && valid.contains("srt::recipe::idle_gpus"),
         "{valid}"
     );
     let plan = env.ok(&["sweep", "-f", &file, "--simulate", "--plan"]);
     assert!(
         plan.contains("Skipped: 1 point whose parallel sizes do not fit their GPUs:")
-            && plan.contains(&format!("  - {d}_tp1 (tp=1): "))
-            && plan.contains(&format!("1. {d}_tp2 (tp=2)")),
+            && plan.contains(&format!("  - {d}_tp4 (tp=4): "))
+            && plan.contains(&format!("1. {d}_tp1 (tp=1)"))
+            && plan.contains(&format!("2. {d}_tp2 (tp=2)")),
         "{plan}"
     );
     let out = env.ok(&["sweep", "-f", &file, "--simulate", "--auto-approve", "-q"]);
     assert!(
-        out.contains("1 of 1 points done, 0 failed")
+        out.contains("2 of 2 points done, 0 failed")
             && out.contains("(1 skipped: they do not fit their GPUs)"),
         "{out}"
     );
@@ -477,13 +480,14 @@ fn points_that_do_not_fit_their_gpus_are_skipped_and_said() {
     assert_eq!(
         statuses,
         [
+            ("e2e-sweep-unfit_tp1", "done"),
             ("e2e-sweep-unfit_tp2", "done"),
-            ("e2e-sweep-unfit_tp1", "unfit")
+            ("e2e-sweep-unfit_tp4", "unfit")
         ]
     );
     env.destroy(d);
 
-    let none = env.recipe("none.yaml", &text("e2e-sweep-none", "[1]"));
+    let none = env.recipe("none.yaml", &text("e2e-sweep-none", "[4]"));
     let out = env.srt(&["sweep", "-f", &none, "--simulate", "--auto-approve"]);
     let shown = e2e_support::text(&out);
     assert_ne!(out.status.code(), Some(0), "{shown}");

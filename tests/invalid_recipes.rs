@@ -593,10 +593,10 @@ const CASES: &[Case] = &[
         "unexpected character",
     ),
     case(
-        "gpus-unused.yaml",
+        "gpus-unused-nodes.yaml",
         "srt::recipe::parallel_size",
-        "agg",
-        "set `gpus: 1` on the role",
+        "tensor-parallel-size",
+        "set `gpus: 2` on the role",
     ),
     case(
         "limit-workers.yaml",

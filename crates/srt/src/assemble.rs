@@ -359,6 +359,7 @@ fn build(
     ctx.set_services(infra.services.clone());
     let runtime = infra.runtime.as_deref();
     let workers = workers(recipe, engine, &topo, &features, (runtime, own), &mut ctx)?;
+    warnings.extend(idle_gpus(recipe, engine, &topo));
     let parts = frontend
         .build(&mut ctx, recipe, &layout, &workers, &connectors)
         .map_err(|p| vec![p])?;
@@ -414,6 +415,39 @@ fn build(
         sensitive_env: recipe.sensitive_env.clone(),
         warnings,
     })
+}
+
+/// A warning per role whose workers are given GPUs their parallel sizes leave idle
+/// ([`Engine::gpus_used`]): srt runs them as srtctl does, and says so.
+fn idle_gpus(recipe: &Recipe, engine: &dyn Engine, topo: &Topology) -> Vec<Problem> {
+    recipe
+        .roles
+        .iter()
+        .filter_map(|role| {
+            let endpoint = topo.role(role.kind).next()?;
+            let given = endpoint.total_gpus();
+            let used = engine.gpus_used(recipe, role, endpoint)?;
+            (used < given).then(|| {
+                let name = role.kind.name();
+                let idle = match given - used {
+                    1 => "1 GPU".to_string(),
+                    n => format!("{n} GPUs"),
+                };
+                Problem::warning(
+                    "srt::recipe::idle_gpus",
+                    role.gpus.as_ref().map_or(role.span, |g| g.span),
+                    format!(
+                        "each `{name}` worker is given {given} GPUs but its parallel sizes use {used}: `{}` runs on the first {used}, leaving {idle} idle, as under srtctl",
+                        engine.name(),
+                    ),
+                )
+                .label(format!("{idle} idle per worker"))
+                .help(format!(
+                    "set `gpus: {used}` on the role to leave them free, or raise the parallel sizes to use {given}"
+                ))
+            })
+        })
+        .collect()
 }
 
 fn lookup_engine(recipe: &Recipe, problems: &mut Vec<Problem>) -> Option<&'static dyn Engine> {

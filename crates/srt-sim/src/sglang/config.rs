@@ -504,6 +504,10 @@ mod tests {
         // Per node: tp 4 over 2 nodes needs 2 here.
         assert!(cfg_env("--tp-size 4 --nnodes 2 --node-rank 1", &env).is_ok());
         assert!(cfg_env("--tp-size 8", &[]).is_ok(), "unset: not checked");
+        // More visible than the ranks open: the others stay idle, as in SGLang.
+        let four = [("CUDA_VISIBLE_DEVICES", "0,1,2,3")];
+        assert!(cfg_env("--tp-size 1", &four).is_ok());
+        assert!(cfg_env("--tp-size 2 --dp-size 2 --enable-dp-attention", &four).is_ok());
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Which point of a sweep the commands that read one recipe read: the first whose
 //! parallel sizes fit the GPUs its workers get. srtctl's grid sweeps over `tp`, `pp`,
-//! `dp` and `ep` on fixed nodes, so some of their points cannot run (a TP1 worker on a
-//! node of eight GPUs); an engine's shape check marks those problems
+//! `dp` and `ep` on fixed nodes, so some of their points cannot run (TP16 on a node of
+//! eight GPUs, or, for TensorRT-LLM, whose MPI job is one rank per GPU, TP1 there);
+//! where an engine runs a point on fewer GPUs than its worker's it fits, with a warning
+//! (`srt::recipe::idle_gpus`). An engine's shape check marks the others
 //! ([`Problem::misfit`]), and such a point is skipped, said in the point's note
 //! ([`crate::recipe::sweep::read_as`]). Any other problem stops the search at its point.
 
@@ -111,15 +113,15 @@ mod tests {
 
     #[test]
     fn the_first_point_that_fits_is_read_and_the_skipped_ones_are_said() {
-        let recipe = load(&swept("[1, 2, 4, 8]", "")).unwrap();
+        let recipe = load(&swept("[8, 16, 4, 2]", "")).unwrap();
         let point = recipe.sweep.clone().unwrap();
         assert_eq!((point.index, point.params.as_str()), (2, "tp=4"));
         let unfit = point.unfit.clone().unwrap();
-        assert_eq!((unfit.count, unfit.first.as_str()), (2, "tp=1"));
-        assert!(unfit.reason.contains("leave the others idle"), "{unfit:?}");
+        assert_eq!((unfit.count, unfit.first.as_str()), (2, "tp=8"));
+        assert!(unfit.reason.contains("does not fit"), "{unfit:?}");
         let note = crate::recipe::sweep::read_as(&point).message;
         assert!(
-            note.contains("point 3 of 4 (tp=4), the first whose parallel sizes fit its GPUs: 2 before it do not (tp=1: "),
+            note.contains("point 3 of 4 (tp=4), the first whose parallel sizes fit its GPUs: 2 before it do not (tp=8: "),
             "{note}"
         );
         assert!(assemble(&recipe, &BuildOptions::default()).is_ok());
@@ -132,9 +134,29 @@ mod tests {
         assert_eq!((point.index, point.unfit), (0, None));
     }
 
+    /// Fewer GPUs than the worker's on one node run, as srtctl runs them: a point that
+    /// leaves GPUs idle is read, with a warning, not skipped.
+    #[test]
+    fn a_point_that_leaves_gpus_idle_fits() {
+        let recipe = load(&swept("[1, 4]", "")).unwrap();
+        let point = recipe.sweep.clone().unwrap();
+        assert_eq!((point.index, point.unfit.is_none()), (0, true));
+        let plan = assemble(&recipe, &BuildOptions::default()).unwrap();
+        let idle: Vec<&str> = plan
+            .warnings
+            .iter()
+            .filter(|w| w.code == "srt::recipe::idle_gpus")
+            .map(|w| w.message.as_str())
+            .collect();
+        assert_eq!(
+            idle,
+            ["each `agg` worker is given 4 GPUs but its parallel sizes use 1: `vllm` runs on the first 1, leaving 3 GPUs idle, as under srtctl"]
+        );
+    }
+
     #[test]
     fn when_no_point_fits_the_first_is_read_and_its_errors_say_none_does() {
-        let recipe = load(&swept("[1, 2]", "")).unwrap();
+        let recipe = load(&swept("[8, 16]", "")).unwrap();
         let point = recipe.sweep.clone().unwrap();
         assert_eq!(point.index, 0);
         assert_eq!(point.unfit.as_ref().map(|u| u.count), Some(2));
@@ -151,7 +173,7 @@ mod tests {
     /// and that error is the caller's to report.
     #[test]
     fn another_error_is_not_skipped() {
-        let source = swept("[1, 4]", "      max-num-seqz: 8\n");
+        let source = swept("[8, 4]", "      max-num-seqz: 8\n");
         let recipe = load(&source).unwrap();
         assert_eq!(recipe.sweep.as_ref().map(|p| p.index), Some(0));
         let problems = assemble(&recipe, &BuildOptions::default()).unwrap_err();
@@ -162,7 +184,7 @@ mod tests {
     fn a_recipe_without_a_sweep_is_read_as_it_is() {
         let source = Source {
             name: "r.yaml".into(),
-            text: "schema: 2\nname: r\nmodel: {path: /models/m}\nroles:\n  agg:\n    nodes: 1\n    workers: 1\n    gpus: 2\n    args: {tensor-parallel-size: 1}\n".into(),
+            text: "schema: 2\nname: r\nmodel: {path: /models/m}\nroles:\n  agg:\n    nodes: 1\n    workers: 1\n    gpus: 2\n    args: {tensor-parallel-size: 4}\n".into(),
         };
         let recipe = load(&source).unwrap();
         assert!(recipe.sweep.is_none());

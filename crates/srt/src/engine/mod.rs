@@ -139,6 +139,13 @@ pub trait Engine: Sync {
     fn slow_down_route(&self) -> Option<&'static str> {
         None
     }
+    /// The GPUs of `endpoint` that the role's parallel sizes use, where the engine runs a
+    /// worker on fewer than it is given (the first ones, the others idle, as srtctl's
+    /// single-node sweeps do); `None` when it refuses any other count, or the sizes do not
+    /// fit at all (its worker processes say why).
+    fn gpus_used(&self, _recipe: &Recipe, _role: &Role, _endpoint: &Endpoint) -> Option<u32> {
+        None
+    }
     /// Requests the worker at `url` is still working on (running and queued), or `None`
     /// when it cannot tell: how apply knows a worker taken out of its Routers has
     /// drained before stopping it.

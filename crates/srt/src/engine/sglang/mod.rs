@@ -219,6 +219,12 @@ impl Engine for Sglang {
         Some("/slow_down")
     }
 
+    fn gpus_used(&self, recipe: &Recipe, role: &Role, endpoint: &Endpoint) -> Option<u32> {
+        shape::check(self.recipe_catalog(recipe), role, endpoint)
+            .ok()
+            .map(shape::Sizes::gpus)
+    }
+
     fn name(&self) -> &'static str {
         "sglang"
     }

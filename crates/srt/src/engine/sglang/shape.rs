@@ -3,7 +3,8 @@
 //! worker's GPUs are `tp-size x pp-size x dp-size` (data-parallel replicas), attention
 //! data parallelism (`attn-dp-size`, or srtctl's `dp-size` with `enable-dp-attention`,
 //! which SGLang rewrites to it) splits the tensor-parallel group and takes no GPU of
-//! its own.
+//! its own. A worker of one node may be given more GPUs than its sizes use; more than
+//! it is given, or fewer over several nodes, is refused.
 
 use crate::catalog::{Catalog, Resolution};
 use crate::recipe::diag::Problem;
@@ -109,7 +110,9 @@ pub(super) fn check(catalog: &Catalog, role: &Role, endpoint: &Endpoint) -> Resu
         .label(label.to_string())
         .misfit()
     };
-    if s.gpus() != total {
+    // Fewer on one node is SGLang's to run: it opens the first of its visible devices
+    // (`idle_gpus` says the others stay idle).
+    if s.gpus() > total || (s.gpus() < total && nodes > 1) {
         return Err(refuse(
             format!(
                 "tp-size {} x pp-size {} x dp-size {} = {} GPUs, but each `{name}` worker has {total}",

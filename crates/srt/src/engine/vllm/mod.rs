@@ -99,6 +99,10 @@ impl Engine for Vllm {
         false
     }
 
+    fn gpus_used(&self, _recipe: &Recipe, role: &Role, endpoint: &Endpoint) -> Option<u32> {
+        shape::gpus_used(role, endpoint)
+    }
+
     fn install_hint(&self) -> &'static str {
         "without GPUs, apply with `--simulate` (srt's simulator answers as `vllm serve` \
          would); otherwise install vLLM (`scripts/install-vllm.sh` installs its CPU build \

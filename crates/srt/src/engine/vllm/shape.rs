@@ -10,7 +10,10 @@
 //! - DP `per_node`, replicas spanning nodes: vLLM's native multi-node topology, only the
 //!   global leader is routable ([`Shape::DpSpanning`]).
 //!
-//! Every GPU count that the parallel sizes do not use exactly is refused.
+//! A worker of one node may be given more GPUs than its sizes use: vLLM runs on the first
+//! ones of its `--device-ids` and leaves the others idle (srtctl's single-node sweeps do
+//! this; srt says so with a warning). Every other GPU count that the parallel sizes do
+//! not use exactly is refused.
 
 use crate::recipe::diag::Problem;
 use crate::recipe::{ArgValue, Role};
@@ -88,6 +91,10 @@ pub(super) fn shape(role: &Role, endpoint: &Endpoint) -> Result<Shape, Problem> 
     let total = endpoint.total_gpus();
     let name = role.kind.name();
     if s.dp > 1 {
+        if nodes == 1 && s.dp * s.replica < total {
+            // Idle GPUs, said by `idle_gpus`: every rank is local.
+            return Ok(Shape::DpLocal { local_dp: s.dp });
+        }
         if s.dp * s.replica != total {
             return Err(Problem::new(
                 "srt::recipe::dp_gpus",
@@ -147,12 +154,12 @@ pub(super) fn shape(role: &Role, endpoint: &Endpoint) -> Result<Shape, Problem> 
         .label("replica larger than the worker")
         .misfit());
     }
-    if s.replica < total {
+    if s.replica < total && nodes > 1 {
         return Err(Problem::new(
             "srt::recipe::parallel_size",
             span_of_sizes(role),
             format!(
-                "each `{name}` worker gets {total} GPUs but its replica uses {} (tensor x pipeline x prefill-context parallel size): vLLM would run on the first and leave the others idle",
+                "each `{name}` worker spans {nodes} nodes ({total} GPUs) but its replica uses {} (tensor x pipeline x prefill-context parallel size): a replica that does not span them leaves nodes idle",
                 s.replica
             ),
         )
@@ -167,4 +174,11 @@ pub(super) fn shape(role: &Role, endpoint: &Endpoint) -> Result<Shape, Problem> 
         return Ok(Shape::Single);
     }
     Ok(Shape::MultiNode)
+}
+
+/// The GPUs the sizes use on a worker whose shape fits `endpoint` (see
+/// [`crate::engine::Engine::gpus_used`]).
+pub(super) fn gpus_used(role: &Role, endpoint: &Endpoint) -> Option<u32> {
+    shape(role, endpoint).ok()?;
+    sizes(role).ok().map(|s| s.replica * s.dp)
 }
