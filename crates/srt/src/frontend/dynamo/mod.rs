@@ -284,6 +284,7 @@ impl Frontend for Dynamo {
 
     fn validate(&self, recipe: &Recipe, _: &[ConnectorChoice], problems: &mut Vec<Problem>) {
         section::check(recipe, problems);
+        problems.extend(release::unnamed_note(recipe));
         section::check_planes_exist(recipe, release::of(recipe), problems);
         if let Some(mb) = &recipe.nats_max_payload_mb {
             if !section::planes(recipe).nats() {

@@ -5,7 +5,7 @@
 use super::install::DEFAULT_RELEASE;
 use super::section::NAME;
 use crate::catalog::Catalog;
-use crate::recipe::{ArgValue, Recipe};
+use crate::recipe::{ArgValue, Problem, Recipe};
 
 /// The frontend's catalogs, newest (srt's default, `section::VERSION`) first.
 const FRONTEND: &[(&str, &str)] = &[
@@ -75,9 +75,79 @@ pub(super) fn frontend_catalog(release: Option<&str>) -> (&'static Catalog, Fit)
     }
 }
 
-/// The recipe's frontend catalog.
+/// The recipe's frontend catalog: the named release's; for a commit or an image that
+/// names none, the newest whose frontend takes every flag of `frontend.args` (srt's
+/// default when none does, or the recipe writes none), as an SGLang image that names
+/// no release is read.
 pub(super) fn of(recipe: &Recipe) -> &'static Catalog {
-    frontend_catalog(named(recipe).as_deref()).0
+    match named(recipe) {
+        Some(release) => frontend_catalog(Some(&release)).0,
+        None => frontends()
+            .iter()
+            .find(|c| takes_all(c, recipe))
+            .unwrap_or_else(default),
+    }
+}
+
+/// Whether the frontend of `catalog`'s release parses every flag of `frontend.args`.
+fn takes_all(catalog: &Catalog, recipe: &Recipe) -> bool {
+    recipe
+        .frontend
+        .args
+        .0
+        .iter()
+        .all(|a| takes(catalog, &a.key))
+}
+
+/// Whether the frontend of `catalog`'s release parses `flag` (in full, or as the
+/// abbreviation its parser reads).
+fn takes(catalog: &Catalog, flag: &str) -> bool {
+    matches!(
+        catalog.resolve(flag),
+        crate::catalog::Resolution::Exact(..) | crate::catalog::Resolution::Prefix(..)
+    )
+}
+
+/// What srt says when a recipe that names no release has `frontend.args` srt's default
+/// frontend lacks, and an older one of its catalogs takes them all: which it reads them
+/// with. Located at the first flag the default lacks.
+pub(super) fn unnamed_note(recipe: &Recipe) -> Option<Problem> {
+    if named(recipe).is_some() {
+        return None;
+    }
+    let chosen = of(recipe);
+    let newest = default();
+    if std::ptr::eq(chosen, newest) {
+        return None;
+    }
+    let first = recipe
+        .frontend
+        .args
+        .0
+        .iter()
+        .find(|a| !takes(newest, &a.key))?;
+    let (source, help) = match recipe.sections.get(NAME).and_then(|s| s.get("hash")) {
+        Some(hash) => (
+            format!("commit {} names no release", hash.value.render()),
+            "srt cannot tell the release a commit belongs to: a flag its frontend lacks shows only when it starts",
+        ),
+        None => (
+            "the image's Dynamo names no release".to_string(),
+            "write `dynamo.version` (with `install: false`) to name the release the image holds",
+        ),
+    };
+    Some(
+        Problem::warning(
+            "srt::recipe::dynamo_version",
+            first.key_span,
+            format!(
+                "{source}, and `frontend.args` has flags ai-dynamo {}'s frontend does not: srt checks them against {}, the newest release it has whose frontend takes them all",
+                newest.version, chosen.version
+            ),
+        )
+        .label(format!("not a flag of {}", newest.version))
+        .help(help),
+    )
 }
 
 /// Whether the frontend of `catalog`'s release has `flag` (`--name`).
@@ -97,6 +167,59 @@ pub(super) fn frontend_releases() -> Vec<&'static str> {
 mod tests {
     use super::super::section::VERSION;
     use super::*;
+    use crate::recipe::{load_str, Source};
+
+    fn recipe(dynamo: &str, args: &str) -> Recipe {
+        let text = format!(
+            "frontend:\n  type: dynamo\n  args: {{{args}}}\ndynamo: {{{dynamo}}}\nroles:\n  agg:\n    nodes: 1\n    workers: 1\n"
+        );
+        load_str(
+            &Source {
+                name: "t.yaml".into(),
+                text,
+            },
+            "t",
+        )
+        .expect("loads")
+    }
+
+    /// A commit (or an image) names no release: `frontend.args` are read with the newest
+    /// catalog that takes them all, and srt says so when that is not its default.
+    #[test]
+    fn an_unnamed_release_is_read_with_the_newest_frontend_that_takes_its_args() {
+        let commit = "hash: \"0b33c1dfa0c1c88b4c728e600aa62a1be594b0c6\"";
+        let older = recipe(commit, "router-reset-states: true");
+        assert_eq!(of(&older).version, "1.3.1");
+        let note = unnamed_note(&older).expect("said");
+        assert!(
+            note.message
+                .contains("commit 0b33c1dfa0c1c88b4c728e600aa62a1be594b0c6 names no release")
+                && note.message.contains("against 1.3.1"),
+            "{}",
+            note.message
+        );
+        let current = recipe(commit, "router-mode: kv");
+        assert_eq!(of(&current).version, VERSION);
+        assert!(unnamed_note(&current).is_none());
+        // No catalog takes it: srt's default, whose check refuses the flag.
+        let none = recipe(commit, "no-such-flag: true");
+        assert_eq!(of(&none).version, VERSION);
+        assert!(unnamed_note(&none).is_none());
+        let image = recipe("install: false", "router-reset-states: true");
+        assert_eq!(of(&image).version, "1.3.1");
+        let note = unnamed_note(&image).expect("said").message;
+        assert!(
+            note.contains("the image's Dynamo names no release"),
+            "{note}"
+        );
+        // A named release is its own, whatever the flags.
+        let named = recipe(
+            "version: \"1.6.1\", install: true",
+            "router-reset-states: true",
+        );
+        assert_eq!(of(&named).version, "1.6.1");
+        assert!(unnamed_note(&named).is_none());
+    }
 
     #[test]
     fn a_release_is_read_with_its_own_catalog_or_its_series_newest() {

@@ -230,7 +230,8 @@ fn commit_problems(section: &Section, commit: &crate::recipe::Arg) -> Vec<Proble
         .label("cloned, built and installed on the nodes")
         .help(format!(
             "the nodes must reach GitHub and the package indexes (the first build takes minutes); \
-             srt checks Dynamo's commands against ai-dynamo {VERSION}'s flags"
+             srt checks Dynamo's commands against ai-dynamo {VERSION}'s flags (`frontend.args` \
+             against the newest release whose frontend takes them all)"
         )),
     );
     if let Some(wheel) = section.get("wheel") {
