@@ -473,6 +473,22 @@ impl Env {
                     String::from_utf8_lossy(&out.stdout)
                 );
             }
+            // A program that logs every request fills its tail with the last ones:
+            // what went wrong earlier is in its warnings and errors.
+            if let Ok(out) = self.command(&["logs", deployment, address]).output() {
+                let text = String::from_utf8_lossy(&out.stdout);
+                let flagged: Vec<&str> = text
+                    .lines()
+                    .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+                    .collect();
+                if !flagged.is_empty() {
+                    eprintln!(
+                        "--- {deployment} {address} (last 40 of {} warning and error lines) ---\n{}",
+                        flagged.len(),
+                        flagged[flagged.len().saturating_sub(40)..].join("\n")
+                    );
+                }
+            }
         }
     }
 }
