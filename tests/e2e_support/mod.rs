@@ -464,30 +464,28 @@ impl Env {
             if resource["runtime"]["pid"].is_null() {
                 continue;
             }
-            if let Ok(out) = self
-                .command(&["logs", deployment, address, "--tail", "40"])
-                .output()
-            {
-                eprintln!(
-                    "--- {deployment} {address} (last 40 lines) ---\n{}",
-                    String::from_utf8_lossy(&out.stdout)
-                );
-            }
+            let Ok(out) = self.command(&["logs", deployment, address]).output() else {
+                continue;
+            };
+            let text = String::from_utf8_lossy(&out.stdout);
+            let lines: Vec<&str> = text.lines().collect();
+            eprintln!(
+                "--- {deployment} {address} (last 40 lines) ---\n{}",
+                lines[lines.len().saturating_sub(40)..].join("\n")
+            );
             // A program that logs every request fills its tail with the last ones:
             // what went wrong earlier is in its warnings and errors.
-            if let Ok(out) = self.command(&["logs", deployment, address]).output() {
-                let text = String::from_utf8_lossy(&out.stdout);
-                let flagged: Vec<&str> = text
-                    .lines()
-                    .filter(|l| l.contains("WARN") || l.contains("ERROR"))
-                    .collect();
-                if !flagged.is_empty() {
-                    eprintln!(
-                        "--- {deployment} {address} (last 40 of {} warning and error lines) ---\n{}",
-                        flagged.len(),
-                        flagged[flagged.len().saturating_sub(40)..].join("\n")
-                    );
-                }
+            let flagged: Vec<&str> = lines
+                .iter()
+                .copied()
+                .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+                .collect();
+            if !flagged.is_empty() {
+                eprintln!(
+                    "--- {deployment} {address} (last 40 of {} warning and error lines) ---\n{}",
+                    flagged.len(),
+                    flagged[flagged.len().saturating_sub(40)..].join("\n")
+                );
             }
         }
     }

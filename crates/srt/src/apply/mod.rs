@@ -692,8 +692,8 @@ impl Apply<'_> {
     /// launches ready together go as one batch, a replaced unit rolls in its turn, a
     /// failure skips only what waits for it.
     async fn create_phase(&self, rec: &Recorder<'_>, outcome: &mut Outcome) {
-        let actions = self.create_actions();
         let rolling = self.rolling();
+        let actions = self.create_actions(&rolling);
         let rolled: Vec<Action> = actions
             .iter()
             .zip(&rolling)
@@ -755,14 +755,14 @@ impl Apply<'_> {
     /// an update of each unchanged membership that lists a worker replaced without
     /// rolling: stopped in phase 1, it left its Routers ([`Apply::withdraw`]), and the
     /// membership puts it back once it is up again (a roll does both itself).
-    fn create_actions(&self) -> Vec<Action> {
+    /// `rolling` is [`Apply::rolling`], which the caller has.
+    fn create_actions(&self, rolling: &[bool]) -> Vec<Action> {
         let by_address = self.actions();
-        let rolling = self.rolling();
         let rejoin: std::collections::HashSet<&str> = self
             .graph
             .resources
             .iter()
-            .zip(&rolling)
+            .zip(rolling)
             .filter(|(r, &rolls)| {
                 r.kind == Kind::Worker
                     && !rolls
@@ -781,6 +781,7 @@ impl Apply<'_> {
                 {
                     Action::NoOp
                         if r.kind == Kind::Membership
+                            && !rejoin.is_empty()
                             && crate::plan::members_of(&r.spec)
                                 .iter()
                                 .any(|(_, w)| rejoin.contains(w.as_str())) =>

@@ -82,11 +82,16 @@ pub(super) fn frontend_catalog(release: Option<&str>) -> (&'static Catalog, Fit)
 pub(super) fn of(recipe: &Recipe) -> &'static Catalog {
     match named(recipe) {
         Some(release) => frontend_catalog(Some(&release)).0,
-        None => frontends()
-            .iter()
-            .find(|c| takes_all(c, recipe))
-            .unwrap_or_else(default),
+        None => unnamed(recipe),
     }
+}
+
+/// The catalog of a recipe that names no release: see [`of`].
+fn unnamed(recipe: &Recipe) -> &'static Catalog {
+    frontends()
+        .iter()
+        .find(|c| takes_all(c, recipe))
+        .unwrap_or_else(default)
 }
 
 /// Whether the frontend of `catalog`'s release parses every flag of `frontend.args`.
@@ -115,7 +120,7 @@ pub(super) fn unnamed_note(recipe: &Recipe) -> Option<Problem> {
     if named(recipe).is_some() {
         return None;
     }
-    let chosen = of(recipe);
+    let chosen = unnamed(recipe);
     let newest = default();
     if std::ptr::eq(chosen, newest) {
         return None;
